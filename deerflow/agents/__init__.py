@@ -1,0 +1,1 @@
+"""DeerFlow agent-side state schemas (``deerflow.agents.thread_state``)."""

@@ -1,0 +1,72 @@
+"""DeerFlow's ``database:`` block of ``config.yaml`` as a pydantic model.
+
+Keys and defaults follow DeerFlow's ``DatabaseConfig`` (spec, "Facts from
+DeerFlow's configuration"): ``backend`` (memory | sqlite | postgres),
+``sqlite_dir`` (the checkpoint file is ``{sqlite_dir}/deerflow.db``),
+``postgres_url`` (``$VAR`` resolved from the environment),
+``postgres_schema`` (optional), ``checkpoint_channel_mode`` (full | delta,
+default full) and ``checkpoint_delta.snapshot_frequency`` (integer >= 1,
+default 10; the legacy flat key ``checkpoint_delta_snapshot_frequency`` is
+carried onto it, the nested key winning).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+
+__all__ = ["CheckpointDeltaConfig", "DatabaseConfig"]
+
+
+class CheckpointDeltaConfig(BaseModel):
+    """``database.checkpoint_delta``: delta-mode tuning."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    snapshot_frequency: StrictInt = Field(default=10, ge=1)
+    """Messages-channel updates between two ``_DeltaSnapshot`` blobs (count, >= 1)."""
+
+
+class DatabaseConfig(BaseModel):
+    """``database:`` — where the LangGraph checkpoints live and in which channel mode."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    backend: Literal["memory", "sqlite", "postgres"] = "sqlite"
+    sqlite_dir: str = ".deer-flow/data"
+    postgres_url: str | None = None
+    postgres_schema: str | None = None
+    checkpoint_channel_mode: Literal["full", "delta"] = "full"
+    checkpoint_delta: CheckpointDeltaConfig = Field(default_factory=CheckpointDeltaConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _carry_legacy_frequency(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "checkpoint_delta_snapshot_frequency" not in data:
+            return data
+        data = dict(data)
+        legacy = data.pop("checkpoint_delta_snapshot_frequency")
+        nested = dict(data.get("checkpoint_delta") or {})
+        nested.setdefault("snapshot_frequency", legacy)
+        data["checkpoint_delta"] = nested
+        return data
+
+    @model_validator(mode="after")
+    def _postgres_needs_url(self) -> DatabaseConfig:
+        if self.backend == "postgres" and not self.postgres_url:
+            raise ValueError("database.postgres_url is required when database.backend is 'postgres'")
+        return self
+
+    @property
+    def snapshot_frequency(self) -> int:
+        """Shortcut for ``checkpoint_delta.snapshot_frequency``."""
+        return self.checkpoint_delta.snapshot_frequency
+
+    def sqlite_path(self, base_dir: Path | None = None) -> Path:
+        """``{sqlite_dir}/deerflow.db``; a relative ``sqlite_dir`` is resolved against ``base_dir``."""
+        directory = Path(self.sqlite_dir)
+        if not directory.is_absolute() and base_dir is not None:
+            directory = base_dir / directory
+        return directory / "deerflow.db"

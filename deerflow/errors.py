@@ -1,0 +1,132 @@
+"""The error tree of the ``deerflow`` package.
+
+::
+
+    DeerFlowError
+    ├── ConfigError                         config.yaml missing, unreadable or invalid
+    ├── CheckpointModeMismatchError         a thread's checkpoints conflict with the frozen mode (HTTP 409)
+    ├── CheckpointModeReconfigurationError  the process was asked to change a frozen value (HTTP 503)
+    ├── ThreadNotFoundError                 no checkpoint stored for a thread id (HTTP 404)
+    └── CheckpointNotFoundError             no checkpoint with that id / namespace (HTTP 404)
+
+The two mode errors and their messages are fixed by the specification
+("The fail-closed gate" and "HTTP error mapping"); the dashboard maps each
+class to a status code and a remediation hint kept in one registry.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointModeMismatchError",
+    "CheckpointModeReconfigurationError",
+    "CheckpointNotFoundError",
+    "ConfigError",
+    "DeerFlowError",
+    "MISMATCH_MESSAGE",
+    "RECONFIGURATION_MESSAGE",
+    "SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE",
+    "ThreadNotFoundError",
+]
+
+#: The exact text of a rejected access (spec, "The fail-closed gate").
+MISMATCH_MESSAGE = (
+    "Thread requires delta mode; materialize and convert its checkpoints "
+    "before using full mode."
+)
+#: The 503 detail for a mode change in a running process (spec, "HTTP error mapping").
+RECONFIGURATION_MESSAGE = (
+    "checkpoint_channel_mode is restart-required and cannot change in a running process"
+)
+#: The cadence twin of :data:`RECONFIGURATION_MESSAGE`.
+SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE = (
+    "checkpoint_delta.snapshot_frequency is restart-required and cannot change "
+    "in a running process"
+)
+
+
+class DeerFlowError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(DeerFlowError, ValueError):
+    """config.yaml is missing, unreadable, malformed, or holds a bad value.
+
+    Raised at start-up by :func:`deerflow.config.load_config`. The message
+    names the file, the key and the allowed values. Fix the file and restart.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, key: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.key = key
+
+
+class CheckpointModeMismatchError(DeerFlowError, RuntimeError):
+    """A full-mode process met a thread whose checkpoints need delta mode.
+
+    Raised by the gates in :mod:`deerflow.runtime.checkpoint_mode` before any
+    materialized value is used or any write is persisted. ``str(error)`` is
+    exactly :data:`MISMATCH_MESSAGE`; ``thread_id`` is set when known.
+    Remedy: read the thread from a delta-mode process, or convert it to full.
+    """
+
+    def __init__(self, message: str = MISMATCH_MESSAGE, *, thread_id: str | None = None):
+        super().__init__(message)
+        self.thread_id = thread_id
+
+    @property
+    def detail(self) -> str:
+        """The HTTP 409 detail: ``Thread <thread_id>: <message>`` (spec table)."""
+        if self.thread_id is None:
+            return str(self)
+        return f"Thread {self.thread_id}: {self}"
+
+
+class CheckpointModeReconfigurationError(DeerFlowError, RuntimeError):
+    """The process was asked to run with a mode or cadence other than the frozen one.
+
+    Raised when a second freeze asks for another value, when a caller-supplied
+    internal mode key differs from the frozen mode, and when config.yaml on
+    disk changed under a running process (config drift). ``str(error)`` is
+    :data:`RECONFIGURATION_MESSAGE` or its cadence twin. Transient by design:
+    restart the process so it freezes the new value.
+    """
+
+    def __init__(
+        self,
+        message: str = RECONFIGURATION_MESSAGE,
+        *,
+        setting: str = "checkpoint_channel_mode",
+        frozen: object = None,
+        requested: object = None,
+    ):
+        super().__init__(message)
+        self.setting = setting
+        self.frozen = frozen
+        self.requested = requested
+
+    @property
+    def detail(self) -> str:
+        """The HTTP 503 detail (spec table): the message itself."""
+        return str(self)
+
+
+class ThreadNotFoundError(DeerFlowError, LookupError):
+    """No checkpoint is stored for this thread id in the configured database."""
+
+    def __init__(self, thread_id: str):
+        super().__init__(f"Thread {thread_id!r} has no checkpoints in this database.")
+        self.thread_id = thread_id
+
+
+class CheckpointNotFoundError(DeerFlowError, LookupError):
+    """The thread exists but has no checkpoint with this id in this namespace."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str | None, checkpoint_ns: str = ""):
+        where = f" in namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        super().__init__(
+            f"Thread {thread_id!r} has no checkpoint {checkpoint_id!r}{where}."
+        )
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_ns = checkpoint_ns

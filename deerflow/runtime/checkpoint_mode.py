@@ -1,0 +1,337 @@
+"""Checkpoint channel mode: the per-process freeze, the markers and the gates.
+
+Spec sections implemented here: "Marker contract", "The fail-closed gate",
+"Cross-process invariant" (the freeze is module-global per OS process).
+
+Markers (spec, "Marker contract"):
+
+* ``CHECKPOINT_MODE_METADATA_KEY`` (``deerflow_checkpoint_channel_mode``) in
+  checkpoint metadata, value ``"delta"``, written only in delta mode; absence
+  means full.
+* LangGraph's own ``counters_since_delta_snapshot`` metadata dict containing
+  ``"messages"``: fallback evidence of delta mode when the marker is absent.
+* ``INTERNAL_CHECKPOINT_MODE_KEY`` (``__deerflow_checkpoint_channel_mode``) in
+  ``config["configurable"]``: internal routing only, never stored.
+
+The gate is asymmetric: a delta-mode process reads full checkpoints
+transparently; a full-mode process refuses delta checkpoints with
+:class:`CheckpointModeMismatchError`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from deerflow.errors import (
+    MISMATCH_MESSAGE,
+    RECONFIGURATION_MESSAGE,
+    SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE,
+    CheckpointModeMismatchError,
+    CheckpointModeReconfigurationError,
+)
+
+__all__ = [
+    "CHECKPOINT_MODES",
+    "CHECKPOINT_MODE_DELTA",
+    "CHECKPOINT_MODE_FULL",
+    "CHECKPOINT_MODE_METADATA_KEY",
+    "COUNTERS_METADATA_KEY",
+    "CheckpointModeMismatchError",
+    "CheckpointModeReconfigurationError",
+    "DEFAULT_SNAPSHOT_FREQUENCY",
+    "INTERNAL_CHECKPOINT_MODE_KEY",
+    "MISMATCH_MESSAGE",
+    "RECONFIGURATION_MESSAGE",
+    "SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE",
+    "aensure_checkpoint_mode_compatible",
+    "checkpoint_metadata_uses_delta",
+    "checkpoint_tuple_uses_delta",
+    "ensure_checkpoint_mode_compatible",
+    "freeze_checkpoint_channel_mode",
+    "freeze_checkpoint_snapshot_frequency",
+    "frozen_checkpoint_channel_mode",
+    "frozen_checkpoint_snapshot_frequency",
+    "inject_checkpoint_mode",
+    "raise_if_checkpoint_tuple_incompatible",
+    "raise_if_snapshot_incompatible",
+    "resolve_checkpoint_snapshot_frequency",
+    "state_snapshot_uses_delta",
+    "validate_checkpoint_mode",
+    "validate_snapshot_frequency",
+]
+
+CHECKPOINT_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
+INTERNAL_CHECKPOINT_MODE_KEY = "__deerflow_checkpoint_channel_mode"
+#: LangGraph's checkpoint metadata key for ``DeltaChannel`` counters.
+COUNTERS_METADATA_KEY = "counters_since_delta_snapshot"
+CHECKPOINT_MODE_FULL = "full"
+CHECKPOINT_MODE_DELTA = "delta"
+CHECKPOINT_MODES = (CHECKPOINT_MODE_FULL, CHECKPOINT_MODE_DELTA)
+#: DeerFlow's default ``checkpoint_delta.snapshot_frequency`` (updates per snapshot).
+DEFAULT_SNAPSHOT_FREQUENCY = 10
+
+_lock = threading.Lock()
+_frozen_mode: str | None = None
+_frozen_frequency: int | None = None
+
+
+def validate_checkpoint_mode(mode: object) -> str:
+    """Return ``mode`` if it is ``"full"`` or ``"delta"``.
+
+    Raises:
+        ValueError: naming the bad value and the allowed ones.
+    """
+    if mode not in CHECKPOINT_MODES:
+        raise ValueError(
+            f"checkpoint_channel_mode must be one of 'full', 'delta'; got {mode!r}"
+        )
+    return str(mode)
+
+
+def validate_snapshot_frequency(value: object) -> int:
+    """Return ``value`` if it is an integer >= 1 (count of messages-channel updates).
+
+    Raises:
+        ValueError: for a bool, a non-integer, zero or a negative number.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"snapshot_frequency must be an integer >= 1; got {value!r}"
+        )
+    return value
+
+
+def freeze_checkpoint_channel_mode(mode: str) -> str:
+    """Freeze this process's checkpoint channel mode; idempotent for the same value.
+
+    Args:
+        mode: ``"full"`` or ``"delta"``, taken from config.yaml. A mode found in
+            a caller's ``configurable`` is deliberately not a parameter here:
+            the first freeze takes the application config only.
+
+    Returns:
+        The frozen mode.
+
+    Raises:
+        ValueError: ``mode`` is not a known mode (nothing is frozen).
+        CheckpointModeReconfigurationError: the process already froze another mode.
+    """
+    global _frozen_mode
+    mode = validate_checkpoint_mode(mode)
+    with _lock:
+        if _frozen_mode is None:
+            _frozen_mode = mode
+        elif _frozen_mode != mode:
+            raise CheckpointModeReconfigurationError(
+                RECONFIGURATION_MESSAGE,
+                setting="checkpoint_channel_mode",
+                frozen=_frozen_mode,
+                requested=mode,
+            )
+        return _frozen_mode
+
+
+def frozen_checkpoint_channel_mode() -> str | None:
+    """The mode frozen in this process, or ``None`` before the first freeze."""
+    return _frozen_mode
+
+
+def freeze_checkpoint_snapshot_frequency(snapshot_frequency: int) -> int:
+    """Freeze this process's delta snapshot cadence; idempotent for the same value.
+
+    Args:
+        snapshot_frequency: messages-channel updates between ``_DeltaSnapshot``
+            blobs, an integer >= 1.
+
+    Returns:
+        The frozen cadence.
+
+    Raises:
+        ValueError: non-positive or non-integer cadence, raised before anything is frozen.
+        CheckpointModeReconfigurationError: another cadence is already frozen
+            (message: the ``checkpoint_delta.snapshot_frequency`` twin).
+    """
+    global _frozen_frequency
+    snapshot_frequency = validate_snapshot_frequency(snapshot_frequency)
+    with _lock:
+        if _frozen_frequency is None:
+            _frozen_frequency = snapshot_frequency
+        elif _frozen_frequency != snapshot_frequency:
+            raise CheckpointModeReconfigurationError(
+                SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE,
+                setting="checkpoint_delta.snapshot_frequency",
+                frozen=_frozen_frequency,
+                requested=snapshot_frequency,
+            )
+        return _frozen_frequency
+
+
+def frozen_checkpoint_snapshot_frequency() -> int | None:
+    """The cadence frozen in this process, or ``None`` before the first freeze."""
+    return _frozen_frequency
+
+
+def resolve_checkpoint_snapshot_frequency(snapshot_frequency: int | None = None) -> int:
+    """The cadence to compile with: explicit, else frozen, else the default (10).
+
+    Raises:
+        ValueError: an explicit value that is not an integer >= 1.
+    """
+    if snapshot_frequency is not None:
+        return validate_snapshot_frequency(snapshot_frequency)
+    if _frozen_frequency is not None:
+        return _frozen_frequency
+    return DEFAULT_SNAPSHOT_FREQUENCY
+
+
+def _reset_checkpoint_mode_freeze_for_tests() -> None:
+    """Forget the frozen mode and cadence. Tests only: a real process never unfreezes."""
+    global _frozen_mode, _frozen_frequency
+    with _lock:
+        _frozen_mode = None
+        _frozen_frequency = None
+
+
+def inject_checkpoint_mode(config: Mapping[str, Any] | None, mode: str | None = None) -> dict[str, Any]:
+    """Return a copy of ``config`` carrying the mode marker; the input is not mutated.
+
+    ``configurable`` and ``metadata`` are copied. ``configurable`` gets
+    ``INTERNAL_CHECKPOINT_MODE_KEY = mode``. In delta mode ``metadata`` gets
+    ``CHECKPOINT_MODE_METADATA_KEY = "delta"``; in full mode the key is
+    removed, so absence means full (spec, "Marker contract").
+
+    Args:
+        config: a LangGraph ``RunnableConfig`` (or ``None``).
+        mode: the mode to inject; defaults to the frozen mode.
+
+    Raises:
+        ValueError: no mode given and none frozen, or an unknown mode.
+        CheckpointModeReconfigurationError: the process is frozen and the
+            caller-supplied internal key names another mode.
+    """
+    frozen = _frozen_mode
+    if mode is None:
+        if frozen is None:
+            raise ValueError(
+                "No checkpoint channel mode given and none frozen; call "
+                "freeze_checkpoint_channel_mode() at process start-up."
+            )
+        mode = frozen
+    mode = validate_checkpoint_mode(mode)
+    out: dict[str, Any] = dict(config or {})
+    configurable = dict(out.get("configurable") or {})
+    supplied = configurable.get(INTERNAL_CHECKPOINT_MODE_KEY)
+    if supplied is not None and frozen is not None and supplied != frozen:
+        raise CheckpointModeReconfigurationError(
+            RECONFIGURATION_MESSAGE,
+            setting="checkpoint_channel_mode",
+            frozen=frozen,
+            requested=supplied,
+        )
+    configurable[INTERNAL_CHECKPOINT_MODE_KEY] = mode
+    metadata = dict(out.get("metadata") or {})
+    if mode == CHECKPOINT_MODE_DELTA:
+        metadata[CHECKPOINT_MODE_METADATA_KEY] = CHECKPOINT_MODE_DELTA
+    else:
+        metadata.pop(CHECKPOINT_MODE_METADATA_KEY, None)
+    out["configurable"] = configurable
+    out["metadata"] = metadata
+    return out
+
+
+def checkpoint_metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
+    """True when checkpoint metadata shows delta mode.
+
+    Evidence (spec, "Marker contract"): the DeerFlow marker equal to
+    ``"delta"``, or LangGraph's ``counters_since_delta_snapshot`` dict holding
+    a ``"messages"`` entry. Snapshot checkpoints drop the counters, so a
+    marker-less thread looks full there; see the dashboard's lineage gate.
+    """
+    if not metadata:
+        return False
+    if metadata.get(CHECKPOINT_MODE_METADATA_KEY) == CHECKPOINT_MODE_DELTA:
+        return True
+    counters = metadata.get(COUNTERS_METADATA_KEY)
+    return isinstance(counters, Mapping) and "messages" in counters
+
+
+def checkpoint_tuple_uses_delta(checkpoint_tuple: Any) -> bool:
+    """True when a saver ``CheckpointTuple``'s metadata shows delta mode; ``None`` is False."""
+    if checkpoint_tuple is None:
+        return False
+    return checkpoint_metadata_uses_delta(checkpoint_tuple.metadata)
+
+
+def state_snapshot_uses_delta(snapshot: Any) -> bool:
+    """True when a LangGraph ``StateSnapshot``'s metadata shows delta mode; ``None`` is False."""
+    if snapshot is None:
+        return False
+    return checkpoint_metadata_uses_delta(snapshot.metadata)
+
+
+def _thread_id_of(config: Mapping[str, Any] | None) -> str | None:
+    if not config:
+        return None
+    value = (config.get("configurable") or {}).get("thread_id")
+    return None if value is None else str(value)
+
+
+def raise_if_snapshot_incompatible(snapshot: Any, mode: str) -> None:
+    """Gate for materialized reads (``get_state``, ``get_state_history``).
+
+    Raises:
+        CheckpointModeMismatchError: ``mode`` is not delta and the snapshot's
+            metadata shows delta mode. No extra round-trip is made.
+    """
+    if mode != CHECKPOINT_MODE_DELTA and state_snapshot_uses_delta(snapshot):
+        raise CheckpointModeMismatchError(
+            MISMATCH_MESSAGE, thread_id=_thread_id_of(snapshot.config)
+        )
+
+
+def raise_if_checkpoint_tuple_incompatible(checkpoint_tuple: Any, mode: str) -> None:
+    """Gate for metadata-only reads (``get_metadata``); materializes nothing.
+
+    Raises:
+        CheckpointModeMismatchError: ``mode`` is not delta and the tuple's
+            metadata shows delta mode.
+    """
+    if mode != CHECKPOINT_MODE_DELTA and checkpoint_tuple_uses_delta(checkpoint_tuple):
+        raise CheckpointModeMismatchError(
+            MISMATCH_MESSAGE, thread_id=_thread_id_of(checkpoint_tuple.config)
+        )
+
+
+def ensure_checkpoint_mode_compatible(checkpointer: Any, config: Mapping[str, Any], mode: str) -> None:
+    """Pre-write gate: fail closed before a write is persisted.
+
+    Returns immediately in delta mode (no saver call). Otherwise fetches the
+    checkpoint ``config`` addresses (the head when it names none) with
+    ``checkpointer.get_tuple`` and applies
+    :func:`raise_if_checkpoint_tuple_incompatible`.
+
+    Raises:
+        CheckpointModeMismatchError: the addressed checkpoint shows delta mode.
+    """
+    if mode == CHECKPOINT_MODE_DELTA:
+        return
+    checkpoint_tuple = checkpointer.get_tuple(config)
+    try:
+        raise_if_checkpoint_tuple_incompatible(checkpoint_tuple, mode)
+    except CheckpointModeMismatchError as exc:
+        exc.thread_id = exc.thread_id or _thread_id_of(config)
+        raise
+
+
+async def aensure_checkpoint_mode_compatible(checkpointer: Any, config: Mapping[str, Any], mode: str) -> None:
+    """Async twin of :func:`ensure_checkpoint_mode_compatible` (uses ``aget_tuple``)."""
+    if mode == CHECKPOINT_MODE_DELTA:
+        return
+    checkpoint_tuple = await checkpointer.aget_tuple(config)
+    try:
+        raise_if_checkpoint_tuple_incompatible(checkpoint_tuple, mode)
+    except CheckpointModeMismatchError as exc:
+        exc.thread_id = exc.thread_id or _thread_id_of(config)
+        raise

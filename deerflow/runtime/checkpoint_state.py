@@ -1,0 +1,281 @@
+"""``CheckpointStateAccessor``: the only sanctioned way to read or write thread state.
+
+Spec sections "Storage shape and read path" and "The fail-closed gate": delta
+checkpoints store no full ``channel_values`` (a raw saver read sees a
+sentinel), so every consumer goes through this accessor. It materializes with
+LangGraph's own read path (``get_state``: hydrate channels, fetch the delta
+channels absent from ``channel_values`` in one batched
+``get_delta_channel_history`` call, then ``from_checkpoint(seed)`` plus
+``replay_writes``), gates each access by mode, and re-injects the mode marker
+on a copy of every config it prepares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import StateSnapshot
+
+from deerflow.agents.thread_state import get_thread_state_schema
+from deerflow.errors import MISMATCH_MESSAGE, CheckpointModeMismatchError
+from deerflow.runtime.checkpoint_mode import (
+    aensure_checkpoint_mode_compatible,
+    checkpoint_tuple_uses_delta,
+    ensure_checkpoint_mode_compatible,
+    frozen_checkpoint_channel_mode,
+    frozen_checkpoint_snapshot_frequency,
+    inject_checkpoint_mode,
+    raise_if_checkpoint_tuple_incompatible,
+    raise_if_snapshot_incompatible,
+    validate_checkpoint_mode,
+)
+
+__all__ = [
+    "CheckpointStateAccessor",
+    "DegradedFullModeReadAccessor",
+    "build_state_mutation_graph",
+]
+
+
+def _noop(state: Any) -> None:
+    return None
+
+
+def build_state_mutation_graph(
+    as_node: str,
+    mode: str,
+    state_schema: type | None = None,
+    *,
+    snapshot_frequency: int | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+) -> Any:
+    """Compile a one-node graph used to read state and to apply ``update_state`` writes.
+
+    The graph's channel table comes from ``state_schema`` (default: the
+    thread schema for ``mode`` and the cadence), so replace-style writes wrap
+    reducer channels in ``Overwrite`` and are attributed to ``as_node``
+    (DeerFlow's names: ``manual_state_update``, ``manual_compaction``,
+    ``rollback_restore``, ``checkpoint_resume``).
+
+    Returns:
+        A compiled LangGraph ``Pregel`` bound to ``checkpointer`` (may be None).
+    """
+    mode = validate_checkpoint_mode(mode)
+    schema = state_schema or get_thread_state_schema(mode, snapshot_frequency)
+    builder = StateGraph(schema)
+    builder.add_node(as_node, _noop)
+    builder.add_edge(START, as_node)
+    builder.add_edge(as_node, END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _thread_id(config: Mapping[str, Any]) -> str | None:
+    value = (config.get("configurable") or {}).get("thread_id")
+    return None if value is None else str(value)
+
+
+class CheckpointStateAccessor:
+    """Mode-gated reads and writes of checkpointed thread state.
+
+    Args:
+        graph: a compiled LangGraph graph whose channel table matches ``mode``
+            (see :meth:`bind`).
+        checkpointer: the saver the graph reads from; used directly only for
+            metadata reads and the pre-write gate.
+        mode: ``"full"`` or ``"delta"``; defaults to the frozen mode.
+
+    Every public method takes a LangGraph ``RunnableConfig`` with
+    ``configurable.thread_id`` (and optionally ``checkpoint_id``,
+    ``checkpoint_ns``). The config is copied and the mode marker injected
+    (:func:`inject_checkpoint_mode`); the caller's dicts are never mutated.
+    """
+
+    def __init__(self, graph: Any, checkpointer: BaseCheckpointSaver, *, mode: str | None = None):
+        mode = mode or frozen_checkpoint_channel_mode()
+        if mode is None:
+            raise ValueError("CheckpointStateAccessor needs a mode: pass mode= or freeze one first.")
+        self.mode = validate_checkpoint_mode(mode)
+        self.graph = graph
+        self.checkpointer = checkpointer
+
+    @classmethod
+    def bind(
+        cls,
+        checkpointer: BaseCheckpointSaver,
+        *,
+        mode: str | None = None,
+        snapshot_frequency: int | None = None,
+        state_schema: type | None = None,
+        as_node: str = "manual_state_update",
+    ) -> CheckpointStateAccessor:
+        """Build an accessor over ``checkpointer`` with a state-mutation graph for ``mode``.
+
+        ``mode`` and ``snapshot_frequency`` default to the frozen values.
+        """
+        mode = mode or frozen_checkpoint_channel_mode()
+        if mode is None:
+            raise ValueError("bind() needs a mode: pass mode= or freeze one first.")
+        frequency = snapshot_frequency or frozen_checkpoint_snapshot_frequency()
+        graph = build_state_mutation_graph(
+            as_node, mode, state_schema, snapshot_frequency=frequency, checkpointer=checkpointer
+        )
+        return cls(graph, checkpointer, mode=mode)
+
+    def prepare_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of ``config`` with the mode marker re-injected."""
+        return inject_checkpoint_mode(config, self.mode)
+
+    def _gate(self, snapshot: StateSnapshot, config: Mapping[str, Any]) -> StateSnapshot:
+        try:
+            raise_if_snapshot_incompatible(snapshot, self.mode)
+        except CheckpointModeMismatchError as exc:
+            exc.thread_id = exc.thread_id or _thread_id(config)
+            raise
+        return snapshot
+
+    # -- materialized reads -------------------------------------------------
+    def get(self, config: Mapping[str, Any]) -> StateSnapshot:
+        """The materialized ``StateSnapshot`` at the addressed checkpoint (head if none).
+
+        Raises:
+            CheckpointModeMismatchError: full mode and the checkpoint shows delta mode.
+        """
+        prepared = self.prepare_config(config)
+        return self._gate(self.graph.get_state(prepared), prepared)
+
+    async def aget(self, config: Mapping[str, Any]) -> StateSnapshot:
+        """Async twin of :meth:`get`."""
+        prepared = self.prepare_config(config)
+        return self._gate(await self.graph.aget_state(prepared), prepared)
+
+    def history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+        before: Mapping[str, Any] | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> list[StateSnapshot]:
+        """Materialized snapshots newest first (``get_state_history`` order).
+
+        ``limit=0`` returns ``[]`` without a saver call; ``None`` returns all.
+
+        Raises:
+            CheckpointModeMismatchError: full mode and any listed checkpoint shows delta mode.
+        """
+        return list(self.iter_history(config, limit=limit, before=before, filter=filter))
+
+    def iter_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+        before: Mapping[str, Any] | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """Lazy form of :meth:`history`: each snapshot is gated as it is produced."""
+        if limit is not None and limit <= 0:
+            return
+        prepared = self.prepare_config(config)
+        for snapshot in self.graph.get_state_history(
+            prepared, limit=limit, before=dict(before) if before else None, filter=filter
+        ):
+            yield self._gate(snapshot, prepared)
+
+    async def ahistory(
+        self,
+        config: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+        before: Mapping[str, Any] | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> list[StateSnapshot]:
+        """Async twin of :meth:`history`."""
+        return [s async for s in self.aiter_history(config, limit=limit, before=before, filter=filter)]
+
+    async def aiter_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+        before: Mapping[str, Any] | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        """Async twin of :meth:`iter_history`."""
+        if limit is not None and limit <= 0:
+            return
+        prepared = self.prepare_config(config)
+        async for snapshot in self.graph.aget_state_history(
+            prepared, limit=limit, before=dict(before) if before else None, filter=filter
+        ):
+            yield self._gate(snapshot, prepared)
+
+    # -- metadata-only reads ------------------------------------------------
+    def get_metadata(self, config: Mapping[str, Any]) -> CheckpointMetadata | None:
+        """The addressed checkpoint's metadata, gated, nothing materialized; ``None`` if absent.
+
+        Raises:
+            CheckpointModeMismatchError: full mode and the metadata shows delta mode.
+        """
+        prepared = self.prepare_config(config)
+        checkpoint_tuple = self.checkpointer.get_tuple(prepared)
+        raise_if_checkpoint_tuple_incompatible(checkpoint_tuple, self.mode)
+        return None if checkpoint_tuple is None else checkpoint_tuple.metadata
+
+    async def aget_metadata(self, config: Mapping[str, Any]) -> CheckpointMetadata | None:
+        """Async twin of :meth:`get_metadata`."""
+        prepared = self.prepare_config(config)
+        checkpoint_tuple = await self.checkpointer.aget_tuple(prepared)
+        raise_if_checkpoint_tuple_incompatible(checkpoint_tuple, self.mode)
+        return None if checkpoint_tuple is None else checkpoint_tuple.metadata
+
+    # -- writes -------------------------------------------------------------
+    def update(self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None) -> dict[str, Any]:
+        """Apply ``values`` with ``update_state`` after the pre-write gate.
+
+        Returns:
+            The config of the new checkpoint.
+
+        Raises:
+            CheckpointModeMismatchError: before anything is written, in full
+                mode, when the addressed checkpoint shows delta mode.
+        """
+        prepared = self.prepare_config(config)
+        ensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
+        return self.graph.update_state(prepared, values, as_node=as_node)
+
+    async def aupdate(self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None) -> dict[str, Any]:
+        """Async twin of :meth:`update`."""
+        prepared = self.prepare_config(config)
+        await aensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
+        return await self.graph.aupdate_state(prepared, values, as_node=as_node)
+
+
+class DegradedFullModeReadAccessor:
+    """Raw full-mode reads for when the agent graph cannot be built.
+
+    Reads ``channel_values`` straight from the saver (no materialization), so
+    it is only correct for full-mode checkpoints; it refuses delta evidence
+    with the same :data:`MISMATCH_MESSAGE` so the operator sees the same
+    remediation even with a broken agent factory (spec, "The fail-closed gate").
+    """
+
+    def __init__(self, checkpointer: BaseCheckpointSaver):
+        self.checkpointer = checkpointer
+
+    def get_values(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The stored ``channel_values`` of the addressed checkpoint, or ``None`` if absent.
+
+        Raises:
+            CheckpointModeMismatchError: the checkpoint shows delta mode.
+        """
+        checkpoint_tuple = self.checkpointer.get_tuple(dict(config))
+        if checkpoint_tuple is None:
+            return None
+        if checkpoint_tuple_uses_delta(checkpoint_tuple):
+            raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=_thread_id(config))
+        return dict(checkpoint_tuple.checkpoint["channel_values"])
+

@@ -1,0 +1,142 @@
+"""Open the LangGraph checkpoint saver a ``database:`` block names.
+
+Backends (spec, "Facts from DeerFlow's configuration"): ``memory``
+(``InMemorySaver``), ``sqlite`` (``SqliteSaver`` / ``AsyncSqliteSaver`` on
+``{sqlite_dir}/deerflow.db``) and ``postgres`` (``PostgresSaver`` /
+``AsyncPostgresSaver`` on a psycopg pool with ``autocommit``,
+``prepare_threshold=0`` and ``dict_row``, the settings LangGraph requires;
+``postgres_schema`` becomes the connection's ``search_path``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.errors import ConfigError
+
+__all__ = [
+    "open_async_checkpointer",
+    "open_checkpointer",
+    "postgres_connect_kwargs",
+    "sqlite_checkpoint_path",
+]
+
+
+def sqlite_checkpoint_path(database: DatabaseConfig) -> Path:
+    """``{sqlite_dir}/deerflow.db`` (a relative ``sqlite_dir`` is relative to the working directory)."""
+    return database.sqlite_path()
+
+
+def postgres_connect_kwargs(database: DatabaseConfig) -> dict[str, Any]:
+    """psycopg connection kwargs LangGraph's Postgres savers require (and the schema's search_path)."""
+    from psycopg.rows import dict_row
+
+    kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    if database.postgres_schema:
+        kwargs["options"] = f"-c search_path={database.postgres_schema}"
+    return kwargs
+
+
+def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Connection:
+    path = sqlite_checkpoint_path(database)
+    if not path.exists() and not create:
+        raise ConfigError(
+            f"SQLite checkpoint file {path} does not exist (database.sqlite_dir={database.sqlite_dir!r}). "
+            "Point sqlite_dir at the directory holding DeerFlow's deerflow.db.",
+            key="database.sqlite_dir",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+
+
+@contextmanager
+def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4) -> Iterator[BaseCheckpointSaver]:
+    """Open a synchronous saver for ``database``; closes it on exit.
+
+    Args:
+        database: the validated ``database:`` block.
+        create: create a missing SQLite file and run ``setup()`` (tables);
+            otherwise a missing SQLite file is a :class:`ConfigError`.
+        pool_size: maximum Postgres connections in the pool (count).
+
+    Yields:
+        ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``.
+
+    Raises:
+        ConfigError: the SQLite file is missing and ``create`` is false.
+        psycopg.OperationalError: Postgres is unreachable.
+    """
+    if database.backend == "memory":
+        yield InMemorySaver()
+        return
+    if database.backend == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = _sqlite_connection(database, create=create)
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            yield saver
+        finally:
+            conn.close()
+        return
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(
+        database.postgres_url, min_size=1, max_size=pool_size,
+        kwargs=postgres_connect_kwargs(database), open=True,
+    )
+    try:
+        saver = PostgresSaver(pool)
+        if create:
+            saver.setup()
+        yield saver
+    finally:
+        pool.close()
+
+
+@asynccontextmanager
+async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4) -> AsyncIterator[BaseCheckpointSaver]:
+    """Async twin of :func:`open_checkpointer` (``AsyncSqliteSaver`` / ``AsyncPostgresSaver``)."""
+    if database.backend == "memory":
+        yield InMemorySaver()
+        return
+    if database.backend == "sqlite":
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        path = sqlite_checkpoint_path(database)
+        if not path.exists() and not create:
+            raise ConfigError(f"SQLite checkpoint file {path} does not exist.", key="database.sqlite_dir")
+        conn = await aiosqlite.connect(str(path))
+        try:
+            saver = AsyncSqliteSaver(conn)
+            await saver.setup()
+            yield saver
+        finally:
+            await conn.close()
+        return
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg_pool import AsyncConnectionPool
+
+    pool = AsyncConnectionPool(
+        database.postgres_url, min_size=1, max_size=pool_size,
+        kwargs=postgres_connect_kwargs(database), open=False,
+    )
+    await pool.open()
+    try:
+        saver = AsyncPostgresSaver(pool)
+        if create:
+            await saver.setup()
+        yield saver
+    finally:
+        await pool.close()
