@@ -1,0 +1,73 @@
+"""Helpers to load the real DeerFlow fixture (tests/fixtures/deerflow-real).
+
+The manifest is the oracle: per backend, every checkpoint's materialized
+message count and digest. The SQLite file and Postgres dump are restored
+into throwaway locations so the committed copies stay byte-identical.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import uuid
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+FIXTURE_DIR = Path(__file__).parent / "fixtures" / "deerflow-real"
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@lru_cache(maxsize=1)
+def load_manifest() -> dict[str, Any]:
+    """The fixture manifest (parsed once per test process)."""
+    with gzip.open(FIXTURE_DIR / "manifest.json.gz", "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def manifest_threads() -> dict[str, dict[str, Any]]:
+    """Manifest threads by thread id."""
+    return {t["thread_id"]: t for t in load_manifest()["threads"]}
+
+
+def restore_sqlite(directory: Path) -> Path:
+    """Write the fixture SQLite file to ``directory/deerflow.db``; returns the file path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "deerflow.db"
+    with gzip.open(FIXTURE_DIR / "sqlite.db.gz", "rb") as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return target
+
+
+def create_database(prefix: str = "dfa_test") -> tuple[str, str]:
+    """Create an empty Postgres database; returns (name, url)."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name, f"postgresql://postgres@127.0.0.1:5432/{name}"
+
+
+def drop_database(name: str) -> None:
+    """Drop a database made by :func:`create_database` (terminating its connections)."""
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def restore_postgres(url: str) -> None:
+    """Load the fixture's plain-SQL dump into the (empty) database at ``url`` with psql."""
+    with gzip.open(FIXTURE_DIR / "postgres.sql.gz", "rb") as src:
+        sql = src.read()
+    subprocess.run(
+        ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", url],
+        input=sql, check=True, capture_output=True,
+    )
