@@ -1,0 +1,52 @@
+"""Access checks: staff session for pages; staff session or bearer token for the API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from dashboard.accounts.models import ApiToken
+
+__all__ = ["api_staff_required", "staff_required"]
+
+
+def staff_required(view: Callable) -> Callable:
+    """HTML views: redirect anonymous and non-staff users to the login page."""
+    return staff_member_required(view, login_url="login")
+
+
+def _bearer(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+def api_staff_required(view: Callable) -> Callable:
+    """API views: a staff session or ``Authorization: Bearer <token>``; else 401 JSON (403 for non-staff)."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        raw = _bearer(request)
+        if raw is not None:
+            user = ApiToken.authenticate(raw)
+            if user is None:
+                return JsonResponse({"detail": "Invalid or revoked API token.",
+                                     "hint": "Create a new token with: python manage.py create_api_token <username>"},
+                                    status=401)
+            request.user = user
+            request._dont_enforce_csrf_checks = True
+        elif not request.user.is_authenticated:
+            return JsonResponse({"detail": "Authentication required.",
+                                 "hint": "Log in as a staff user or send Authorization: Bearer <token>."},
+                                status=401)
+        if not request.user.is_staff:
+            return JsonResponse({"detail": "Staff access required.",
+                                 "hint": "Ask an administrator to mark your account as staff."}, status=403)
+        return view(request, *args, **kwargs)
+
+    return wrapper

@@ -1,0 +1,45 @@
+"""The Celery app. Workers freeze mode and cadence from config.yaml at start-up.
+
+``celeryd_after_setup`` runs in the worker's main process before the pool
+forks its children, so every child inherits the frozen values and never
+re-reads config.yaml (spec, "Cross-process invariant": the freeze is per OS
+process). The worker also consumes the queue named after its frozen mode
+(``checkpoints.full`` or ``checkpoints.delta``), so work that needs a delta
+reader is routed only to delta workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from celery import Celery
+from celery.signals import celeryd_after_setup
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+app = Celery("dashboard")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+log = logging.getLogger("dashboard.worker")
+
+
+def mode_queue(mode: str) -> str:
+    """The queue a worker frozen in ``mode`` consumes: ``checkpoints.<mode>``."""
+    return f"checkpoints.{mode}"
+
+
+@celeryd_after_setup.connect
+def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
+    """Freeze this worker from config.yaml (before forking) and subscribe to its mode queue."""
+    from django.conf import settings
+
+    from dashboard.runtime import startup
+
+    rt = startup(settings.DEER_FLOW_CONFIG_PATH)
+    instance.app.amqp.queues.select_add(mode_queue(rt.mode))
+    log.warning(
+        "worker %s frozen: checkpoint_channel_mode=%s snapshot_frequency=%s config=%s sha256=%s queue=%s",
+        sender, rt.mode, rt.snapshot_frequency, rt.config.path, rt.config.sha256[:12], mode_queue(rt.mode),
+    )

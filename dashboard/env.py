@@ -1,0 +1,50 @@
+"""Typed readers for environment variables; each raises ``ImproperlyConfigured`` on a bad value."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """``name`` as a boolean (1/true/yes/on or 0/false/no/off, any case)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off.")
+
+
+def env_str(name: str, default: str) -> str:
+    """``name`` as a string, ``default`` when unset or empty."""
+    return os.environ.get(name) or default
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    """``name`` as a comma-separated list with blanks dropped."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    """``name`` as an integer, optionally at least ``minimum``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}.")
+    return value

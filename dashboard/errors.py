@@ -1,0 +1,90 @@
+"""One registry mapping domain errors to HTTP status, detail and remediation hint.
+
+Both the HTML views and the JSON API render errors through :func:`describe`,
+so an operator sees the same words everywhere (spec, "HTTP error mapping":
+409 for a mode mismatch, operator-actionable; 503 for a reconfiguration,
+transient until restart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deerflow.errors import (
+    CheckpointModeMismatchError,
+    CheckpointModeReconfigurationError,
+    CheckpointNotFoundError,
+    ConfigError,
+    ThreadNotFoundError,
+)
+from deerflow.inventory import InvalidCursorError
+
+__all__ = ["ErrorView", "HANDLED", "describe"]
+
+
+@dataclass(frozen=True)
+class ErrorView:
+    """What a page or API response says about an error."""
+
+    status: int
+    code: str
+    detail: str
+    hint: str
+
+
+def _mismatch(exc: CheckpointModeMismatchError) -> ErrorView:
+    return ErrorView(
+        status=409,
+        code="checkpoint_mode_mismatch",
+        detail=exc.detail,
+        hint=(
+            "This dashboard process runs in full mode, and this thread was written in delta mode. "
+            "Open it from a delta-mode dashboard (database.checkpoint_channel_mode: delta), or convert "
+            "the thread to full mode with a materialize-and-convert job before serving it in full mode."
+        ),
+    )
+
+
+def _reconfiguration(exc: CheckpointModeReconfigurationError) -> ErrorView:
+    if exc.frozen is not None and exc.requested is not None:
+        hint = (
+            f"{exc.setting} is frozen at {exc.frozen!r} in this process, but the value requested is "
+            f"{exc.requested!r} (config.yaml on disk or the request). Restart this process so it freezes "
+            "the new value, and restart every other process sharing the checkpoint database with it."
+        )
+    else:
+        hint = "Restart this process so it freezes the value in config.yaml."
+    return ErrorView(status=503, code="checkpoint_mode_reconfiguration", detail=exc.detail, hint=hint)
+
+
+def describe(exc: Exception) -> ErrorView:
+    """The status, detail and hint for a handled error.
+
+    Raises:
+        TypeError: ``exc`` is not one of :data:`HANDLED`.
+    """
+    if isinstance(exc, CheckpointModeMismatchError):
+        return _mismatch(exc)
+    if isinstance(exc, CheckpointModeReconfigurationError):
+        return _reconfiguration(exc)
+    if isinstance(exc, ThreadNotFoundError):
+        return ErrorView(404, "thread_not_found", str(exc),
+                         "Check the thread id; the list shows every thread in the configured database.")
+    if isinstance(exc, CheckpointNotFoundError):
+        return ErrorView(404, "checkpoint_not_found", str(exc),
+                         "Check checkpoint_id and checkpoint_ns against the thread's history.")
+    if isinstance(exc, InvalidCursorError):
+        return ErrorView(400, "invalid_cursor", str(exc), "Drop the cursor parameter to start from the first page.")
+    if isinstance(exc, ConfigError):
+        return ErrorView(503, "config_error", str(exc), "Fix config.yaml and restart the process.")
+    raise TypeError(f"unhandled error type {type(exc).__name__}")
+
+
+HANDLED = (
+    CheckpointModeMismatchError,
+    CheckpointModeReconfigurationError,
+    ThreadNotFoundError,
+    CheckpointNotFoundError,
+    InvalidCursorError,
+    ConfigError,
+)

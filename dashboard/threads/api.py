@@ -1,0 +1,102 @@
+"""JSON API over the thread services (the stable contract of issue 2).
+
+``GET /api/threads`` · ``GET /api/threads/<id>/state`` · ``GET /api/threads/<id>/history``.
+Errors are ``{"detail", "hint"}`` with the status from :mod:`dashboard.errors`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from dashboard.accounts.auth import api_staff_required
+from dashboard.errors import HANDLED, describe
+from dashboard.runtime import get_runtime
+from dashboard.threads import services
+from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm, form_errors
+from dashboard.threads.jsonify import jsonable, state_values_json
+
+
+def error_response(exc: Exception) -> JsonResponse:
+    """The JSON body and status for a handled domain error."""
+    view = describe(exc)
+    return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
+
+
+def _bad_request(form) -> JsonResponse:
+    return JsonResponse({"detail": f"Invalid query parameters: {form_errors(form)}",
+                         "hint": "Fix or drop the listed parameters.", "code": "invalid_parameters"}, status=400)
+
+
+@require_GET
+@api_staff_required
+def thread_list(request: HttpRequest) -> JsonResponse:
+    """``{"threads": [{thread_id, mode, mode_evidence, thread_class, checkpoint_count, updated_at}], "next_cursor"}``."""
+    form = ThreadListForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    try:
+        threads, next_cursor = services.list_threads(get_runtime(), **form.filters(settings.DASHBOARD_PAGE_SIZE))
+    except HANDLED as exc:
+        return error_response(exc)
+    return JsonResponse({
+        "threads": [
+            {
+                "thread_id": t.thread_id,
+                "mode": t.mode,
+                "mode_evidence": t.mode_evidence,
+                "thread_class": t.thread_class,
+                "checkpoint_count": t.checkpoint_count,
+                "updated_at": t.updated_at.isoformat() if t.updated_at else None,
+            }
+            for t in threads
+        ],
+        "next_cursor": next_cursor,
+    })
+
+
+@require_GET
+@api_staff_required
+def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
+    """``{thread_id, checkpoint_id, checkpoint_ns, parent_checkpoint_id, created_at, metadata, values}``."""
+    form = StateQueryForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    try:
+        view = services.read_state(
+            get_runtime(), thread_id,
+            checkpoint_id=form.cleaned_data["checkpoint_id"] or None,
+            checkpoint_ns=form.cleaned_data["checkpoint_ns"] or "",
+        )
+    except HANDLED as exc:
+        return error_response(exc)
+    return JsonResponse({
+        "thread_id": view.thread_id,
+        "checkpoint_id": view.checkpoint_id,
+        "checkpoint_ns": view.checkpoint_ns,
+        "parent_checkpoint_id": view.parent_checkpoint_id,
+        "created_at": view.created_at,
+        "metadata": jsonable(view.metadata),
+        "values": state_values_json(view.values),
+        "next": list(view.next),
+    })
+
+
+@require_GET
+@api_staff_required
+def thread_history(request: HttpRequest, thread_id: str) -> JsonResponse:
+    """``{"checkpoints": [{checkpoint_id, parent_checkpoint_id, checkpoint_ns, step, source, created_at, mode, messages_stored, message_count}], "next_before"}``."""
+    form = HistoryQueryForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    try:
+        rows, next_before = services.read_history(
+            get_runtime(), thread_id,
+            limit=form.cleaned_data["limit"] or 50,
+            before=form.cleaned_data["before"] or None,
+            checkpoint_ns=form.cleaned_data["checkpoint_ns"] or "",
+        )
+    except HANDLED as exc:
+        return error_response(exc)
+    return JsonResponse({"checkpoints": [row.__dict__ for row in rows], "next_before": next_before})

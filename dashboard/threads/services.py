@@ -1,0 +1,260 @@
+"""Thread browsing services shared by the HTML views and the JSON API.
+
+Each function takes the process runtime, checks config drift first (503),
+and reads through :class:`CheckpointStateAccessor` (materialized values) or
+:mod:`deerflow.inventory` (metadata only). In full mode a checkpoint whose
+lineage carries delta evidence is refused with the spec's 409 even where the
+spec's head-only gate would let it through (issue 3, item 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.types import StateSnapshot
+
+from dashboard.runtime import DashboardRuntime
+from deerflow import inventory
+from deerflow.errors import (
+    MISMATCH_MESSAGE,
+    CheckpointModeMismatchError,
+    CheckpointNotFoundError,
+    ThreadNotFoundError,
+)
+from deerflow.runtime.checkpoint_mode import (
+    CHECKPOINT_MODE_DELTA,
+    INTERNAL_CHECKPOINT_MODE_KEY,
+    checkpoint_metadata_uses_delta,
+)
+
+__all__ = [
+    "CheckpointRow",
+    "StateView",
+    "list_threads",
+    "messages_stored",
+    "read_history",
+    "read_state",
+    "thread_summary",
+]
+
+
+@dataclass(frozen=True)
+class StateView:
+    """A materialized checkpoint as the pages and the API show it.
+
+    Attributes:
+        thread_id, checkpoint_id, checkpoint_ns, parent_checkpoint_id: addressing.
+        created_at: the checkpoint's ``ts`` (ISO 8601) or ``None``.
+        metadata: stored metadata (the internal routing key never appears).
+        values: materialized channel values; ``values["messages"]`` holds message objects.
+        next: nodes scheduled next (tuple of names).
+    """
+
+    thread_id: str
+    checkpoint_id: str
+    checkpoint_ns: str
+    parent_checkpoint_id: str | None
+    created_at: str | None
+    metadata: dict[str, Any]
+    values: dict[str, Any]
+    next: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One history row: storage facts plus the materialized message count."""
+
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    checkpoint_ns: str
+    step: int | None
+    source: str | None
+    created_at: str | None
+    mode: str
+    messages_stored: str
+    message_count: int
+
+
+def _config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def messages_stored(channel_values: dict[str, Any]) -> str:
+    """What a raw saver tuple holds for ``messages``: ``plain``, ``delta_snapshot`` or ``absent``."""
+    if "messages" not in channel_values or channel_values["messages"] is None:
+        return "absent"
+    if isinstance(channel_values["messages"], _DeltaSnapshot):
+        return "delta_snapshot"
+    return "plain"
+
+
+def _clean_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (metadata or {}).items() if k != INTERNAL_CHECKPOINT_MODE_KEY}
+
+
+def _lineage_is_delta(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+    try:
+        return inventory.lineage_has_delta_evidence(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
+    except TypeError:
+        # No SQL tables (memory saver): walk the parent chain through the saver.
+        config: dict[str, Any] | None = _config(thread_id, checkpoint_ns, checkpoint_id)
+        seen: set[str] = set()
+        while config is not None:
+            tup = rt.saver.get_tuple(config)
+            if tup is None or tup.config["configurable"]["checkpoint_id"] in seen:
+                return False
+            if checkpoint_metadata_uses_delta(tup.metadata):
+                return True
+            seen.add(tup.config["configurable"]["checkpoint_id"])
+            config = tup.parent_config
+        return False
+
+
+def _raw_tuple(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> Any:
+    tup = rt.saver.get_tuple(_config(thread_id, checkpoint_ns, checkpoint_id))
+    if tup is not None:
+        return tup
+    if not _thread_exists(rt, thread_id):
+        raise ThreadNotFoundError(thread_id)
+    raise CheckpointNotFoundError(thread_id, checkpoint_id, checkpoint_ns)
+
+
+def _thread_exists(rt: DashboardRuntime, thread_id: str) -> bool:
+    try:
+        return inventory.get_thread_summary(rt.saver, thread_id) is not None
+    except TypeError:
+        return rt.saver.get_tuple(_config(thread_id)) is not None
+
+
+def _gate_lineage(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> None:
+    if rt.mode != CHECKPOINT_MODE_DELTA and _lineage_is_delta(rt, thread_id, checkpoint_ns, checkpoint_id):
+        raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
+
+
+def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> StateView:
+    """Materialize one checkpoint (the namespace head when ``checkpoint_id`` is None).
+
+    Raises:
+        CheckpointModeReconfigurationError: config.yaml drifted (503).
+        CheckpointModeMismatchError: full mode and the checkpoint or its lineage is delta (409).
+        ThreadNotFoundError / CheckpointNotFoundError: nothing stored there (404).
+    """
+    rt.check_drift()
+    tup = _raw_tuple(rt, thread_id, checkpoint_id, checkpoint_ns)
+    resolved_id = tup.config["configurable"]["checkpoint_id"]
+    _gate_lineage(rt, thread_id, checkpoint_ns, resolved_id)
+    snapshot: StateSnapshot = rt.accessor.get(_config(thread_id, checkpoint_ns, checkpoint_id))
+    values = dict(snapshot.values or {})
+    if isinstance(values.get("messages"), _DeltaSnapshot):
+        # Old LangGraph readers hand a full-mode process the raw snapshot object.
+        raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
+    parent = snapshot.parent_config["configurable"]["checkpoint_id"] if snapshot.parent_config else None
+    return StateView(
+        thread_id=thread_id,
+        checkpoint_id=snapshot.config["configurable"]["checkpoint_id"],
+        checkpoint_ns=checkpoint_ns,
+        parent_checkpoint_id=parent,
+        created_at=snapshot.created_at,
+        metadata=_clean_metadata(snapshot.metadata),
+        values=values,
+        next=tuple(snapshot.next),
+    )
+
+
+def read_history(
+    rt: DashboardRuntime,
+    thread_id: str,
+    *,
+    limit: int = 50,
+    before: str | None = None,
+    checkpoint_ns: str = "",
+) -> tuple[list[CheckpointRow], str | None]:
+    """One page of a namespace's checkpoints, newest first, materializing only that page.
+
+    Args:
+        limit: rows per page (count, 1..500).
+        before: a checkpoint id; the page starts just below it.
+
+    Returns:
+        ``(rows, next_before)``; ``next_before`` is ``None`` on the last page.
+
+    Raises:
+        The same errors as :func:`read_state`; ``CheckpointNotFoundError``
+        when ``before`` names no checkpoint of this namespace.
+    """
+    rt.check_drift()
+    head = _raw_tuple(rt, thread_id, before, checkpoint_ns)
+    before_config = _config(thread_id, checkpoint_ns, before) if before else None
+    tuples = list(rt.saver.list(_config(thread_id, checkpoint_ns), before=before_config, limit=limit + 1))
+    page, more = tuples[:limit], len(tuples) > limit
+    if not page:
+        _gate_lineage(rt, thread_id, checkpoint_ns, head.config["configurable"]["checkpoint_id"])
+    rows = []
+    for tup in page:
+        cid = tup.config["configurable"]["checkpoint_id"]
+        if rt.mode != CHECKPOINT_MODE_DELTA:
+            _gate_lineage(rt, thread_id, checkpoint_ns, cid)
+        snapshot = rt.accessor.get(_config(thread_id, checkpoint_ns, cid))
+        messages = snapshot.values.get("messages") or []
+        metadata = tup.metadata or {}
+        rows.append(CheckpointRow(
+            checkpoint_id=cid,
+            parent_checkpoint_id=tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None,
+            checkpoint_ns=checkpoint_ns,
+            step=metadata.get("step"),
+            source=metadata.get("source"),
+            created_at=tup.checkpoint.get("ts"),
+            mode="delta" if checkpoint_metadata_uses_delta(metadata) else "full",
+            messages_stored=messages_stored(tup.checkpoint.get("channel_values") or {}),
+            message_count=len(messages) if isinstance(messages, list) else 0,
+        ))
+    next_before = rows[-1].checkpoint_id if more and rows else None
+    return rows, next_before
+
+
+def list_threads(rt: DashboardRuntime, **filters: Any) -> tuple[list[inventory.ThreadSummary], str | None]:
+    """A page of the thread inventory (see :func:`deerflow.inventory.list_threads`)."""
+    return inventory.list_threads(rt.saver, **filters)
+
+
+def thread_summary(rt: DashboardRuntime, thread_id: str) -> inventory.ThreadSummary:
+    """The inventory row of one thread.
+
+    Raises:
+        ThreadNotFoundError: the thread has no checkpoints.
+    """
+    summary = inventory.get_thread_summary(rt.saver, thread_id)
+    if summary is None:
+        raise ThreadNotFoundError(thread_id)
+    return summary
+
+
+def head_digest(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -> dict[str, Any]:
+    """Materialize the head and describe it: ids, message count, canonical digest, and who read it.
+
+    Returns:
+        ``{"thread_id", "checkpoint_id", "message_count", "messages_sha256",
+        "mode", "snapshot_frequency", "host", "pid"}``, or on a handled error
+        ``{"thread_id", "error", "detail", "hint", "status", "mode", ...}``.
+    """
+    import os
+    import socket
+
+    from dashboard.errors import HANDLED, describe
+    from deerflow.digest import messages_sha256
+
+    who = {"thread_id": thread_id, "mode": rt.mode, "snapshot_frequency": rt.snapshot_frequency,
+           "host": socket.gethostname(), "pid": os.getpid()}
+    try:
+        view = read_state(rt, thread_id, None, checkpoint_ns)
+    except HANDLED as exc:
+        err = describe(exc)
+        return {**who, "error": err.code, "detail": err.detail, "hint": err.hint, "status": err.status}
+    messages = view.values.get("messages") or []
+    return {**who, "checkpoint_id": view.checkpoint_id, "message_count": len(messages),
+            "messages_sha256": messages_sha256(messages)}

@@ -1,0 +1,104 @@
+"""HTML pages: the thread list and the thread page (htmx fragments for refreshes)."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from dashboard.accounts.auth import staff_required
+from dashboard.errors import HANDLED, describe
+from dashboard.runtime import get_runtime
+from dashboard.threads import services
+from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm, form_errors
+from dashboard.threads.jsonify import jsonable
+
+
+def render_error(request: HttpRequest, exc: Exception, **context) -> HttpResponse:
+    """The error page (or fragment, for htmx) with the registry's status, detail and hint."""
+    view = describe(exc)
+    template = "errors/_error.html" if request.htmx else "errors/error.html"
+    return render(request, template, {"error": view, **context}, status=view.status)
+
+
+def _bad_params(request: HttpRequest, form) -> HttpResponse:
+    return render(request, "errors/error.html", {"error": {
+        "status": 400, "code": "invalid_parameters",
+        "detail": f"Invalid query parameters: {form_errors(form)}",
+        "hint": "Fix or drop the listed parameters."}}, status=400)
+
+
+@require_GET
+@staff_required
+def thread_list(request: HttpRequest) -> HttpResponse:
+    """``/threads/``: paginated inventory with mode flags from metadata."""
+    form = ThreadListForm(request.GET)
+    if not form.is_valid():
+        return _bad_params(request, form)
+    filters = form.filters(settings.DASHBOARD_PAGE_SIZE)
+    try:
+        threads, next_cursor = services.list_threads(get_runtime(), **filters)
+    except HANDLED as exc:
+        return render_error(request, exc)
+    query = request.GET.copy()
+    query.pop("cursor", None)
+    context = {"form": form, "threads": threads, "next_cursor": next_cursor, "query": query.urlencode(),
+               "paged": bool(filters["cursor"])}
+    template = "threads/_rows.html" if request.htmx else "threads/list.html"
+    return render(request, template, context)
+
+
+def _channels(values: dict) -> list[tuple[str, str]]:
+    return [
+        (name, json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=True))
+        for name, value in sorted(values.items())
+        if name != "messages"
+    ]
+
+
+@require_GET
+@staff_required
+def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """``/threads/<thread_id>/``: head (or chosen) checkpoint's messages and channels, plus history."""
+    form = StateQueryForm(request.GET)
+    if not form.is_valid():
+        return _bad_params(request, form)
+    rt = get_runtime()
+    checkpoint_ns = form.cleaned_data["checkpoint_ns"] or ""
+    try:
+        summary = services.thread_summary(rt, thread_id)
+        state = services.read_state(rt, thread_id, form.cleaned_data["checkpoint_id"] or None, checkpoint_ns)
+    except HANDLED as exc:
+        summary = locals().get("summary")
+        return render_error(request, exc, thread_id=thread_id, summary=summary)
+    return render(request, "threads/detail.html", {
+        "thread_id": thread_id,
+        "summary": summary,
+        "state": state,
+        "messages": state.values.get("messages") or [],
+        "channels": _channels(state.values),
+        "checkpoint_ns": checkpoint_ns,
+    })
+
+
+@require_GET
+@staff_required
+def thread_history(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """The history table fragment (first load and every "older" page)."""
+    form = HistoryQueryForm(request.GET)
+    if not form.is_valid():
+        return _bad_params(request, form)
+    checkpoint_ns = form.cleaned_data["checkpoint_ns"] or ""
+    try:
+        rows, next_before = services.read_history(
+            get_runtime(), thread_id, limit=form.cleaned_data["limit"] or 25,
+            before=form.cleaned_data["before"] or None, checkpoint_ns=checkpoint_ns,
+        )
+    except HANDLED as exc:
+        return render_error(request, exc, thread_id=thread_id)
+    return render(request, "threads/_history.html", {
+        "thread_id": thread_id, "rows": rows, "next_before": next_before, "checkpoint_ns": checkpoint_ns,
+    })

@@ -1,0 +1,17 @@
+"""URL configuration: pages under /threads/, the JSON API under /api/, login under /accounts/."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from dashboard.threads import views as thread_views
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="threads:list", permanent=False), name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("threads/", include("dashboard.threads.urls")),
+    # Outside /threads/ so that no thread id (which may contain "/") can shadow it.
+    path("history/<path:thread_id>/", thread_views.thread_history, name="thread-history"),
+    path("api/", include("dashboard.threads.api_urls")),
+]
