@@ -1,0 +1,35 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   the dashboard + one worker on the embedded default, loaded with real DeerFlow threads
+#   make test   install and run the whole test suite (needs PostgreSQL and Redis; see README)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test install install-test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+demo: install
+	./scripts/demo.sh
+
+test: install-test
+	./scripts/ensure-chromium.sh
+	$(PY) -m pytest
+
+lint: install-test
+	$(VENV)/bin/ruff check deerflow dashboard tests
+
+clean:
+	rm -rf var/demo

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make demo: the dashboard and one Celery worker on the embedded default (SQLite
+# checkpoints, SQLite dashboard DB, filesystem Celery broker), loaded with the
+# real DeerFlow threads. No service needed. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+export DASHBOARD_VAR_DIR="${DASHBOARD_VAR_DIR:-$PWD/var/demo}"
+export DEER_FLOW_CONFIG_PATH="${DEER_FLOW_CONFIG_PATH:-$DASHBOARD_VAR_DIR/config.yaml}"
+export DJANGO_DEBUG="${DJANGO_DEBUG:-0}"
+export DJANGO_ALLOWED_HOSTS="${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost}"
+PORT="${PORT:-8000}"
+mkdir -p "$DASHBOARD_VAR_DIR/static" "$DASHBOARD_VAR_DIR/celery/broker" "$DASHBOARD_VAR_DIR/celery/results" "$DASHBOARD_VAR_DIR/celery/processed"
+if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
+  [ -f "$DASHBOARD_VAR_DIR/secret-key" ] || $PY -c "import secrets; print(secrets.token_urlsafe(50))" > "$DASHBOARD_VAR_DIR/secret-key"
+  DJANGO_SECRET_KEY="$(cat "$DASHBOARD_VAR_DIR/secret-key")"
+  export DJANGO_SECRET_KEY
+fi
+if [ ! -f "$DEER_FLOW_CONFIG_PATH" ]; then
+  cat > "$DEER_FLOW_CONFIG_PATH" <<YAML
+# DeerFlow config.yaml (database block) for the demo. Delta mode reads every
+# thread, full-mode ones included; switch to full to see the 409 refusals.
+database:
+  backend: sqlite
+  sqlite_dir: $DASHBOARD_VAR_DIR/data
+  checkpoint_channel_mode: delta
+  checkpoint_delta:
+    snapshot_frequency: 10
+YAML
+fi
+$PY manage.py migrate --noinput -v0
+$PY manage.py load_demo_data
+echo "----------------------------------------------------------------"
+$PY manage.py ensure_demo_admin
+echo "config.yaml: $DEER_FLOW_CONFIG_PATH"
+echo "----------------------------------------------------------------"
+.venv/bin/celery -A dashboard worker --loglevel=INFO --concurrency=1 -Q dashboard \
+  --logfile "$DASHBOARD_VAR_DIR/worker.log" &
+WORKER=$!
+trap 'kill $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
+echo "Worker pid $WORKER, log: $DASHBOARD_VAR_DIR/worker.log"
+echo "Open http://127.0.0.1:$PORT/threads/ and log in with the credentials above."
+$PY manage.py runserver "127.0.0.1:$PORT" --noreload
