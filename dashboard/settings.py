@@ -109,6 +109,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(VAR_DIR / "celery" / "broker"),
         "data_folder_out": str(VAR_DIR / "celery" / "broker"),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem://")

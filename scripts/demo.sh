@@ -10,7 +10,7 @@ export DEER_FLOW_CONFIG_PATH="${DEER_FLOW_CONFIG_PATH:-$DASHBOARD_VAR_DIR/config
 export DJANGO_DEBUG="${DJANGO_DEBUG:-0}"
 export DJANGO_ALLOWED_HOSTS="${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost}"
 PORT="${PORT:-8000}"
-mkdir -p "$DASHBOARD_VAR_DIR/static" "$DASHBOARD_VAR_DIR/celery/broker" "$DASHBOARD_VAR_DIR/celery/results" "$DASHBOARD_VAR_DIR/celery/processed"
+mkdir -p "$DASHBOARD_VAR_DIR/static" "$DASHBOARD_VAR_DIR/celery/broker" "$DASHBOARD_VAR_DIR/celery/results" "$DASHBOARD_VAR_DIR/celery/processed" "$DASHBOARD_VAR_DIR/celery/control"
 if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
   [ -f "$DASHBOARD_VAR_DIR/secret-key" ] || $PY -c "import secrets; print(secrets.token_urlsafe(50))" > "$DASHBOARD_VAR_DIR/secret-key"
   DJANGO_SECRET_KEY="$(cat "$DASHBOARD_VAR_DIR/secret-key")"

@@ -48,7 +48,13 @@ class DatabaseConfig(BaseModel):
             return data
         data = dict(data)
         legacy = data.pop("checkpoint_delta_snapshot_frequency")
-        nested = dict(data.get("checkpoint_delta") or {})
+        nested = data.get("checkpoint_delta")
+        if nested is None:
+            nested = {}
+        if not isinstance(nested, dict):
+            # Leave a malformed nested block for the field validator to report.
+            return data
+        nested = dict(nested)
         nested.setdefault("snapshot_frequency", legacy)
         data["checkpoint_delta"] = nested
         return data
@@ -56,7 +62,7 @@ class DatabaseConfig(BaseModel):
     @model_validator(mode="after")
     def _postgres_needs_url(self) -> DatabaseConfig:
         if self.backend == "postgres" and not self.postgres_url:
-            raise ValueError("database.postgres_url is required when database.backend is 'postgres'")
+            raise ValueError("postgres_url is required when backend is 'postgres'")
         return self
 
     @property

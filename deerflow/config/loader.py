@@ -88,20 +88,49 @@ def _resolve_env(value: Any, key: str, path: Path, environ: dict[str, str]) -> A
     return environ[name]
 
 
-def _validation_message(path: Path, error: ValidationError) -> str:
+_LEGACY_FREQUENCY_KEY = "checkpoint_delta_snapshot_frequency"
+_MODEL_ERROR_KEYS = {
+    # model-level (loc-less) errors, keyed by a phrase of their message
+    "postgres_url": "postgres_url",
+}
+
+
+def _error_key(item: dict[str, Any]) -> tuple[str, str]:
+    """(dotted key under ``database``, leaf name) of one pydantic error."""
+    loc = [str(p) for p in item["loc"]]
+    if not loc:
+        message = str(item.get("msg", ""))
+        for phrase, key in _MODEL_ERROR_KEYS.items():
+            if phrase in message:
+                return key, key
+        return "", ""
+    return ".".join(loc), loc[-1]
+
+
+def _validation_message(path: Path, error: ValidationError, block: dict[str, Any]) -> tuple[str, str]:
+    """The ConfigError text for a pydantic error, and the first offending key."""
     lines = []
+    keys = []
+    legacy_used = _LEGACY_FREQUENCY_KEY in block and not (
+        isinstance(block.get("checkpoint_delta"), dict)
+        and "snapshot_frequency" in block["checkpoint_delta"]
+    )
     for item in error.errors():
-        loc = ".".join(str(p) for p in item["loc"]) or "database"
-        leaf = str(item["loc"][-1]) if item["loc"] else ""
+        key, leaf = _error_key(item)
+        dotted = f"database.{key}" if key else "database"
+        keys.append(dotted)
+        message = str(item["msg"]).removeprefix("Value error, ")
+        text = f"{dotted}: {message}"
+        if key == "checkpoint_delta.snapshot_frequency" and legacy_used:
+            text += f" (set through the legacy key database.{_LEGACY_FREQUENCY_KEY})"
         allowed = _ALLOWED.get(leaf)
-        got = item.get("input")
-        text = f"database.{loc}: {item['msg']}"
         if allowed:
             text += f"; allowed: {allowed}"
-        if leaf and not isinstance(got, dict):
+        got = item.get("input")
+        if item["loc"] and not isinstance(got, dict):
             text += f"; got {got!r}"
         lines.append(text)
-    return f"{path}: invalid database settings: " + " | ".join(lines)
+    return f"{path}: invalid database settings: " + " | ".join(lines), keys[0] if keys else "database"
 
 
 def load_config(path: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> LoadedConfig:
@@ -142,9 +171,9 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: dict[str, s
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{file}: config file is not valid YAML{where}: {getattr(exc, 'problem', exc)}", path=str(file)) from exc
     if document is None:
-        raise ConfigError(f"{file}: config file is empty; it needs a 'database:' block.", path=str(file))
+        raise ConfigError(f"{file}: config file is empty; it needs a 'database:' block.", path=str(file), key="database")
     if not isinstance(document, dict):
-        raise ConfigError(f"{file}: top level must be a mapping with a 'database:' key, got {type(document).__name__}.", path=str(file))
+        raise ConfigError(f"{file}: top level must be a mapping with a 'database:' key, got {type(document).__name__}.", path=str(file), key="database")
     block = document.get("database")
     if block is None:
         block = {}
@@ -154,7 +183,8 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: dict[str, s
     try:
         database = DatabaseConfig.model_validate(block)
     except ValidationError as exc:
-        raise ConfigError(_validation_message(file, exc), path=str(file), key="database") from exc
+        message, key = _validation_message(file, exc, block)
+        raise ConfigError(message, path=str(file), key=key) from exc
     return LoadedConfig(
         path=file,
         sha256=hashlib.sha256(data).hexdigest(),

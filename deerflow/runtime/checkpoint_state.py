@@ -19,7 +19,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import StateSnapshot
 
-from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.errors import MISMATCH_MESSAGE, CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_mode import (
     aensure_checkpoint_mode_compatible,
@@ -63,6 +62,11 @@ def build_state_mutation_graph(
     Returns:
         A compiled LangGraph ``Pregel`` bound to ``checkpointer`` (may be None).
     """
+    # Imported here: deerflow.agents.thread_state imports
+    # deerflow.runtime.checkpoint_mode, whose package __init__ imports this
+    # module, so a top-level import would cycle when thread_state is imported first.
+    from deerflow.agents.thread_state import get_thread_state_schema
+
     mode = validate_checkpoint_mode(mode)
     schema = state_schema or get_thread_state_schema(mode, snapshot_frequency)
     builder = StateGraph(schema)
