@@ -1,0 +1,242 @@
+"""Subprocess helpers for tests that run the dashboard for real: workers, web servers, configs.
+
+Everything here starts OS processes the way an operator would (``celery -A
+dashboard worker``, ``manage.py runserver``) with an environment built from
+scratch for one test, and stops them by process id in teardown: SIGTERM to
+the process group the helper created, then SIGKILL when it does not exit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests import fixtures_real
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+PYTHON = str(Path(sys.executable))
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+#: Environment variables the dashboard reads; never inherited from the test process.
+_OWN_PREFIXES = ("DJANGO_", "DASHBOARD_", "CELERY_", "DEER_FLOW_")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_config(path: Path, sqlite_dir: Path, mode: str, snapshot_frequency: int = 10) -> Path:
+    """Write a DeerFlow-style config.yaml (sqlite backend) in ``mode``; returns its path.
+
+    Same layout as ``tests/dashboard/conftest.py::write_config`` (DeerFlow's own
+    ``database:`` keys), restricted to the SQLite backend these tests use.
+    """
+    block = {"backend": "sqlite", "sqlite_dir": str(sqlite_dir), "checkpoint_channel_mode": mode,
+             "checkpoint_delta": {"snapshot_frequency": snapshot_frequency}}
+    path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
+    return path
+
+
+def dashboard_home(root: Path, mode: str) -> tuple[Path, Path]:
+    """A private copy of the fixture SQLite under ``root/data`` and a ``mode`` config.yaml for it.
+
+    Returns ``(config_path, var_dir)``.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    fixtures_real.restore_sqlite(root / "data")
+    var_dir = root / "var"
+    var_dir.mkdir(exist_ok=True)
+    return write_config(root / "config.yaml", root / "data", mode), var_dir
+
+
+def dashboard_env(*, config_path: Path, var_dir: Path, **extra: str) -> dict[str, str]:
+    """A clean environment for a dashboard process (web or worker).
+
+    The test process's own ``DJANGO_*`` / ``DASHBOARD_*`` / ``CELERY_*`` /
+    ``DEER_FLOW_*`` variables are dropped so nothing leaks in; ``extra``
+    overrides the defaults (``DJANGO_DEBUG=1``, Django tables in ``var_dir``).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES)}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    env.update({
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DJANGO_DEBUG": "1",
+        "DASHBOARD_VAR_DIR": str(var_dir),
+        "DASHBOARD_DATABASE_URL": f"sqlite:///{var_dir / 'dash.sqlite3'}",
+        "DEER_FLOW_CONFIG_PATH": str(config_path),
+    })
+    env.update(extra)
+    return env
+
+
+def run_manage(args: Sequence[str], env: Mapping[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``python manage.py <args>`` to completion; raise with its output when it fails."""
+    proc = subprocess.run([PYTHON, "manage.py", *args], cwd=REPO_ROOT, env=dict(env),
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"manage.py {' '.join(args)} exited {proc.returncode}\n"
+                             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+@dataclass
+class ManagedProcess:
+    """A child process in its own session, its combined output in ``log_path``."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    popen: subprocess.Popen
+    _log_file: object = field(repr=False, default=None)
+
+    @classmethod
+    def start(cls, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> ManagedProcess:
+        log_file = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        popen = subprocess.Popen(list(argv), cwd=REPO_ROOT, env=dict(env), stdout=log_file,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return cls(name=name, argv=list(argv), log_path=log_path, popen=popen, _log_file=log_file)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    def fail(self, why: str) -> AssertionError:
+        state = "running" if self.alive() else f"exited with {self.popen.returncode}"
+        return AssertionError(f"{self.name} (pid {self.pid}, {state}): {why}\n--- log tail ({self.log_path}) ---\n"
+                              f"{self.log_tail()}")
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM the process group this helper created, then SIGKILL what is left."""
+        try:
+            if self.alive():
+                os.killpg(self.pid, signal.SIGTERM)
+                try:
+                    self.popen.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    pass
+            # The leader may be gone while pool children linger: kill the whole group.
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        finally:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+
+def wait_until(predicate: Callable[[], object], *, timeout: float, interval: float = 0.25,
+               proc: ManagedProcess | None = None, what: str = "condition") -> object:
+    """Poll ``predicate`` until it returns a truthy value; fail early if ``proc`` dies."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and not proc.alive():
+            raise proc.fail(f"exited while waiting for {what}")
+        if time.monotonic() > deadline:
+            if proc is not None:
+                raise proc.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_for_log(proc: ManagedProcess, pattern: str, timeout: float = 60) -> re.Match:
+    """Wait until ``proc``'s log matches the regular expression ``pattern``."""
+    rx = re.compile(pattern, re.MULTILINE)
+    return wait_until(lambda: rx.search(proc.log()), timeout=timeout, proc=proc, what=f"log /{pattern}/")
+
+
+def wait_http(url: str, proc: ManagedProcess, timeout: float = 60) -> int:
+    """Wait until ``url`` answers HTTP at all (any status); returns the first status seen."""
+
+    def probe() -> int | None:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - local test server
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return None
+
+    return wait_until(probe, timeout=timeout, proc=proc, what=f"HTTP {url}")
+
+
+def redis_url(db: int) -> str:
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
+
+
+def claim_empty_redis_db(owner: str) -> int:
+    """Pick a random empty Redis db in 1..15 and claim it with a marker key; returns its number.
+
+    Raises:
+        AssertionError: Redis is unreachable or every db 1..15 holds keys.
+    """
+    import random
+
+    import redis
+
+    candidates = list(range(1, 16))
+    random.shuffle(candidates)
+    for db in candidates:
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db, socket_timeout=5)
+        try:
+            if client.dbsize() == 0 and client.set("dfa-test-claim", owner, nx=True):
+                if client.dbsize() == 1:
+                    return db
+                client.delete("dfa-test-claim")
+        except redis.ConnectionError as exc:
+            raise AssertionError(f"Redis at {REDIS_HOST}:{REDIS_PORT} is not reachable: {exc}") from exc
+        finally:
+            client.close()
+    raise AssertionError("no empty Redis database among 1..15 to run the worker test in")
+
+
+def flush_redis_db(db: int) -> None:
+    import redis
+
+    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db, socket_timeout=5)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def child_pids(pid: int) -> set[int]:
+    """Direct children of ``pid`` (Linux /proc)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        return {int(p) for p in path.read_text().split()}
+    except OSError:
+        return set()
