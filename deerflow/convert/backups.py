@@ -1,0 +1,161 @@
+"""Backups of converted threads: copy, list, restore (revert) and purge.
+
+A backup holds, byte for byte, the rows a conversion rewrites: every
+``checkpoints`` row of the thread and, on Postgres, every ``messages`` blob
+of the thread. It is written in the conversion's own transaction, so a
+converted thread always has its backup.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.convert.storage import ConversionSession, open_session
+
+__all__ = ["BackupInfo", "BackupNotFoundError", "copy_to_backup", "list_backups", "purge_backup", "restore_rows"]
+
+_CHECKPOINT_COLS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
+_BLOB_COLS = "thread_id, checkpoint_ns, channel, version, type, blob"
+
+
+class BackupNotFoundError(LookupError):
+    """No active backup with this id (never made, already restored, or purged)."""
+
+
+@dataclass(frozen=True)
+class BackupInfo:
+    """One backup: which thread, when, how many rows and bytes (count, bytes), and its status."""
+
+    backup_id: str
+    thread_id: str
+    created_at: str
+    checkpoint_rows: int
+    blob_rows: int
+    bytes: int
+    status: str
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy."""
+        return asdict(self)
+
+
+def _size_expr(session: ConversionSession) -> str:
+    if session.dialect == "sqlite":
+        return "COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0)"
+    return "COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0)"
+
+
+def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *, note: str = "") -> BackupInfo:
+    """Copy the thread's rows into the backup tables (inside the session's transaction)."""
+    session.ensure_backup_tables()
+    rows = session.execute(
+        f"INSERT INTO dfa_backup_checkpoints (backup_id, {_CHECKPOINT_COLS}) "
+        f"SELECT ?, {_CHECKPOINT_COLS} FROM checkpoints WHERE thread_id = ?", [backup_id, thread_id])
+    size = int(session.query(f"SELECT {_size_expr(session)} AS b FROM checkpoints WHERE thread_id = ?",
+                             [thread_id])[0]["b"])
+    blobs = 0
+    if session.dialect == "postgres":
+        blobs = session.execute(
+            f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} FROM checkpoint_blobs "
+            "WHERE thread_id = ? AND channel = 'messages'", [backup_id, thread_id])
+        size += int(session.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_blobs "
+                                  "WHERE thread_id = ? AND channel = 'messages'", [thread_id])[0]["b"])
+    created = dt.datetime.now(dt.UTC).isoformat()
+    session.execute(
+        "INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, status, note) "
+        "VALUES (?, ?, ?, ?, ?, ?, 'active', ?)", [backup_id, thread_id, created, rows, blobs, size, note])
+    return BackupInfo(backup_id, thread_id, created, rows, blobs, size, "active", note)
+
+
+def _info(row: dict[str, Any]) -> BackupInfo:
+    created = row["created_at"]
+    return BackupInfo(row["backup_id"], row["thread_id"], created.isoformat() if hasattr(created, "isoformat")
+                      else str(created), int(row["checkpoint_rows"]), int(row["blob_rows"]), int(row["bytes"]),
+                      row["status"], row["note"])
+
+
+def get_backup(session: ConversionSession, backup_id: str) -> BackupInfo:
+    """The backup's record (any status).
+
+    Raises:
+        BackupNotFoundError: no such backup.
+    """
+    session.ensure_backup_tables()
+    rows = session.query("SELECT * FROM dfa_backups WHERE backup_id = ?", [backup_id])
+    if not rows:
+        raise BackupNotFoundError(f"No backup {backup_id!r}.")
+    return _info(rows[0])
+
+
+def restore_rows(session: ConversionSession, backup_id: str) -> BackupInfo:
+    """Put the backed-up rows back in place of the thread's current ones (inside the transaction).
+
+    Checkpoints written after the conversion (ids not in the backup) are kept.
+
+    Raises:
+        BackupNotFoundError: no active backup with this id.
+    """
+    info = get_backup(session, backup_id)
+    if info.status != "active":
+        raise BackupNotFoundError(f"Backup {backup_id!r} is {info.status}, not active.")
+    if session.dialect == "postgres":
+        # Blobs the conversion wrote (including split versions) go first, while the converted rows name them.
+        session.execute(
+            "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages' AND EXISTS ("
+            "SELECT 1 FROM checkpoints c JOIN dfa_backup_checkpoints b ON b.backup_id = ? "
+            "AND b.checkpoint_ns = c.checkpoint_ns AND b.checkpoint_id = c.checkpoint_id "
+            "WHERE c.thread_id = checkpoint_blobs.thread_id AND c.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+            "AND c.checkpoint -> 'channel_versions' ->> 'messages' = checkpoint_blobs.version)",
+            [info.thread_id, backup_id])
+    session.execute(
+        "DELETE FROM checkpoints WHERE thread_id = ? AND EXISTS (SELECT 1 FROM dfa_backup_checkpoints b "
+        "WHERE b.backup_id = ? AND b.checkpoint_ns = checkpoints.checkpoint_ns "
+        "AND b.checkpoint_id = checkpoints.checkpoint_id)", [info.thread_id, backup_id])
+    session.execute(f"INSERT INTO checkpoints ({_CHECKPOINT_COLS}) SELECT {_CHECKPOINT_COLS} "
+                    "FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
+    if session.dialect == "postgres":
+        session.execute(
+            "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages' AND EXISTS ("
+            "SELECT 1 FROM dfa_backup_checkpoints b WHERE b.backup_id = ? "
+            "AND b.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+            "AND b.checkpoint -> 'channel_versions' ->> 'messages' = checkpoint_blobs.version)",
+            [info.thread_id, backup_id])
+        session.execute(
+            f"INSERT INTO checkpoint_blobs ({_BLOB_COLS}) SELECT {_BLOB_COLS} FROM dfa_backup_blobs "
+            "WHERE backup_id = ? ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE "
+            "SET type = EXCLUDED.type, blob = EXCLUDED.blob", [backup_id])
+    session.execute("UPDATE dfa_backups SET status = 'restored' WHERE backup_id = ?", [backup_id])
+    return info
+
+
+def list_backups(database: DatabaseConfig, thread_id: str | None = None) -> list[BackupInfo]:
+    """Every backup (newest first), optionally of one thread."""
+    with open_session(database) as session:
+        session.ensure_backup_tables()
+        if thread_id is None:
+            rows = session.query("SELECT * FROM dfa_backups ORDER BY created_at DESC, backup_id DESC")
+        else:
+            rows = session.query("SELECT * FROM dfa_backups WHERE thread_id = ? "
+                                 "ORDER BY created_at DESC, backup_id DESC", [thread_id])
+        session.commit()
+    return [_info(r) for r in rows]
+
+
+def purge_backup(database: DatabaseConfig, backup_id: str) -> BackupInfo:
+    """Delete a backup's rows and mark it purged; the converted thread is not touched.
+
+    Raises:
+        BackupNotFoundError: no such backup.
+    """
+    with open_session(database) as session:
+        info = get_backup(session, backup_id)
+        session.execute("DELETE FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
+        if session.dialect == "postgres":
+            session.execute("DELETE FROM dfa_backup_blobs WHERE backup_id = ?", [backup_id])
+        session.execute("UPDATE dfa_backups SET status = 'purged' WHERE backup_id = ?", [backup_id])
+        session.commit()
+    return info

@@ -1,0 +1,196 @@
+"""One-pass materialization of a delta ``messages`` channel over a checkpoint tree.
+
+The rule is LangGraph's own read path for ``DeltaChannel`` (spec, "Storage
+shape and read path"; ``BaseCheckpointSaver.get_delta_channel_history`` and
+``DeltaChannel.replay_writes``), applied once per checkpoint instead of once
+per read::
+
+    value(c) = seed(c)                                   if c stores a value
+    value(c) = replay(value(parent(c)), writes_at(parent(c)))   otherwise
+    value(root) = []                                     when the root stores nothing
+
+where a seed is a stored ``_DeltaSnapshot`` (its ``.value``) or a plain
+pre-delta list (a stored ``None`` is not a seed), ``writes_at(p)`` are the
+``messages`` writes stored under checkpoint ``p`` in the saver's
+``(task_path, task_id, idx)`` order, and ``replay`` resets at the last
+``Overwrite`` and folds the rest with :func:`merge_message_writes`. Lineage
+follows ``parent_checkpoint_id`` only, never ``step`` or time, and never
+leaves one ``checkpoint_ns``.
+
+Findings (never silently wrong values):
+
+* ``dangling_parent`` / ``cycle``: the tree cannot be walked; the affected
+  checkpoints get no value.
+* ``branch_point``: a parent with several children stores all their writes
+  under its own id, so a child without its own seed sees its siblings'
+  writes too (LangGraph reads it that way; reported, value kept as LangGraph reads it).
+* ``order_unknown``: writes of several tasks at one checkpoint carry no
+  ``task_path``, so their live order is unknown (sorted by ``task_id``).
+* ``overwrite_in_blob``: a stored value was an ``Overwrite`` wrapper; unwrapped.
+* ``reducer_error``: the reducer raised (e.g. ``RemoveMessage`` of an unknown
+  id); that checkpoint and its seedless descendants get no value.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.channels.binop import _get_overwrite
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from deerflow.agents.thread_state import merge_message_writes
+
+__all__ = ["CheckpointNode", "Finding", "Materialized", "materialize_namespace", "replay", "stored_seed"]
+
+MESSAGES = "messages"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something about a checkpoint the operator must know.
+
+    Attributes:
+        kind: ``dangling_parent``, ``cycle``, ``branch_point``, ``order_unknown``,
+            ``overwrite_in_blob`` or ``reducer_error``.
+        checkpoint_id: the checkpoint concerned.
+        detail: one human-readable sentence.
+        blocking: True when the value at ``checkpoint_id`` cannot be trusted.
+    """
+
+    kind: str
+    checkpoint_id: str
+    detail: str
+    blocking: bool
+
+
+@dataclass
+class CheckpointNode:
+    """What the walk needs of one stored checkpoint.
+
+    Attributes:
+        checkpoint_id, parent_id: ids within one namespace (``parent_id`` None for a root).
+        stored: ``channel_values.get("messages")`` as the saver returned it.
+        writes: ``[(task_id, value, task_path)]`` for ``messages`` stored under this
+            checkpoint, in the saver's order (``task_path`` may be ``None`` if unknown).
+    """
+
+    checkpoint_id: str
+    parent_id: str | None
+    stored: Any
+    writes: list[tuple[str, Any, str | None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """One checkpoint's one-pass value (``None`` when a blocking finding prevents it)."""
+
+    checkpoint_id: str
+    messages: list[Any] | None
+    from_seed: bool
+
+
+def stored_seed(stored: Any) -> tuple[bool, Any, bool]:
+    """``(is_seed, value, was_overwrite_wrapper)`` for a stored channel value."""
+    if stored is None:
+        return False, None, False
+    if isinstance(stored, _DeltaSnapshot):
+        stored = stored.value
+    is_ow, ow_value = _get_overwrite(stored)
+    if is_ow:
+        return True, list(ow_value or []), True
+    return True, stored, False
+
+
+def replay(base: list[Any], values: list[Any]) -> list[Any]:
+    """Apply write values as ``DeltaChannel.replay_writes`` does: reset at the last ``Overwrite``, fold the rest.
+
+    Raises:
+        ValueError: from :func:`merge_message_writes` (unknown-id ``RemoveMessage``).
+    """
+    if not values:
+        return base
+    start = 0
+    for i, value in enumerate(values):
+        is_ow, ow_value = _get_overwrite(value)
+        if is_ow:
+            base = copy.copy(ow_value) if ow_value is not None else []
+            start = i + 1
+    remaining = values[start:]
+    return merge_message_writes(base, remaining) if remaining else list(base)
+
+
+def _order_unknown(node: CheckpointNode) -> bool:
+    tasks = {task_id for task_id, _value, path in node.writes if not path}
+    return len(tasks) > 1
+
+
+def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materialized | Finding]:
+    """Walk one namespace's checkpoint tree once, yielding values and findings.
+
+    Args:
+        nodes: every checkpoint of one ``(thread_id, checkpoint_ns)``, any order.
+
+    Yields:
+        :class:`Materialized` for every reachable checkpoint (parents before
+        children) and :class:`Finding` objects as they are discovered. A
+        value is dropped as soon as every child has used it, so memory holds
+        the values of open branch points only.
+    """
+    by_id = {n.checkpoint_id: n for n in nodes}
+    children: dict[str, list[str]] = {}
+    roots: list[str] = []
+    for node in by_id.values():
+        if node.parent_id is None:
+            roots.append(node.checkpoint_id)
+        elif node.parent_id not in by_id:
+            yield Finding("dangling_parent", node.checkpoint_id,
+                          f"parent {node.parent_id} is not stored in this namespace", True)
+        else:
+            children.setdefault(node.parent_id, []).append(node.checkpoint_id)
+    for parent, kids in children.items():
+        if len(kids) > 1:
+            yield Finding("branch_point", parent,
+                          f"{len(kids)} children share the writes stored under this checkpoint", False)
+        if _order_unknown(by_id[parent]):
+            yield Finding("order_unknown", parent,
+                          "writes of several tasks without task_path: replay order is by task_id", False)
+    visited: set[str] = set()
+    stack: list[tuple[str, list[Any] | None]] = [(r, []) for r in sorted(roots, reverse=True)]
+    while stack:
+        cid, inherited = stack.pop()
+        visited.add(cid)
+        node = by_id[cid]
+        is_seed, seed_value, wrapped = stored_seed(node.stored)
+        if wrapped:
+            yield Finding("overwrite_in_blob", cid, "stored messages value was an Overwrite wrapper", False)
+        value: list[Any] | None = list(seed_value) if is_seed else inherited
+        yield Materialized(cid, value, is_seed)
+        kids = children.get(cid, [])
+        if not kids:
+            continue
+        passed: list[Any] | None = None
+        if value is not None:
+            try:
+                passed = replay(value, [v for _task, v, _path in node.writes])
+            except (ValueError, TypeError) as exc:
+                yield Finding("reducer_error", cid, f"replaying this checkpoint's writes failed: {exc}", True)
+        for kid in sorted(kids, reverse=True):
+            stack.append((kid, passed))
+    for cid in by_id:
+        if cid not in visited and by_id[cid].parent_id in by_id:
+            yield _unreachable(cid, by_id)
+
+
+def _unreachable(cid: str, by_id: dict[str, CheckpointNode]) -> Finding:
+    seen = {cid}
+    parent = by_id[cid].parent_id
+    while parent is not None and parent in by_id:
+        if parent in seen:
+            return Finding("cycle", cid, "parent_checkpoint_id links form a cycle above this checkpoint", True)
+        seen.add(parent)
+        parent = by_id[parent].parent_id
+    return Finding("dangling_parent", cid,
+                   f"an ancestor's parent {parent} is not stored in this namespace", True)

@@ -1,0 +1,204 @@
+"""Transactional access to a checkpoint database for conversion: one session per thread.
+
+A :class:`ConversionSession` owns one database connection in one
+transaction, and a LangGraph saver bound to that connection, so every read
+and write of a conversion (the saver's own ``list``/``put`` and our backup
+SQL) commits or rolls back together. A killed process leaves the thread
+untouched: Postgres rolls back the open transaction when the connection
+drops; SQLite rolls back its journal on next open.
+
+Locks: Postgres takes ``pg_advisory_xact_lock`` on the thread id (two
+workers never convert one thread at once); SQLite's ``BEGIN IMMEDIATE``
+takes the database write lock for the whole transaction.
+
+Backups live in the checkpoint database, in tables this package owns
+(``dfa_backups``, ``dfa_backup_checkpoints``, ``dfa_backup_blobs``); LangGraph's
+tables keep their meaning.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
+
+__all__ = ["ConversionSession", "open_session"]
+
+_SQLITE_DDL = [
+    """CREATE TABLE IF NOT EXISTS dfa_backups (
+        backup_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, created_at TEXT NOT NULL,
+        checkpoint_rows INTEGER NOT NULL, blob_rows INTEGER NOT NULL, bytes INTEGER NOT NULL,
+        status TEXT NOT NULL, note TEXT NOT NULL DEFAULT '')""",
+    """CREATE TABLE IF NOT EXISTS dfa_backup_checkpoints (
+        backup_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB,
+        PRIMARY KEY (backup_id, checkpoint_ns, checkpoint_id))""",
+]
+_POSTGRES_DDL = [
+    """CREATE TABLE IF NOT EXISTS dfa_backups (
+        backup_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        checkpoint_rows INTEGER NOT NULL, blob_rows INTEGER NOT NULL, bytes BIGINT NOT NULL,
+        status TEXT NOT NULL, note TEXT NOT NULL DEFAULT '')""",
+    """CREATE TABLE IF NOT EXISTS dfa_backup_checkpoints (
+        backup_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint JSONB NOT NULL,
+        metadata JSONB NOT NULL DEFAULT '{}', PRIMARY KEY (backup_id, checkpoint_ns, checkpoint_id))""",
+    """CREATE TABLE IF NOT EXISTS dfa_backup_blobs (
+        backup_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, channel TEXT NOT NULL,
+        version TEXT NOT NULL, type TEXT NOT NULL, blob BYTEA,
+        PRIMARY KEY (backup_id, checkpoint_ns, channel, version))""",
+]
+
+
+class _NoCommitConnection(sqlite3.Connection):
+    """A SQLite connection whose ``commit()`` is a no-op, so the saver cannot end our transaction."""
+
+    def commit(self) -> None:  # noqa: D102 - see class docstring
+        return None
+
+    def really_commit(self) -> None:
+        """End the transaction."""
+        sqlite3.Connection.commit(self)
+        if self.in_transaction:
+            self.execute("COMMIT")
+
+
+class ConversionSession:
+    """One connection, one transaction, and a saver bound to it.
+
+    Attributes:
+        dialect: ``"sqlite"`` or ``"postgres"``.
+        saver: ``SqliteSaver`` or ``PostgresSaver`` on the session's connection.
+    """
+
+    def __init__(self, dialect: str, conn: Any, saver: Any):
+        self.dialect = dialect
+        self.conn = conn
+        self.saver = saver
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.dialect == "sqlite" else sql.replace("%", "%%").replace("?", "%s")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Rows as dicts (``?`` placeholders on both dialects)."""
+        cur = self.conn.execute(self._sql(sql), tuple(params))
+        if self.dialect == "sqlite":
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        return list(cur.fetchall())
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; returns the affected row count."""
+        cur = self.conn.execute(self._sql(sql), tuple(params))
+        return cur.rowcount
+
+    def ensure_backup_tables(self) -> None:
+        """Create this package's backup tables if missing (inside the transaction)."""
+        for ddl in _SQLITE_DDL if self.dialect == "sqlite" else _POSTGRES_DDL:
+            self.conn.execute(ddl)
+
+    def lock_thread(self, thread_id: str) -> None:
+        """Serialize conversions of one thread (Postgres advisory lock; SQLite already holds the write lock)."""
+        if self.dialect == "postgres":
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("dfa.convert:" + thread_id,))
+
+    def watermark(self, thread_id: str) -> tuple[int, str | None]:
+        """``(checkpoint count, newest checkpoint id)`` of the thread as committed now."""
+        row = self.query(
+            "SELECT COUNT(*) AS n, MAX(checkpoint_id) AS newest FROM checkpoints WHERE thread_id = ?", [thread_id]
+        )[0]
+        return int(row["n"]), row["newest"]
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        """The thread's ``checkpoint_ns`` values, root first."""
+        rows = self.query("SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", [thread_id])
+        return sorted((r["checkpoint_ns"] for r in rows), key=lambda ns: (ns != "", ns))
+
+    def task_paths(self, thread_id: str) -> dict[tuple[str, str, str, int], str]:
+        """``{(checkpoint_ns, checkpoint_id, task_id, idx): task_path}`` for the thread's ``messages`` writes."""
+        table = "writes" if self.dialect == "sqlite" else "checkpoint_writes"
+        rows = self.query(
+            f"SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path FROM {table} "
+            "WHERE thread_id = ? AND channel = 'messages'", [thread_id])
+        return {(r["checkpoint_ns"], r["checkpoint_id"], r["task_id"], int(r["idx"])): r["task_path"] for r in rows}
+
+    def stored_bytes(self, thread_id: str) -> int:
+        """Bytes the thread occupies in LangGraph's tables (checkpoints, blobs, writes)."""
+        if self.dialect == "sqlite":
+            a = self.query("SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) AS b FROM checkpoints "
+                           "WHERE thread_id = ?", [thread_id])[0]["b"]
+            b = self.query("SELECT COALESCE(SUM(LENGTH(value)), 0) AS b FROM writes WHERE thread_id = ?",
+                           [thread_id])[0]["b"]
+            return int(a) + int(b)
+        a = self.query("SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) AS b "
+                       "FROM checkpoints WHERE thread_id = ?", [thread_id])[0]["b"]
+        b = self.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_blobs "
+                       "WHERE thread_id = ?", [thread_id])[0]["b"]
+        c = self.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_writes "
+                       "WHERE thread_id = ?", [thread_id])[0]["b"]
+        return int(a) + int(b) + int(c)
+
+    def commit(self) -> None:
+        """Commit the session's transaction."""
+        if self.dialect == "sqlite":
+            self.conn.really_commit()
+        else:
+            self.conn.commit()
+
+    def rollback(self) -> None:
+        """Roll the session's transaction back."""
+        if self.dialect == "sqlite":
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        else:
+            self.conn.rollback()
+
+
+@contextmanager
+def open_session(database: DatabaseConfig) -> Iterator[ConversionSession]:
+    """Open a connection, begin a transaction, and bind a saver to it.
+
+    The transaction is rolled back on exit unless :meth:`ConversionSession.commit`
+    was called. Raises ``ValueError`` for the memory backend (nothing persists).
+    """
+    if database.backend == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = sqlite_checkpoint_path(database)
+        conn = sqlite3.connect(str(path), isolation_level=None, timeout=60,
+                               check_same_thread=False, factory=_NoCommitConnection)
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            conn.execute("BEGIN IMMEDIATE")
+            session = ConversionSession("sqlite", conn, saver)
+            try:
+                yield session
+            finally:
+                session.rollback()
+        finally:
+            conn.close()
+        return
+    if database.backend == "postgres":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        kwargs = postgres_connect_kwargs(database)
+        kwargs["autocommit"] = False
+        conn = psycopg.connect(database.postgres_url, **kwargs)
+        try:
+            saver = PostgresSaver(conn)
+            session = ConversionSession("postgres", conn, saver)
+            try:
+                yield session
+            finally:
+                if not conn.closed:
+                    conn.rollback()
+        finally:
+            conn.close()
+        return
+    raise ValueError("conversion needs a persistent backend (sqlite or postgres), not 'memory'")
