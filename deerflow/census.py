@@ -1,0 +1,173 @@
+"""Cadence inference and writer facts from checkpoint metadata (no materialization).
+
+The spec says a cadence mismatch between processes "is undetectable by the
+runtime" because the cadence is not stamped into checkpoints. It is visible
+in the data, though: LangGraph writes ``counters_since_delta_snapshot
+["messages"] = [updates, supersteps]`` on every non-snapshot delta checkpoint
+and drops it on the checkpoint that took a ``_DeltaSnapshot``. A snapshot is
+taken when ``updates`` reaches ``snapshot_frequency`` (or ``supersteps``
+reaches ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``), so for a snapshot
+checkpoint ``S`` whose parent ``P`` carries ``[u, s]``::
+
+    snapshot_frequency == u + 1        (unless s + 1 >= the supersteps bound)
+
+Before any snapshot only a lower bound is known: ``snapshot_frequency > max(u)``.
+Several distinct exact values mean several processes wrote the thread at
+different cadences.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from deerflow.inventory import SqlReader, checkpoint_time, reader_for
+
+__all__ = ["CadenceInference", "WriterFacts", "infer_cadences", "recent_writer_facts"]
+
+#: LangGraph's default ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``.
+DEFAULT_MAX_SUPERSTEPS = 5000
+
+
+@dataclass
+class CadenceInference:
+    """What the metadata says about the cadence(s) that wrote one thread.
+
+    Attributes:
+        thread_id: the thread.
+        exact: distinct cadences proven by snapshot checkpoints (sorted counts).
+        lower_bound: smallest cadence consistent with the counters seen when no
+            snapshot proves an exact value (count), else ``None``.
+        snapshots: snapshot checkpoints seen (count).
+    """
+
+    thread_id: str
+    exact: list[int] = field(default_factory=list)
+    lower_bound: int | None = None
+    snapshots: int = 0
+
+    @property
+    def inferred(self) -> int | None:
+        """The single inferred cadence: the exact one if unique, else the lower bound."""
+        if len(self.exact) == 1:
+            return self.exact[0]
+        return None if self.exact else self.lower_bound
+
+    @property
+    def is_exact(self) -> bool:
+        """True when exactly one cadence is proven."""
+        return len(self.exact) == 1
+
+
+def _counter_expr(reader: SqlReader, alias: str, index: int) -> str:
+    if reader.dialect == "sqlite":
+        return (f"CAST(json_extract(CAST({alias}.metadata AS TEXT), "
+                f"'$.counters_since_delta_snapshot.messages[{index}]') AS INTEGER)")
+    return f"(({alias}.metadata->'counters_since_delta_snapshot'->'messages'->>{index})::bigint)"
+
+
+def infer_cadences(saver: Any, thread_ids: list[str] | None = None,
+                   max_supersteps: int = DEFAULT_MAX_SUPERSTEPS) -> dict[str, CadenceInference]:
+    """Infer each delta thread's snapshot cadence from its checkpoint metadata.
+
+    Args:
+        saver: SQLite or Postgres saver.
+        thread_ids: restrict to these threads (default: every thread).
+        max_supersteps: the supersteps bound in force (snapshots caused by it are ignored).
+
+    Returns:
+        ``{thread_id: CadenceInference}`` for threads with any counters.
+    """
+    r = reader_for(saver)
+    where, params = "", []
+    if thread_ids is not None:
+        if not thread_ids:
+            return {}
+        where = f"AND c.thread_id IN ({', '.join('?' for _ in thread_ids)})"
+        params = list(thread_ids)
+    u_c, u_p, s_p = _counter_expr(r, "c", 0), _counter_expr(r, "p", 0), _counter_expr(r, "p", 1)
+    bounds = r.query(
+        f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
+        f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
+    snaps = r.query(
+        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
+        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
+        f"AND p.checkpoint_id = c.parent_checkpoint_id "
+        f"WHERE NOT {r.counters('c')} AND {r.counters('p')} {where}", params)
+    out: dict[str, CadenceInference] = {}
+    for row in bounds:
+        out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
+    for row in snaps:
+        inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
+        inf.snapshots += 1
+        if row["s"] is not None and int(row["s"]) + 1 >= max_supersteps:
+            continue
+        k = int(row["u"]) + 1
+        if k not in inf.exact:
+            inf.exact.append(k)
+    for inf in out.values():
+        inf.exact.sort()
+        if inf.exact:
+            inf.lower_bound = None
+    return out
+
+
+@dataclass
+class WriterFacts:
+    """Modes and cadences written in a recent window, from metadata.
+
+    Attributes:
+        since_checkpoint_id: lower bound of the window (a UUIDv6 checkpoint id).
+        checkpoints: checkpoints written in the window (count).
+        delta_marked: of which carry the DeerFlow marker (count).
+        counters_only: of which carry LangGraph counters but no marker (count).
+        plain: of which carry neither (full-mode writes, or snapshot checkpoints) (count).
+        threads: distinct threads written (count).
+        cadences: ``{cadence: snapshot checkpoints proving it}`` among the window's snapshots.
+        last_write_at: time of the newest checkpoint (ISO 8601) or ``None``.
+    """
+
+    since_checkpoint_id: str
+    checkpoints: int = 0
+    delta_marked: int = 0
+    counters_only: int = 0
+    plain: int = 0
+    threads: int = 0
+    cadences: dict[int, int] = field(default_factory=dict)
+    last_write_at: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy."""
+        return json.loads(json.dumps(self.__dict__, default=str))
+
+
+def recent_writer_facts(saver: Any, since_checkpoint_id: str) -> WriterFacts:
+    """What was written since ``since_checkpoint_id`` (ids sort by creation time).
+
+    Counts by marker kind, and the cadences proven by snapshots in the
+    window (parent counters + 1). Uses the primary key order of
+    ``checkpoint_id`` only; no materialization.
+    """
+    r = reader_for(saver)
+    facts = WriterFacts(since_checkpoint_id)
+    row = r.query(
+        f"SELECT COUNT(*) AS n, COUNT(DISTINCT c.thread_id) AS threads, MAX(c.checkpoint_id) AS newest, "
+        f"SUM({r.truthy(r.marker())}) AS marked, "
+        f"SUM({r.truthy(f'{r.counters()} AND NOT {r.marker()}')}) AS counters_only "
+        f"FROM checkpoints c WHERE c.checkpoint_id > ?", [since_checkpoint_id])[0]
+    facts.checkpoints = int(row["n"] or 0)
+    facts.threads = int(row["threads"] or 0)
+    facts.delta_marked = int(row["marked"] or 0)
+    facts.counters_only = int(row["counters_only"] or 0)
+    facts.plain = facts.checkpoints - facts.delta_marked - facts.counters_only
+    newest = checkpoint_time(row["newest"])
+    facts.last_write_at = newest.isoformat() if newest else None
+    u_p = _counter_expr(r, "p", 0)
+    for snap in r.query(
+        f"SELECT {u_p} AS u FROM checkpoints c JOIN checkpoints p ON p.thread_id = c.thread_id "
+        f"AND p.checkpoint_ns = c.checkpoint_ns AND p.checkpoint_id = c.parent_checkpoint_id "
+        f"WHERE c.checkpoint_id > ? AND NOT {r.counters('c')} AND {r.counters('p')}", [since_checkpoint_id]):
+        k = int(snap["u"]) + 1
+        facts.cadences[k] = facts.cadences.get(k, 0) + 1
+    return facts
