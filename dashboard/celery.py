@@ -14,13 +14,30 @@ import logging
 import os
 
 from celery import Celery
-from celery.signals import celeryd_after_setup
+from celery.signals import celeryd_after_setup, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
 app = Celery("dashboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def _ensure_filesystem_broker_folders() -> None:
+    # Kombu's filesystem transport (the embedded default) needs its folders to exist.
+    from pathlib import Path
+
+    from django.conf import settings
+
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
+        folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+    if settings.CELERY_RESULT_BACKEND.startswith("file://"):
+        Path(settings.CELERY_RESULT_BACKEND[len("file://"):]).mkdir(parents=True, exist_ok=True)
+
+
+_ensure_filesystem_broker_folders()
 
 log = logging.getLogger("dashboard.worker")
 
@@ -35,10 +52,17 @@ def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
     """Freeze this worker from config.yaml (before forking) and subscribe to its mode queue."""
     from django.conf import settings
 
+    from dashboard.fleet import control  # noqa: F401 - registers the deerflow_facts control command
+    from dashboard.fleet.registry import register
     from dashboard.runtime import startup
 
     rt = startup(settings.DEER_FLOW_CONFIG_PATH)
     instance.app.amqp.queues.select_add(mode_queue(rt.mode))
+    queues = sorted(set(instance.app.amqp.queues.keys()))
+    registration = register(rt, "worker", queues=queues)
+    if registration is not None:
+        instance.app.deerflow_instance_id = registration.instance_id
+        worker_shutdown.connect(lambda **_: registration.stop(), weak=False)
     log.warning(
         "worker %s frozen: checkpoint_channel_mode=%s snapshot_frequency=%s config=%s sha256=%s queue=%s",
         sender, rt.mode, rt.snapshot_frequency, rt.config.path, rt.config.sha256[:12], mode_queue(rt.mode),

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "dashboard.accounts",
     "dashboard.threads",
+    "dashboard.fleet",
 ]
 
 MIDDLEWARE = [
@@ -123,6 +124,10 @@ CELERY_TASK_DEFAULT_QUEUE = "dashboard"
 # DeerFlow config.yaml (read by dashboard.runtime).
 DEER_FLOW_CONFIG_PATH = env_str("DEER_FLOW_CONFIG_PATH", str(Path.cwd() / "config.yaml"))
 DASHBOARD_PAGE_SIZE = env_int("DASHBOARD_PAGE_SIZE", 50, minimum=1)
+# Fleet audit: seconds between process heartbeats; stale after three missed beats.
+DASHBOARD_HEARTBEAT_S = float(env_int("DASHBOARD_HEARTBEAT_S", 15, minimum=1))
+# Fleet audit: window (hours) of recent checkpoints used to infer what writers write.
+DASHBOARD_WRITER_WINDOW_H = env_int("DASHBOARD_WRITER_WINDOW_H", 24, minimum=1)
 
 LOGGING = {
     "version": 1,

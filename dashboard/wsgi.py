@@ -20,6 +20,10 @@ from dashboard.runtime import startup  # noqa: E402
 from deerflow.errors import ConfigError  # noqa: E402
 
 try:
-    startup(settings.DEER_FLOW_CONFIG_PATH)
+    _runtime = startup(settings.DEER_FLOW_CONFIG_PATH)
 except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
+
+from dashboard.fleet.registry import register  # noqa: E402
+
+register(_runtime, "web")

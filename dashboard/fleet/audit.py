@@ -1,0 +1,311 @@
+"""The fleet audit: do all processes agree on mode and cadence, and does the data agree with them?
+
+Spec, "Cross-process invariant": the mode and the cadence must match in every
+process sharing one checkpoint database; each process freezes on its own and
+nothing reconciles a divergent one; a cadence mismatch is undetectable by the
+runtime. :func:`run_audit` compares the registry, a live check and the data
+(census, inferred cadences, recent writes) and returns findings, each with a
+severity, the evidence and a remediation hint.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from dashboard.celery import mode_queue
+from dashboard.fleet.control import LiveCheck, live_check
+from dashboard.fleet.models import ProcessRecord
+from dashboard.runtime import DashboardRuntime
+from deerflow import census as census_mod
+from deerflow import inventory
+
+__all__ = ["Audit", "Finding", "run_audit", "thread_census"]
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One audit finding: ``severity`` (error|warning|info), a machine ``code``, words for people."""
+
+    severity: str
+    code: str
+    message: str
+    evidence: str
+    hint: str
+
+
+@dataclass
+class Audit:
+    """Everything the audit page, API and command show."""
+
+    generated_at: str
+    processes: list[dict[str, Any]]
+    live: dict[str, Any]
+    findings: list[Finding]
+    census: dict[str, int]
+    cadences: dict[str, Any]
+    writers: dict[str, Any]
+    readiness: dict[str, list[dict[str, Any]]]
+    threads: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def has_errors(self) -> bool:
+        """True when any finding has severity ``error``."""
+        return any(f.severity == "error" for f in self.findings)
+
+    def as_dict(self, *, with_threads: bool = False) -> dict[str, Any]:
+        """JSON-friendly form (``threads`` only when asked)."""
+        out = {
+            "generated_at": self.generated_at,
+            "processes": self.processes,
+            "live": self.live,
+            "findings": [asdict(f) for f in self.findings],
+            "census": self.census,
+            "cadences": self.cadences,
+            "writers": self.writers,
+            "readiness": self.readiness,
+        }
+        if with_threads:
+            out["threads"] = self.threads
+        return out
+
+
+def _is_stale(p: ProcessRecord, now: dt.datetime) -> bool:
+    return p.stopped_at is None and (now - p.last_heartbeat).total_seconds() > 3 * p.heartbeat_interval_s
+
+
+def _process_row(p: ProcessRecord, now: dt.datetime) -> dict[str, Any]:
+    state = "stopped" if p.stopped_at else ("stale" if _is_stale(p, now) else "live")
+    return {
+        "name": p.name, "instance_id": p.instance_id, "role": p.role, "host": p.host, "pid": p.pid,
+        "state": state, "mode": p.mode, "snapshot_frequency": p.snapshot_frequency,
+        "config_path": p.config_path, "config_sha256": p.config_sha256, "max_supersteps": p.max_supersteps,
+        "versions": p.versions, "queues": p.queues, "started_at": p.started_at.isoformat(),
+        "last_heartbeat": p.last_heartbeat.isoformat(), "disk_sha256": p.disk_sha256, "disk_mode": p.disk_mode,
+        "disk_snapshot_frequency": p.disk_snapshot_frequency, "disk_error": p.disk_error,
+    }
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    diffs = []
+    if a["mode"] != b["mode"]:
+        diffs.append(f"checkpoint_channel_mode {a['mode']} ≠ {b['mode']}")
+    if a["mode"] == b["mode"] == "delta" and a["snapshot_frequency"] != b["snapshot_frequency"]:
+        diffs.append(f"snapshot_frequency {a['snapshot_frequency']} ≠ {b['snapshot_frequency']}")
+    return diffs
+
+
+def _pairwise_findings(serving: list[dict[str, Any]]) -> list[Finding]:
+    findings: list[Finding] = []
+    if not serving:
+        return findings
+    reference = serving[0]
+    for other in serving[1:]:
+        diffs = _differences(other, reference)
+        if diffs:
+            code = "mode_mismatch" if other["mode"] != reference["mode"] else "cadence_mismatch"
+            findings.append(Finding(
+                "error", code, f"{other['name']} differs from {reference['name']} in: {'; '.join(diffs)}",
+                f"{other['name']} froze {other['mode']}/{other['snapshot_frequency']} from {other['config_path']}; "
+                f"{reference['name']} froze {reference['mode']}/{reference['snapshot_frequency']} "
+                f"from {reference['config_path']}",
+                "Give every process the same config.yaml and restart them together."))
+        elif other["config_sha256"] != reference["config_sha256"]:
+            findings.append(Finding(
+                "warning", "config_differs",
+                f"{other['name']} and {reference['name']} agree on mode and cadence but read different config.yaml files",
+                f"sha256 {other['config_sha256'][:12]} ({other['config_path']}) ≠ "
+                f"{reference['config_sha256'][:12]} ({reference['config_path']})",
+                "Identical config.yaml files are a deployment requirement; deploy one file everywhere."))
+    return findings
+
+
+def _process_findings(rows: list[dict[str, Any]]) -> list[Finding]:
+    findings: list[Finding] = []
+    order = {"web": 0, "worker": 1, "external": 2}
+    serving = sorted((r for r in rows if r["state"] == "live"), key=lambda r: (order.get(r["role"], 3), r["name"]))
+    findings += _pairwise_findings(serving)
+    for r in rows:
+        if r["state"] == "stale":
+            findings.append(Finding(
+                "warning", "stale_process", f"{r['name']} missed three heartbeats",
+                f"last heartbeat {r['last_heartbeat']}",
+                "Check whether the process is alive; a dead process's row can be ignored."))
+        if r["state"] != "live":
+            continue
+        drift = []
+        if r["disk_error"]:
+            drift.append(f"config.yaml on disk is unreadable: {r['disk_error']}")
+        elif r["disk_mode"] and r["disk_mode"] != r["mode"]:
+            drift.append(f"checkpoint_channel_mode {r['mode']} (frozen) ≠ {r['disk_mode']} (on disk)")
+        elif (r["disk_mode"] == "delta" and r["disk_snapshot_frequency"] is not None
+              and r["disk_snapshot_frequency"] != r["snapshot_frequency"]):
+            drift.append(f"snapshot_frequency {r['snapshot_frequency']} (frozen) ≠ "
+                         f"{r['disk_snapshot_frequency']} (on disk)")
+        if drift:
+            findings.append(Finding(
+                "error", "config_drift", f"{r['name']} is mid mode-flip: {'; '.join(drift)}",
+                f"{r['config_path']} changed after the process froze",
+                "It answers 503 to thread reads until restarted: restart it (and every process sharing the database)."))
+        elif r["disk_sha256"] and r["disk_sha256"] != r["config_sha256"]:
+            findings.append(Finding(
+                "warning", "config_edited", f"{r['name']}'s config.yaml changed on disk (mode and cadence unchanged)",
+                f"sha256 {r['config_sha256'][:12]} (frozen) ≠ {r['disk_sha256'][:12]} (on disk)",
+                "Restart the process at a convenient time so it runs what the file says."))
+        for q in r["queues"]:
+            if q.startswith("checkpoints.") and q != mode_queue(r["mode"]):
+                findings.append(Finding(
+                    "error", "queue_mode_mismatch", f"{r['name']} ({r['mode']}) consumes {q}",
+                    f"queues: {', '.join(r['queues'])}",
+                    f"A {r['mode']}-mode worker must consume only {mode_queue(r['mode'])}; fix its -Q option."))
+    return findings
+
+
+def _live_findings(live: LiveCheck, rows: list[dict[str, Any]]) -> list[Finding]:
+    if not live.supported:
+        return [Finding("info", "live_check_unavailable", "Live check not available", live.error or "",
+                        "The audit relies on heartbeats only.")]
+    findings = []
+    by_instance = {facts.get("instance_id"): (node, facts) for node, facts in live.replies.items()}
+    for r in rows:
+        if r["role"] != "worker" or r["state"] != "live":
+            continue
+        if r["instance_id"] not in by_instance:
+            findings.append(Finding("warning", "worker_silent", f"{r['name']} did not answer the live check",
+                                    f"no reply within {live.timeout_s:.1f} s",
+                                    "The worker may be busy, hung, or on another broker; check its log."))
+            continue
+        node, facts = by_instance[r["instance_id"]]
+        diffs = _differences(facts, r)
+        if diffs:
+            findings.append(Finding("error", "live_differs", f"{node} answers differently from its registry row",
+                                    "; ".join(diffs), "Restart the worker so its registry row is rewritten."))
+    return findings
+
+
+def thread_census(rt: DashboardRuntime) -> tuple[dict[str, int], list[inventory.ThreadSummary]]:
+    """Thread count per class (all of :data:`deerflow.inventory.THREAD_CLASSES`) and every summary."""
+    summaries: list[inventory.ThreadSummary] = []
+    cursor = None
+    while True:
+        page, cursor = inventory.list_threads(rt.saver, limit=1000, cursor=cursor)
+        summaries += page
+        if not cursor:
+            break
+    counts = Counter(s.thread_class for s in summaries)
+    return {c: counts.get(c, 0) for c in inventory.THREAD_CLASSES}, summaries
+
+
+def _fleet_cadence(rows: list[dict[str, Any]]) -> int | None:
+    cadences = Counter(r["snapshot_frequency"] for r in rows if r["state"] == "live" and r["mode"] == "delta")
+    return cadences.most_common(1)[0][0] if cadences else None
+
+
+def _cadence_findings(cadences: dict[str, census_mod.CadenceInference], fleet: int | None) -> list[Finding]:
+    findings = []
+    multi = [c for c in cadences.values() if len(c.exact) > 1]
+    if multi:
+        findings.append(Finding(
+            "warning", "thread_multiple_cadences", f"{len(multi)} thread(s) were written at several cadences",
+            ", ".join(f"{c.thread_id}: {c.exact}" for c in multi[:10]),
+            "Processes with different snapshot_frequency wrote these threads; align config.yaml everywhere."))
+    if fleet is not None:
+        off = [c for c in cadences.values() if c.exact and any(k != fleet for k in c.exact)]
+        if off:
+            findings.append(Finding(
+                "warning", "thread_cadence_differs",
+                f"{len(off)} thread(s) were written at a cadence other than the fleet's {fleet}",
+                ", ".join(f"{c.thread_id}: {c.exact}" for c in off[:10]),
+                "A writer with another snapshot_frequency shares this database (the mismatch the runtime "
+                "cannot see). Find it with the writers section below."))
+    return findings
+
+
+def _writer_findings(writers: census_mod.WriterFacts, rows: list[dict[str, Any]], hours: int) -> list[Finding]:
+    findings = []
+    live_modes = {r["mode"] for r in rows if r["state"] == "live"}
+    delta_written = writers.delta_marked + writers.counters_only
+    if delta_written and live_modes == {"full"}:
+        findings.append(Finding(
+            "error", "delta_writes_full_fleet",
+            f"delta checkpoints were written in the last {hours} h, but every registered process is in full mode",
+            f"{delta_written} delta checkpoints in {writers.threads} thread(s)",
+            "An unregistered writer runs in delta mode. Register it (POST /api/processes/heartbeat) and align modes."))
+    if writers.counters_only:
+        findings.append(Finding(
+            "warning", "markerless_writes", f"{writers.counters_only} delta checkpoints without DeerFlow's marker "
+            f"were written in the last {hours} h", "counters_since_delta_snapshot present, marker absent",
+            "A plain LangGraph writer uses DeltaChannel; DeerFlow's full-mode gate misses its snapshot checkpoints."))
+    fleet = _fleet_cadence(rows)
+    if len(writers.cadences) > 1 or (fleet is not None and writers.cadences and set(writers.cadences) != {fleet}):
+        findings.append(Finding(
+            "warning", "writer_cadences", f"writers in the last {hours} h used cadence(s) "
+            f"{sorted(writers.cadences)}" + (f"; the fleet froze {fleet}" if fleet is not None else ""),
+            ", ".join(f"{k}: {n} snapshots" for k, n in sorted(writers.cadences.items())),
+            "Align checkpoint_delta.snapshot_frequency in every writer's config.yaml."))
+    return findings
+
+
+def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: census_mod.WriterFacts) -> dict:
+    live = [r for r in rows if r["state"] == "live"]
+    to_convert = census["delta"] + census["delta_counters_only"] + census["migrated"] + census["inconsistent"]
+    delta_procs = [r["name"] for r in live if r["mode"] == "delta"]
+    full_procs = [r["name"] for r in live if r["mode"] == "full"]
+    to_full = [
+        {"ok": to_convert == 0, "text": f"{to_convert} thread(s) still need conversion to full",
+         "link": "/threads/?mode=delta"},
+        {"ok": not delta_procs, "text": "processes to restart together with a full-mode config.yaml: "
+         + (", ".join(delta_procs) or "none")},
+        {"ok": writers.delta_marked + writers.counters_only == 0,
+         "text": f"{writers.delta_marked + writers.counters_only} delta checkpoints written in the recent window"},
+    ]
+    to_delta = [
+        {"ok": True, "text": "delta mode reads legacy full checkpoints transparently; no conversion needed"},
+        {"ok": not full_procs, "text": "processes to restart together with a delta-mode config.yaml: "
+         + (", ".join(full_procs) or "none")},
+    ]
+    return {"to_full": to_full, "to_delta": to_delta}
+
+
+def _window_start(hours: int) -> str:
+    # UUIDv6 ids sort by time: build the smallest id at the window's start.
+    start = timezone.now() - dt.timedelta(hours=hours)
+    ticks = int((start - dt.datetime(1582, 10, 15, tzinfo=dt.UTC)).total_seconds() * 10_000_000)
+    hexid = f"{ticks >> 28:08x}{(ticks >> 12) & 0xFFFF:04x}6{ticks & 0xFFF:03x}" + "0" * 16
+    return str(uuid.UUID(hexid))
+
+
+def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int | None = None) -> Audit:
+    """Compute the whole audit now (registry, live check, census, cadences, writers, readiness)."""
+    now = timezone.now()
+    hours = hours or settings.DASHBOARD_WRITER_WINDOW_H
+    rows = [_process_row(p, now) for p in ProcessRecord.objects.all()]
+    live = live if live is not None else live_check()
+    counts, summaries = thread_census(rt)
+    cadences = census_mod.infer_cadences(rt.saver)
+    writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours))
+    fleet = _fleet_cadence(rows)
+    findings = (_process_findings(rows) + _live_findings(live, rows) + _cadence_findings(cadences, fleet)
+                + _writer_findings(writers, rows, hours))
+    findings.sort(key=lambda f: SEVERITIES.index(f.severity))
+    threads = [{"thread_id": s.thread_id, "class": s.thread_class,
+                "inferred_snapshot_frequency": cadences[s.thread_id].inferred if s.thread_id in cadences else None,
+                "inferred_exact": cadences[s.thread_id].is_exact if s.thread_id in cadences else False}
+               for s in summaries]
+    return Audit(
+        generated_at=now.isoformat(), processes=rows,
+        live={"supported": live.supported, "error": live.error, "answered": sorted(live.replies)},
+        findings=findings, census=counts,
+        cadences={"fleet": fleet, "by_thread": {k: {"exact": v.exact, "lower_bound": v.lower_bound}
+                                                for k, v in sorted(cadences.items())}},
+        writers={"window_hours": hours, **writers.as_dict()},
+        readiness=_readiness(counts, rows, writers), threads=threads,
+    )

@@ -1,0 +1,108 @@
+"""Register this process, heartbeat it, and mark it stopped on clean shutdown.
+
+Web processes register from ``dashboard/wsgi.py`` and Celery workers from the
+worker's main process (``dashboard/celery.py``), right after they freeze.
+A daemon thread refreshes the row every ``DASHBOARD_HEARTBEAT_S`` seconds
+(default 15); the audit shows a process stale after three missed beats.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import uuid
+from typing import Any
+
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from dashboard.fleet.facts import process_facts
+from dashboard.fleet.models import ProcessRecord
+from dashboard.runtime import DashboardRuntime
+
+__all__ = ["Registration", "record_external", "register", "save_facts"]
+
+log = logging.getLogger("dashboard.fleet")
+
+_FIELDS = ("role", "host", "pid", "mode", "snapshot_frequency", "config_path", "config_sha256",
+           "max_supersteps", "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency",
+           "disk_error")
+
+
+def save_facts(instance_id: str, facts: dict[str, Any], *, started_at=None, interval_s: float = 15.0,
+               name: str | None = None) -> ProcessRecord:
+    """Create or refresh a registry row from a facts dict (see :func:`process_facts`)."""
+    now = timezone.now()
+    values = {k: facts[k] for k in _FIELDS if k in facts and facts[k] is not None}
+    values.update(last_heartbeat=now, stopped_at=None, heartbeat_interval_s=interval_s)
+    values["name"] = name or f"{facts['role']}@{facts['host']}:{facts['pid']}"
+    record, created = ProcessRecord.objects.update_or_create(
+        instance_id=instance_id, defaults=values, create_defaults={**values, "started_at": started_at or now})
+    return record
+
+
+class Registration:
+    """This process's registry row and its heartbeat thread."""
+
+    def __init__(self, rt: DashboardRuntime, role: str, queues: list[str] | None, interval_s: float):
+        self.rt, self.role, self.queues, self.interval_s = rt, role, queues or [], interval_s
+        self.instance_id = uuid.uuid4().hex
+        self.started_at = timezone.now()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def beat(self) -> ProcessRecord:
+        """Write the current facts now."""
+        try:
+            return save_facts(self.instance_id, process_facts(self.rt, role=self.role, queues=self.queues),
+                              started_at=self.started_at, interval_s=self.interval_s)
+        finally:
+            connection.close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                close_old_connections()
+                self.beat()
+            except Exception:  # a failed beat must not kill the process; the audit shows it stale
+                log.exception("heartbeat failed")
+
+    def start(self) -> Registration:
+        """Register now and start heartbeating in a daemon thread."""
+        self.beat()
+        self._thread = threading.Thread(target=self._loop, name="fleet-heartbeat", daemon=True)
+        self._thread.start()
+        atexit.register(self.stop)
+        return self
+
+    def stop(self) -> None:
+        """Stop heartbeating and mark the row stopped (clean shutdown)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        try:
+            ProcessRecord.objects.filter(instance_id=self.instance_id).update(stopped_at=timezone.now())
+        except Exception:
+            log.exception("could not mark process stopped")
+        finally:
+            connection.close()
+
+
+def register(rt: DashboardRuntime, role: str, queues: list[str] | None = None,
+             interval_s: float | None = None) -> Registration | None:
+    """Register this process and start its heartbeat; ``None`` (logged) if Django's DB is unavailable."""
+    from django.conf import settings
+
+    try:
+        return Registration(rt, role, queues, interval_s or settings.DASHBOARD_HEARTBEAT_S).start()
+    except Exception:
+        log.exception("process registry unavailable; this process will not appear in the audit")
+        return None
+
+
+def record_external(facts: dict[str, Any]) -> ProcessRecord:
+    """Store a heartbeat sent by an outside process (role ``external``)."""
+    facts = {**facts, "role": "external"}
+    return save_facts(facts["instance_id"], facts, interval_s=float(facts.get("heartbeat_interval_s") or 15.0),
+                      name=facts.get("name") or None)

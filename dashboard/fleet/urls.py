@@ -1,0 +1,9 @@
+from django.urls import path
+
+from dashboard.fleet import api, views
+
+urlpatterns = [
+    path("audit/", views.audit_page, name="audit"),
+    path("api/audit", api.audit, name="api-audit"),
+    path("api/processes/heartbeat", api.heartbeat, name="api-heartbeat"),
+]
