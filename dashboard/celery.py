@@ -23,22 +23,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def _ensure_filesystem_broker_folders() -> None:
-    # Kombu's filesystem transport (the embedded default) needs its folders to exist.
-    from pathlib import Path
-
-    from django.conf import settings
-
-    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
-        folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
-        if folder:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-    if settings.CELERY_RESULT_BACKEND.startswith("file://"):
-        Path(settings.CELERY_RESULT_BACKEND[len("file://"):]).mkdir(parents=True, exist_ok=True)
-
-
-_ensure_filesystem_broker_folders()
-
 log = logging.getLogger("dashboard.worker")
 
 

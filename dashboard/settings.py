@@ -116,6 +116,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem://")
     else {}
 )
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # Kombu's filesystem transport (the embedded default) needs its folders to exist.
+    for _folder in CELERY_BROKER_TRANSPORT_OPTIONS.values():
+        if isinstance(_folder, str):
+            Path(_folder).mkdir(parents=True, exist_ok=True)
+if CELERY_RESULT_BACKEND.startswith("file://"):
+    Path(CELERY_RESULT_BACKEND[len("file://"):]).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
