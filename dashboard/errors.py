@@ -47,10 +47,14 @@ def _mismatch(exc: CheckpointModeMismatchError) -> ErrorView:
 
 def _reconfiguration(exc: CheckpointModeReconfigurationError) -> ErrorView:
     if exc.frozen is not None and exc.requested is not None:
+        # In a running dashboard or worker the only source of a different value
+        # is config.yaml edited on disk (the runtime's drift check); the API
+        # accepts no caller-supplied mode.
         hint = (
-            f"{exc.setting} is frozen at {exc.frozen!r} in this process, but the value requested is "
-            f"{exc.requested!r} (config.yaml on disk or the request). Restart this process so it freezes "
-            "the new value, and restart every other process sharing the checkpoint database with it."
+            f"{exc.setting} is frozen at {exc.frozen!r} in this process, but the value on disk in "
+            f"config.yaml is now {exc.requested!r}. Restart this process so it freezes the new value, "
+            "and restart every other process sharing the checkpoint database with it "
+            "(identical config.yaml files are a deployment requirement)."
         )
     else:
         hint = "Restart this process so it freezes the value in config.yaml."

@@ -13,5 +13,9 @@ urlpatterns = [
     path("threads/", include("dashboard.threads.urls")),
     # Outside /threads/ so that no thread id (which may contain "/") can shadow it.
     path("history/<path:thread_id>/", thread_views.thread_history, name="thread-history"),
+    # Thread ids that are a dot segment ("." or "..") cannot travel in a path:
+    # browsers collapse them (see dashboard.threads.links).
+    path("thread/", thread_views.thread_detail_by_query, name="thread-detail-by-query"),
+    path("history/", thread_views.thread_history_by_query, name="thread-history-by-query"),
     path("api/", include("dashboard.threads.api_urls")),
 ]

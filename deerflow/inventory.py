@@ -118,6 +118,12 @@ class SqlReader:
             return f"CAST(json_extract(CAST({alias}.metadata AS TEXT), '$.step') AS INTEGER)"
         return f"(CASE WHEN jsonb_typeof({alias}.metadata->'step') = 'number' THEN ({alias}.metadata->>'step')::bigint END)"
 
+    def contains(self, column: str) -> str:
+        """``column`` contains the next ``?`` parameter as a literal, case-sensitive substring."""
+        if self.dialect == "sqlite":
+            return f"instr({column}, ?) > 0"
+        return f"strpos({column}, ?) > 0"
+
     def truthy(self, expr: str) -> str:
         """``expr`` as an integer 0/1, portable across both dialects."""
         return f"(CASE WHEN {expr} THEN 1 ELSE 0 END)"
@@ -292,8 +298,10 @@ def list_threads(
     reader = reader_for(saver)
     where, params = "", []
     if q:
-        where = "WHERE c.thread_id LIKE ? ESCAPE '\\'"
-        params.append("%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+        # A literal, case-sensitive substring on both dialects (SQLite's LIKE
+        # ignores ASCII case and both treat % and _ as wildcards).
+        where = f"WHERE {reader.contains('c.thread_id')}"
+        params.append(q)
     rows = [_to_summary(r) for r in reader.query(_summary_sql(reader, where), params)]
     if mode:
         rows = [r for r in rows if r.mode == mode]

@@ -34,6 +34,7 @@ __all__ = [
     "StateView",
     "list_threads",
     "messages_stored",
+    "pending_nodes",
     "read_history",
     "read_state",
     "thread_summary",
@@ -93,6 +94,44 @@ def messages_stored(channel_values: dict[str, Any]) -> str:
     return "plain"
 
 
+def pending_nodes(checkpoint: dict[str, Any]) -> tuple[str, ...]:
+    """The nodes a resumed run would execute next, read from the raw checkpoint alone.
+
+    The dashboard's accessor graph is a one-node state-mutation graph, not the
+    agent graph that wrote the thread, so ``StateSnapshot.next`` computed
+    against it is always empty. LangGraph triggers a node when one of its
+    trigger channels (``__start__`` for the input node, ``branch:to:<node>``
+    for every other node) holds a value, was updated by the last step
+    (``updated_channels``; every channel when that is ``None``, as after
+    ``update_state``), and has a newer version than the node has seen. Nodes
+    scheduled with ``Send`` are read from the ``__pregel_tasks`` channel.
+
+    Returns:
+        Node names, sorted.
+    """
+    values = checkpoint.get("channel_values") or {}
+    versions = checkpoint.get("channel_versions") or {}
+    seen = checkpoint.get("versions_seen") or {}
+    updated = checkpoint.get("updated_channels")
+    nodes: set[str] = set()
+    for channel, version in versions.items():
+        if (updated is not None and channel not in updated) or channel not in values:
+            continue
+        if channel == "__start__":
+            node = "__start__"
+        elif channel.startswith("branch:to:"):
+            node = channel[len("branch:to:"):]
+        elif channel == "__pregel_tasks":
+            nodes.update(str(getattr(send, "node", send)) for send in values[channel] or [])
+            continue
+        else:
+            continue
+        node_seen = (seen.get(node) or {}).get(channel)
+        if node_seen is None or node_seen < version:
+            nodes.add(node)
+    return tuple(sorted(nodes))
+
+
 def _clean_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (metadata or {}).items() if k != INTERNAL_CHECKPOINT_MODE_KEY}
 
@@ -148,7 +187,8 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
     tup = _raw_tuple(rt, thread_id, checkpoint_id, checkpoint_ns)
     resolved_id = tup.config["configurable"]["checkpoint_id"]
     _gate_lineage(rt, thread_id, checkpoint_ns, resolved_id)
-    snapshot: StateSnapshot = rt.accessor.get(_config(thread_id, checkpoint_ns, checkpoint_id))
+    # Materialize the checkpoint that was gated, even if a newer head appeared meanwhile.
+    snapshot: StateSnapshot = rt.accessor.get(_config(thread_id, checkpoint_ns, resolved_id))
     values = dict(snapshot.values or {})
     if isinstance(values.get("messages"), _DeltaSnapshot):
         # Old LangGraph readers hand a full-mode process the raw snapshot object.
@@ -162,7 +202,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         created_at=snapshot.created_at,
         metadata=_clean_metadata(snapshot.metadata),
         values=values,
-        next=tuple(snapshot.next),
+        next=pending_nodes(tup.checkpoint),
     )
 
 

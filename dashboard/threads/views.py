@@ -8,30 +8,44 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, describe
 from dashboard.runtime import get_runtime
 from dashboard.threads import services
-from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm, form_errors
+from dashboard.threads.forms import (
+    HistoryQueryForm,
+    StateQueryForm,
+    ThreadIdForm,
+    ThreadListForm,
+    form_errors,
+)
 from dashboard.threads.jsonify import jsonable
+
+
+def wants_fragment(request: HttpRequest) -> bool:
+    """An htmx swap asks for a fragment; htmx's history restore (cache miss) needs the whole page."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 def render_error(request: HttpRequest, exc: Exception, **context) -> HttpResponse:
     """The error page (or fragment, for htmx) with the registry's status, detail and hint."""
     view = describe(exc)
-    template = "errors/_error.html" if request.htmx else "errors/error.html"
+    template = "errors/_error.html" if wants_fragment(request) else "errors/error.html"
     return render(request, template, {"error": view, **context}, status=view.status)
 
 
 def _bad_params(request: HttpRequest, form) -> HttpResponse:
-    return render(request, "errors/error.html", {"error": {
+    template = "errors/_error.html" if wants_fragment(request) else "errors/error.html"
+    return render(request, template, {"error": {
         "status": 400, "code": "invalid_parameters",
         "detail": f"Invalid query parameters: {form_errors(form)}",
         "hint": "Fix or drop the listed parameters."}}, status=400)
 
 
 @require_GET
+@vary_on_headers("HX-Request")
 @staff_required
 def thread_list(request: HttpRequest) -> HttpResponse:
     """``/threads/``: paginated inventory with mode flags from metadata."""
@@ -47,7 +61,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     query.pop("cursor", None)
     context = {"form": form, "threads": threads, "next_cursor": next_cursor, "query": query.urlencode(),
                "paged": bool(filters["cursor"])}
-    template = "threads/_rows.html" if request.htmx else "threads/list.html"
+    template = "threads/_rows.html" if wants_fragment(request) else "threads/list.html"
     return render(request, template, context)
 
 
@@ -60,19 +74,35 @@ def _channels(values: dict) -> list[tuple[str, str]]:
 
 
 @require_GET
+@vary_on_headers("HX-Request")
 @staff_required
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     """``/threads/<thread_id>/``: head (or chosen) checkpoint's messages and channels, plus history."""
+    return _thread_detail(request, thread_id)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@staff_required
+def thread_detail_by_query(request: HttpRequest) -> HttpResponse:
+    """``/thread/?thread_id=``: the thread page for ids a browser would not keep in a path (``.``, ``..``)."""
+    form = ThreadIdForm(request.GET)
+    if not form.is_valid():
+        return _bad_params(request, form)
+    return _thread_detail(request, form.cleaned_data["thread_id"])
+
+
+def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     form = StateQueryForm(request.GET)
     if not form.is_valid():
         return _bad_params(request, form)
     rt = get_runtime()
     checkpoint_ns = form.cleaned_data["checkpoint_ns"] or ""
+    summary = None
     try:
         summary = services.thread_summary(rt, thread_id)
         state = services.read_state(rt, thread_id, form.cleaned_data["checkpoint_id"] or None, checkpoint_ns)
     except HANDLED as exc:
-        summary = locals().get("summary")
         return render_error(request, exc, thread_id=thread_id, summary=summary)
     return render(request, "threads/detail.html", {
         "thread_id": thread_id,
@@ -88,6 +118,20 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
 @staff_required
 def thread_history(request: HttpRequest, thread_id: str) -> HttpResponse:
     """The history table fragment (first load and every "older" page)."""
+    return _thread_history(request, thread_id)
+
+
+@require_GET
+@staff_required
+def thread_history_by_query(request: HttpRequest) -> HttpResponse:
+    """``/history/?thread_id=``: the history fragment for ids that cannot be a path (``.``, ``..``)."""
+    form = ThreadIdForm(request.GET)
+    if not form.is_valid():
+        return _bad_params(request, form)
+    return _thread_history(request, form.cleaned_data["thread_id"])
+
+
+def _thread_history(request: HttpRequest, thread_id: str) -> HttpResponse:
     form = HistoryQueryForm(request.GET)
     if not form.is_valid():
         return _bad_params(request, form)

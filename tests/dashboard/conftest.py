@@ -70,3 +70,11 @@ def staff_client(staff_user) -> Client:
     client = Client()
     client.force_login(staff_user)
     return client
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
+def fixture_backend(request) -> tuple[str, DatabaseConfig]:
+    """``(backend name, database block)`` of the read-only real fixture, once per backend."""
+    return request.param, request.getfixturevalue(f"{request.param}_fixture_db")
+

@@ -7,6 +7,7 @@ from typing import Any
 
 from django import template
 
+from dashboard.threads import links
 from dashboard.threads.jsonify import jsonable
 
 register = template.Library()
@@ -44,3 +45,9 @@ def short_id(value: str | None) -> str:
     if not value:
         return ""
     return value if len(value) <= 14 else "…" + value[-12:]
+
+
+@register.simple_tag
+def thread_url(name: str, thread_id: str, **query: str | None) -> str:
+    """``{% thread_url "threads:detail" thread_id checkpoint_id=... %}``: see :mod:`dashboard.threads.links`."""
+    return links.thread_url(name, thread_id, **query)

@@ -1,0 +1,88 @@
+"""Issue 2's acceptance sweep: every checkpoint of every manifest thread through ``/api/threads/<id>/state``.
+
+On both the restored Postgres dump and the SQLite file, in both modes:
+
+* delta mode: the canonical digest of the returned messages equals the
+  manifest's ``messages_sha256`` for every checkpoint;
+* full mode: each checkpoint answers as the manifest's ``full_mode_accessor``
+  says, except that a raw ``_DeltaSnapshot`` (DeerFlow's locked reader) and a
+  lineage with delta evidence (issue 3, item 6) are refused with the exact 409.
+
+Expected answers come from :mod:`tests.dashboard.oracle`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlencode
+
+import pytest
+
+from tests.dashboard import oracle
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+MAX_REPORTED = 25
+
+
+def _state_url(expected: oracle.Expected) -> str:
+    query = urlencode({"checkpoint_id": expected.checkpoint_id, "checkpoint_ns": expected.checkpoint_ns})
+    return f"/api/threads/{quote(expected.thread_id, safe='/')}/state?{query}"
+
+
+def _check(client, expected: oracle.Expected) -> str | None:
+    """``None`` when the response is right, else a one-line failure description."""
+    response = client.get(_state_url(expected))
+    if response.status_code != expected.status:
+        return f"{expected.describe()}: got HTTP {response.status_code} {response.content[:300]!r}"
+    body = response.json()
+    if expected.status == 409:
+        if body.get("detail") != oracle.mismatch_detail(expected.thread_id) or not body.get("hint"):
+            return f"{expected.describe()}: wrong 409 body {body!r}"
+        return None
+    if body["checkpoint_id"] != expected.checkpoint_id or body["checkpoint_ns"] != expected.checkpoint_ns:
+        return f"{expected.describe()}: answered for {body['checkpoint_id']} ns={body['checkpoint_ns']!r}"
+    if tuple(body["next"]) != expected.next:
+        return f"{expected.describe()}: next {body['next']!r}, manifest {list(expected.next)!r}"
+    messages = body["values"].get("messages") or []
+    digest = oracle.digest_from_json(messages)
+    if digest != expected.messages_sha256 or len(messages) != expected.message_count:
+        return (f"{expected.describe()}: got {len(messages)} messages sha256 {digest}, "
+                f"manifest {expected.message_count} messages sha256 {expected.messages_sha256}")
+    return None
+
+
+def _sweep(client, backend: str, mode: str) -> None:
+    failures: list[str] = []
+    statuses = {200: 0, 409: 0}
+    total = 0
+    for expected in oracle.expected_answers(backend, mode):
+        total += 1
+        statuses[expected.status] += 1
+        problem = _check(client, expected)
+        if problem:
+            failures.append(problem)
+    assert total == sum(len(t["backends"][backend]["checkpoints"]) for t in oracle.threads())
+    assert not failures, (
+        f"{len(failures)} of {total} checkpoints answered wrongly on {backend} in {mode} mode "
+        f"(expected {statuses}):\n" + "\n".join(failures[:MAX_REPORTED])
+    )
+
+
+BACKEND_FIXTURES = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.mark.parametrize("backend", BACKEND_FIXTURES)
+def test_delta_mode_every_checkpoint_matches_manifest_digest(backend, request, runtime_for, staff_client):
+    database = request.getfixturevalue(f"{backend}_fixture_db")
+    runtime_for(database, "delta")
+    _sweep(staff_client, backend, "delta")
+
+
+@pytest.mark.parametrize("backend", BACKEND_FIXTURES)
+def test_full_mode_every_checkpoint_answers_as_full_mode_accessor_or_409(backend, request, runtime_for, staff_client):
+    database = request.getfixturevalue(f"{backend}_fixture_db")
+    runtime_for(database, "full")
+    _sweep(staff_client, backend, "full")
