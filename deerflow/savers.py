@@ -106,7 +106,12 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
 
 @asynccontextmanager
 async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4) -> AsyncIterator[BaseCheckpointSaver]:
-    """Async twin of :func:`open_checkpointer` (``AsyncSqliteSaver`` / ``AsyncPostgresSaver``)."""
+    """Async twin of :func:`open_checkpointer` (``AsyncSqliteSaver`` / ``AsyncPostgresSaver``).
+
+    Args and errors as for :func:`open_checkpointer`; ``create`` also creates
+    a missing ``sqlite_dir``. The ``memory`` backend yields a new, empty
+    ``InMemorySaver`` (it shares nothing with a sync one).
+    """
     if database.backend == "memory":
         yield InMemorySaver()
         return
@@ -116,8 +121,13 @@ async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = Fa
 
         path = sqlite_checkpoint_path(database)
         if not path.exists() and not create:
-            raise ConfigError(f"SQLite checkpoint file {path} does not exist.", key="database.sqlite_dir")
-        conn = await aiosqlite.connect(str(path))
+            raise ConfigError(
+                f"SQLite checkpoint file {path} does not exist (database.sqlite_dir={database.sqlite_dir!r}). "
+                "Point sqlite_dir at the directory holding DeerFlow's deerflow.db.",
+                key="database.sqlite_dir",
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(str(path), timeout=30)
         try:
             saver = AsyncSqliteSaver(conn)
             await saver.setup()

@@ -304,8 +304,20 @@ def merge_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> 
 def delta_messages_field(snapshot_frequency: int | None = None) -> Any:
     """``Annotated[list[AnyMessage], DeltaChannel(merge_message_writes, snapshot_frequency=K)]``.
 
-    ``K`` is resolved by :func:`resolve_checkpoint_snapshot_frequency`
-    (explicit, else frozen, else 10).
+    Spec, "State schemas" (``delta_messages_field``).
+
+    Args:
+        snapshot_frequency: ``K``, messages-channel updates per
+            ``_DeltaSnapshot``; resolved by
+            :func:`resolve_checkpoint_snapshot_frequency` (explicit, else
+            frozen, else 10).
+
+    Returns:
+        An ``Annotated`` type for a ``messages`` field (a new ``DeltaChannel``
+        each call; channels compare equal by reducer and cadence).
+
+    Raises:
+        ValueError: an explicit cadence that is not an integer >= 1.
     """
     frequency = resolve_checkpoint_snapshot_frequency(snapshot_frequency)
     return Annotated[list[AnyMessage], DeltaChannel(merge_message_writes, snapshot_frequency=frequency)]
@@ -376,14 +388,20 @@ def _delta_schema_for(frequency: int) -> type:
 
 
 def get_thread_state_schema(mode: str, snapshot_frequency: int | None = None) -> type:
-    """The compiled state schema for ``mode``.
+    """The compiled state schema for ``mode`` (spec, "State schemas").
 
-    Returns ``ThreadState`` for any non-delta mode. In delta mode returns
-    ``DeltaThreadState`` at the default cadence and a cached cadence-specific
-    schema otherwise (the same object on every call for one cadence).
+    Args:
+        mode: ``"delta"`` selects the delta schema; any other value is full.
+        snapshot_frequency: delta cadence; explicit, else frozen, else 10.
+
+    Returns:
+        ``ThreadState`` for any non-delta mode. In delta mode
+        ``DeltaThreadState`` itself at the default cadence, otherwise a cached
+        cadence-specific ``TypedDict`` (the same object on every call for one
+        cadence) whose ``messages`` is ``delta_messages_field(K)``.
 
     Raises:
-        ValueError: an explicit cadence that is not an integer >= 1.
+        ValueError: an explicit cadence that is not an integer >= 1 (delta only).
     """
     if mode != CHECKPOINT_MODE_DELTA:
         return ThreadState
@@ -450,9 +468,22 @@ def normalize_middleware_state_schemas(
 ) -> list[Any]:
     """Return ``middleware`` with each ``state_schema`` adapted to ``mode``.
 
-    A middleware whose schema changes is replaced by a shallow copy carrying
-    the adapted schema; the caller's objects are never modified. Middleware
-    without a ``state_schema`` attribute (or ``None``) is passed through.
+    Spec, "State schemas" (``normalize_middleware_state_schemas``).
+
+    Args:
+        middleware: objects that may carry a ``state_schema`` attribute.
+        mode: ``"full"`` or ``"delta"``.
+        snapshot_frequency: delta cadence; explicit, else frozen, else 10.
+
+    Returns:
+        A new list of the same length. A middleware whose schema changes
+        (:func:`adapt_state_schema_for_mode`) is replaced by a shallow copy
+        carrying the adapted schema; the caller's objects are never modified.
+        Middleware without a ``state_schema`` (or ``None``), or whose schema
+        already matches, is passed through as the same object.
+
+    Raises:
+        ValueError: an explicit cadence that is not an integer >= 1.
     """
     out = []
     for item in middleware:

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata
+from langgraph._internal._typing import MISSING
+from langgraph.channels.binop import BinaryOperatorAggregate, _get_overwrite
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata, CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import StateSnapshot
 
@@ -81,6 +83,37 @@ def _thread_id(config: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+def _overwrites_on_defaultless_channels(graph: Any, values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{key: plain value}`` for ``Overwrite`` writes to reducer channels that start empty-less.
+
+    A ``BinaryOperatorAggregate`` whose type has no zero value (``list | None``:
+    DeerFlow's ``sandbox``, ``todos``, ``goal``, ``promoted``) starts out
+    missing, and LangGraph stores the *first* value such a channel receives
+    verbatim -- an ``Overwrite`` included, which would then be read back as an
+    ``Overwrite`` object instead of the list.
+    """
+    if not values:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        channel = getattr(graph, "channels", {}).get(key)
+        if not isinstance(channel, BinaryOperatorAggregate) or channel.value is not MISSING:
+            continue
+        is_overwrite, plain = _get_overwrite(value)
+        if is_overwrite:
+            out[key] = plain
+    return out
+
+
+def _unwrap_first_writes(
+    values: dict[str, Any], candidates: dict[str, Any], checkpoint_tuple: CheckpointTuple | None
+) -> dict[str, Any]:
+    """Replace-on-empty is a plain set: unwrap the candidates the base checkpoint never wrote."""
+    written = checkpoint_tuple.checkpoint["channel_versions"] if checkpoint_tuple else {}
+    unwrap = {k: v for k, v in candidates.items() if k not in written}
+    return {**values, **unwrap} if unwrap else values
+
+
 class CheckpointStateAccessor:
     """Mode-gated reads and writes of checkpointed thread state.
 
@@ -117,7 +150,23 @@ class CheckpointStateAccessor:
     ) -> CheckpointStateAccessor:
         """Build an accessor over ``checkpointer`` with a state-mutation graph for ``mode``.
 
-        ``mode`` and ``snapshot_frequency`` default to the frozen values.
+        Args:
+            checkpointer: any LangGraph saver (memory, SQLite, Postgres; sync
+                or async -- the async methods need an async-capable saver).
+            mode: ``"full"`` or ``"delta"``; default the frozen mode.
+            snapshot_frequency: delta cadence of the compiled ``messages``
+                channel; default the frozen cadence, else 10. Reading does not
+                depend on it (it is not stamped); writes snapshot at it.
+            state_schema: channel table to compile; default the thread schema
+                for ``mode`` (:func:`get_thread_state_schema`).
+            as_node: the single node writes are attributed to.
+
+        Returns:
+            A :class:`CheckpointStateAccessor`.
+
+        Raises:
+            ValueError: no mode given and none frozen, an unknown mode, or a
+                bad cadence.
         """
         mode = mode or frozen_checkpoint_channel_mode()
         if mode is None:
@@ -129,7 +178,15 @@ class CheckpointStateAccessor:
         return cls(graph, checkpointer, mode=mode)
 
     def prepare_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """A copy of ``config`` with the mode marker re-injected."""
+        """A copy of ``config`` with the mode marker re-injected (spec, "Storage shape and read path").
+
+        ``configurable`` and ``metadata`` are copied; the caller's dicts are
+        never mutated. See :func:`inject_checkpoint_mode`.
+
+        Raises:
+            CheckpointModeReconfigurationError: the process is frozen and the
+                caller supplied a different ``__deerflow_checkpoint_channel_mode``.
+        """
         return inject_checkpoint_mode(config, self.mode)
 
     def _gate(self, snapshot: StateSnapshot, config: Mapping[str, Any]) -> StateSnapshot:
@@ -144,8 +201,23 @@ class CheckpointStateAccessor:
     def get(self, config: Mapping[str, Any]) -> StateSnapshot:
         """The materialized ``StateSnapshot`` at the addressed checkpoint (head if none).
 
+        LangGraph's read path: one ``get_tuple``; delta channels absent from
+        ``channel_values`` are rebuilt with one batched
+        ``get_delta_channel_history`` call, ``from_checkpoint(seed)`` and
+        ``replay_writes``. The gate then runs on the snapshot's metadata, with
+        no extra round-trip (spec, "The fail-closed gate").
+
+        Args:
+            config: ``{"configurable": {"thread_id", ["checkpoint_ns"], ["checkpoint_id"]}}``.
+
+        Returns:
+            A ``StateSnapshot`` (``values`` is ``{}`` and ``metadata`` ``None``
+            when nothing is stored there).
+
         Raises:
-            CheckpointModeMismatchError: full mode and the checkpoint shows delta mode.
+            CheckpointModeMismatchError: full mode and the checkpoint shows delta
+                mode; nothing materialized is returned.
+            CheckpointModeReconfigurationError: see :meth:`prepare_config`.
         """
         prepared = self.prepare_config(config)
         return self._gate(self.graph.get_state(prepared), prepared)
@@ -165,7 +237,16 @@ class CheckpointStateAccessor:
     ) -> list[StateSnapshot]:
         """Materialized snapshots newest first (``get_state_history`` order).
 
-        ``limit=0`` returns ``[]`` without a saver call; ``None`` returns all.
+        Args:
+            config: thread (and namespace) to list; a ``checkpoint_id`` is ignored
+                by LangGraph's listing, use ``before`` to page.
+            limit: at most this many; ``0`` (or less) returns ``[]`` without a
+                saver call; ``None`` returns all.
+            before: a snapshot's ``config``; list only older checkpoints.
+            filter: metadata equality filter passed to the saver.
+
+        Returns:
+            ``list[StateSnapshot]``, exactly the checkpoints ``saver.list`` returns.
 
         Raises:
             CheckpointModeMismatchError: full mode and any listed checkpoint shows delta mode.
@@ -221,6 +302,12 @@ class CheckpointStateAccessor:
     def get_metadata(self, config: Mapping[str, Any]) -> CheckpointMetadata | None:
         """The addressed checkpoint's metadata, gated, nothing materialized; ``None`` if absent.
 
+        One ``get_tuple`` and :func:`raise_if_checkpoint_tuple_incompatible`
+        (spec, "The fail-closed gate": metadata-only reads).
+
+        Returns:
+            The stored ``CheckpointMetadata`` dict, or ``None``.
+
         Raises:
             CheckpointModeMismatchError: full mode and the metadata shows delta mode.
         """
@@ -240,6 +327,17 @@ class CheckpointStateAccessor:
     def update(self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None) -> dict[str, Any]:
         """Apply ``values`` with ``update_state`` after the pre-write gate.
 
+        Args:
+            config: addresses the checkpoint to write onto (the head when it
+                names no ``checkpoint_id``; an older one forks).
+            values: ``{channel: value}``; a replace-style write wraps reducer
+                channels (``THREAD_STATE_REDUCER_FIELDS``) in ``Overwrite``.
+                An ``Overwrite`` of a reducer channel the base checkpoint never
+                wrote is applied as a plain value, because LangGraph would
+                otherwise store the ``Overwrite`` object itself.
+            as_node: the node the write is attributed to (e.g.
+                ``"manual_state_update"``); must be a node of :attr:`graph`.
+
         Returns:
             The config of the new checkpoint.
 
@@ -249,12 +347,18 @@ class CheckpointStateAccessor:
         """
         prepared = self.prepare_config(config)
         ensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
+        candidates = _overwrites_on_defaultless_channels(self.graph, values)
+        if candidates:
+            values = _unwrap_first_writes(dict(values or {}), candidates, self.checkpointer.get_tuple(prepared))
         return self.graph.update_state(prepared, values, as_node=as_node)
 
     async def aupdate(self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None) -> dict[str, Any]:
         """Async twin of :meth:`update`."""
         prepared = self.prepare_config(config)
         await aensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
+        candidates = _overwrites_on_defaultless_channels(self.graph, values)
+        if candidates:
+            values = _unwrap_first_writes(dict(values or {}), candidates, await self.checkpointer.aget_tuple(prepared))
         return await self.graph.aupdate_state(prepared, values, as_node=as_node)
 
 
