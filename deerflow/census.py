@@ -4,12 +4,26 @@ The spec says a cadence mismatch between processes "is undetectable by the
 runtime" because the cadence is not stamped into checkpoints. It is visible
 in the data, though: LangGraph writes ``counters_since_delta_snapshot
 ["messages"] = [updates, supersteps]`` on every non-snapshot delta checkpoint
-and drops it on the checkpoint that took a ``_DeltaSnapshot``. A snapshot is
-taken when ``updates`` reaches ``snapshot_frequency`` (or ``supersteps``
+and drops it on the checkpoint that took a ``_DeltaSnapshot``. A superstep
+adds one to ``supersteps`` (and to ``updates`` when it wrote ``messages``) and
+snapshots when ``updates`` reaches ``snapshot_frequency`` (or ``supersteps``
 reaches ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``), so for a snapshot
 checkpoint ``S`` whose parent ``P`` carries ``[u, s]``::
 
     snapshot_frequency == u + 1        (unless s + 1 >= the supersteps bound)
+
+Two kinds of counter-less children are not cadence snapshots and are left out:
+
+* a child without the DeerFlow marker under a marked parent: a full-mode
+  process wrote onto a delta thread (DeerFlow stamps the marker on every
+  delta write, snapshots included);
+* a child that is not its parent's first child: a run started from a
+  checkpoint that already had children (a fork, a replay), where LangGraph
+  forces a snapshot of the channels it writes whatever the counters say.
+
+Other forced snapshots (an ``Overwrite`` write, a resume that drops loaded
+writes) look exactly like cadence snapshots in the metadata and would show as
+an extra, smaller exact value.
 
 Before any snapshot only a lower bound is known: ``snapshot_frequency > max(u)``.
 Several distinct exact values mean several processes wrote the thread at
@@ -67,6 +81,28 @@ def _counter_expr(reader: SqlReader, alias: str, index: int) -> str:
     return f"(({alias}.metadata->'counters_since_delta_snapshot'->'messages'->>{index})::bigint)"
 
 
+def _snapshot_sql(r: SqlReader, where: str) -> str:
+    """Cadence snapshots ``S`` (see the module docstring) with the parent's counters ``u``, ``s``."""
+    u_p, s_p = _counter_expr(r, "p", 0), _counter_expr(r, "p", 1)
+    return (
+        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
+        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
+        f"AND p.checkpoint_id = c.parent_checkpoint_id "
+        f"WHERE NOT {r.counters('c')} AND {r.counters('p')} "
+        f"AND NOT ({r.marker('p')} AND NOT {r.marker('c')}) "
+        f"AND NOT EXISTS (SELECT 1 FROM checkpoints o WHERE o.thread_id = c.thread_id "
+        f"AND o.checkpoint_ns = c.checkpoint_ns AND o.parent_checkpoint_id = c.parent_checkpoint_id "
+        f"AND o.checkpoint_id < c.checkpoint_id) {where}"
+    )
+
+
+def _cadence_of(row: dict[str, Any], max_supersteps: int) -> int | None:
+    """``u + 1`` for a snapshot row, ``None`` when the supersteps bound may have caused it."""
+    if row["s"] is not None and int(row["s"]) + 1 >= max_supersteps:
+        return None
+    return int(row["u"]) + 1
+
+
 def infer_cadences(saver: Any, thread_ids: list[str] | None = None,
                    max_supersteps: int = DEFAULT_MAX_SUPERSTEPS) -> dict[str, CadenceInference]:
     """Infer each delta thread's snapshot cadence from its checkpoint metadata.
@@ -86,25 +122,19 @@ def infer_cadences(saver: Any, thread_ids: list[str] | None = None,
             return {}
         where = f"AND c.thread_id IN ({', '.join('?' for _ in thread_ids)})"
         params = list(thread_ids)
-    u_c, u_p, s_p = _counter_expr(r, "c", 0), _counter_expr(r, "p", 0), _counter_expr(r, "p", 1)
+    u_c = _counter_expr(r, "c", 0)
     bounds = r.query(
         f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
         f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
-    snaps = r.query(
-        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
-        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
-        f"AND p.checkpoint_id = c.parent_checkpoint_id "
-        f"WHERE NOT {r.counters('c')} AND {r.counters('p')} {where}", params)
+    snaps = r.query(_snapshot_sql(r, where), params)
     out: dict[str, CadenceInference] = {}
     for row in bounds:
         out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
     for row in snaps:
         inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
         inf.snapshots += 1
-        if row["s"] is not None and int(row["s"]) + 1 >= max_supersteps:
-            continue
-        k = int(row["u"]) + 1
-        if k not in inf.exact:
+        k = _cadence_of(row, max_supersteps)
+        if k is not None and k not in inf.exact:
             inf.exact.append(k)
     for inf in out.values():
         inf.exact.sort()
@@ -142,12 +172,13 @@ class WriterFacts:
         return json.loads(json.dumps(self.__dict__, default=str))
 
 
-def recent_writer_facts(saver: Any, since_checkpoint_id: str) -> WriterFacts:
+def recent_writer_facts(saver: Any, since_checkpoint_id: str,
+                        max_supersteps: int = DEFAULT_MAX_SUPERSTEPS) -> WriterFacts:
     """What was written since ``since_checkpoint_id`` (ids sort by creation time).
 
-    Counts by marker kind, and the cadences proven by snapshots in the
-    window (parent counters + 1). Uses the primary key order of
-    ``checkpoint_id`` only; no materialization.
+    Counts by marker kind, and the cadences proven by the window's snapshots
+    (parent counters + 1, the same snapshots :func:`infer_cadences` uses).
+    Uses the primary key order of ``checkpoint_id`` only; no materialization.
     """
     r = reader_for(saver)
     facts = WriterFacts(since_checkpoint_id)
@@ -163,11 +194,8 @@ def recent_writer_facts(saver: Any, since_checkpoint_id: str) -> WriterFacts:
     facts.plain = facts.checkpoints - facts.delta_marked - facts.counters_only
     newest = checkpoint_time(row["newest"])
     facts.last_write_at = newest.isoformat() if newest else None
-    u_p = _counter_expr(r, "p", 0)
-    for snap in r.query(
-        f"SELECT {u_p} AS u FROM checkpoints c JOIN checkpoints p ON p.thread_id = c.thread_id "
-        f"AND p.checkpoint_ns = c.checkpoint_ns AND p.checkpoint_id = c.parent_checkpoint_id "
-        f"WHERE c.checkpoint_id > ? AND NOT {r.counters('c')} AND {r.counters('p')}", [since_checkpoint_id]):
-        k = int(snap["u"]) + 1
-        facts.cadences[k] = facts.cadences.get(k, 0) + 1
+    for snap in r.query(_snapshot_sql(r, "AND c.checkpoint_id > ?"), [since_checkpoint_id]):
+        k = _cadence_of(snap, max_supersteps)
+        if k is not None:
+            facts.cadences[k] = facts.cadences.get(k, 0) + 1
     return facts

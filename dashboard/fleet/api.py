@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 from django.http import HttpRequest, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.auth import api_staff_required
 from dashboard.fleet.audit import run_audit
 from dashboard.fleet.forms import ExternalHeartbeatForm
+from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.registry import record_external
 from dashboard.runtime import get_runtime
 from dashboard.threads.forms import form_errors
@@ -24,11 +26,29 @@ def audit(request: HttpRequest) -> JsonResponse:
     return JsonResponse(run_audit(get_runtime()).as_dict(with_threads=with_threads))
 
 
-@csrf_exempt
+def _csrf_rejection(request: HttpRequest) -> JsonResponse | None:
+    """A 403 when a session-authenticated POST lacks a valid CSRF token; ``None`` otherwise.
+
+    Bearer-token requests are exempt (``api_staff_required`` marks them); a
+    staff browser session is not, so another site cannot register processes
+    through it.
+    """
+    rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
+    if rejected is None:
+        return None
+    return JsonResponse({"detail": "CSRF verification failed.",
+                         "hint": "Send Authorization: Bearer <token> (no CSRF token needed), or the CSRF token "
+                                 "of your session in the X-CSRFToken header.", "code": "csrf_failed"}, status=403)
+
+
+@csrf_exempt  # checked in the view: only session-authenticated requests need a CSRF token
 @require_POST
 @api_staff_required
 def heartbeat(request: HttpRequest) -> JsonResponse:
     """Record an outside process's heartbeat; body is JSON (see ExternalHeartbeatForm)."""
+    rejected = _csrf_rejection(request)
+    if rejected is not None:
+        return rejected
     try:
         body = json.loads(request.body.decode("utf-8") or "{}")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -42,6 +62,11 @@ def heartbeat(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"detail": f"Invalid heartbeat: {form_errors(form)}",
                              "hint": "See the README's snippet for the fields.", "code": "invalid_parameters"},
                             status=400)
+    instance_id = form.cleaned_data["instance_id"]
+    if ProcessRecord.objects.filter(instance_id=instance_id).exclude(role="external").exists():
+        return JsonResponse({"detail": f"instance_id {instance_id} belongs to a dashboard web or worker process.",
+                             "hint": "Generate a fresh instance_id (uuid4().hex) when the outside process starts.",
+                             "code": "instance_conflict"}, status=409)
     record = record_external(form.cleaned_data)
     return JsonResponse({"name": record.name, "instance_id": record.instance_id,
                          "last_heartbeat": record.last_heartbeat.isoformat()})

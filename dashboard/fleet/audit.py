@@ -17,10 +17,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.celery import mode_queue
 from dashboard.fleet.control import LiveCheck, live_check
+from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.models import ProcessRecord
 from dashboard.runtime import DashboardRuntime
 from deerflow import census as census_mod
@@ -103,27 +105,87 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return diffs
 
 
-def _pairwise_findings(serving: list[dict[str, Any]]) -> list[Finding]:
+def _names(rows: list[dict[str, Any]]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = [r["name"] for r in rows]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _verb(rows: list[dict[str, Any]]) -> str:
+    return "differs" if len(rows) == 1 else "differ"
+
+
+def _froze(rows: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{r['name']} froze {r['mode']}/{r['snapshot_frequency']} from {r['config_path'] or '?'}"
+                     for r in rows)
+
+
+def _groups(rows: list[dict[str, Any]], key) -> dict[Any, list[dict[str, Any]]]:
+    """``rows`` grouped by ``key(row)``, groups and members in first-seen order."""
+    out: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
+
+
+def _agreement_findings(serving: list[dict[str, Any]]) -> list[Finding]:
+    """Mode, cadence and config.yaml disagreements among serving processes.
+
+    Processes are grouped by value; the group holding the first process
+    (web processes first) is the reference, and every other group gets one
+    finding naming all its members and all the reference's members, so no
+    disagreement hides behind another (a full web process does not mask two
+    delta workers with different cadences).
+    """
     findings: list[Finding] = []
     if not serving:
         return findings
-    reference = serving[0]
-    for other in serving[1:]:
-        diffs = _differences(other, reference)
-        if diffs:
-            code = "mode_mismatch" if other["mode"] != reference["mode"] else "cadence_mismatch"
+    by_mode = _groups(serving, lambda r: r["mode"])
+    ref_mode = serving[0]["mode"]
+    for mode, members in by_mode.items():
+        if mode == ref_mode:
+            continue
+        ref = by_mode[ref_mode]
+        findings.append(Finding(
+            "error", "mode_mismatch",
+            f"{_names(members)} {_verb(members)} from {_names(ref)} in: checkpoint_channel_mode {mode} ≠ {ref_mode}",
+            _froze(members + ref),
+            "Give every process the same config.yaml and restart them together."))
+    delta = [r for r in serving if r["mode"] == "delta"]
+    by_cadence = _groups(delta, lambda r: r["snapshot_frequency"])
+    if len(by_cadence) > 1:
+        ref_k = delta[0]["snapshot_frequency"]
+        ref = by_cadence[ref_k]
+        for k, members in by_cadence.items():
+            if k == ref_k:
+                continue
             findings.append(Finding(
-                "error", code, f"{other['name']} differs from {reference['name']} in: {'; '.join(diffs)}",
-                f"{other['name']} froze {other['mode']}/{other['snapshot_frequency']} from {other['config_path']}; "
-                f"{reference['name']} froze {reference['mode']}/{reference['snapshot_frequency']} "
-                f"from {reference['config_path']}",
-                "Give every process the same config.yaml and restart them together."))
-        elif other["config_sha256"] != reference["config_sha256"]:
+                "error", "cadence_mismatch",
+                f"{_names(members)} {_verb(members)} from {_names(ref)} in: snapshot_frequency {k} ≠ {ref_k}",
+                _froze(members + ref),
+                "Give every process the same config.yaml and restart them together: the runtime cannot see "
+                "this mismatch, each process snapshots threads at its own cadence."))
+    by_bound = _groups([r for r in serving if r["max_supersteps"] is not None], lambda r: r["max_supersteps"])
+    if len(by_bound) > 1:
+        findings.append(Finding(
+            "warning", "max_supersteps_differs",
+            "processes see different LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT values: "
+            + "; ".join(f"{bound}: {_names(members)}" for bound, members in by_bound.items()),
+            "the bound forces a snapshot after that many supersteps without one",
+            "Set LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT the same way for every process (or nowhere)."))
+    agreeing = _groups(serving, lambda r: (r["mode"], r["snapshot_frequency"] if r["mode"] == "delta" else None))
+    for members in agreeing.values():
+        # An outside process that sent no config hash is unknown, not different.
+        by_sha = _groups([r for r in members if r["config_sha256"]], lambda r: r["config_sha256"])
+        if len(by_sha) < 2:
+            continue
+        (ref_sha, ref), *others = by_sha.items()
+        for sha, group in others:
             findings.append(Finding(
                 "warning", "config_differs",
-                f"{other['name']} and {reference['name']} agree on mode and cadence but read different config.yaml files",
-                f"sha256 {other['config_sha256'][:12]} ({other['config_path']}) ≠ "
-                f"{reference['config_sha256'][:12]} ({reference['config_path']})",
+                f"{_names(group)} and {_names(ref)} agree on mode and cadence but read different config.yaml files",
+                f"sha256 {sha[:12]} ({', '.join(sorted({r['config_path'] for r in group}))}) ≠ "
+                f"{ref_sha[:12]} ({', '.join(sorted({r['config_path'] for r in ref}))})",
                 "Identical config.yaml files are a deployment requirement; deploy one file everywhere."))
     return findings
 
@@ -132,7 +194,7 @@ def _process_findings(rows: list[dict[str, Any]]) -> list[Finding]:
     findings: list[Finding] = []
     order = {"web": 0, "worker": 1, "external": 2}
     serving = sorted((r for r in rows if r["state"] == "live"), key=lambda r: (order.get(r["role"], 3), r["name"]))
-    findings += _pairwise_findings(serving)
+    findings += _agreement_findings(serving)
     for r in rows:
         if r["state"] == "stale":
             findings.append(Finding(
@@ -143,7 +205,13 @@ def _process_findings(rows: list[dict[str, Any]]) -> list[Finding]:
             continue
         drift = []
         if r["disk_error"]:
-            drift.append(f"config.yaml on disk is unreadable: {r['disk_error']}")
+            # The runtime's drift check keeps serving the frozen values when the file
+            # cannot be read; only a restart would fail.
+            findings.append(Finding(
+                "warning", "config_unreadable", f"{r['name']}'s config.yaml cannot be read any more",
+                r["disk_error"],
+                "The process keeps serving with its frozen mode and cadence, but would not start again: "
+                "fix the file before restarting anything."))
         elif r["disk_mode"] and r["disk_mode"] != r["mode"]:
             drift.append(f"checkpoint_channel_mode {r['mode']} (frozen) ≠ {r['disk_mode']} (on disk)")
         elif (r["disk_mode"] == "delta" and r["disk_snapshot_frequency"] is not None
@@ -169,7 +237,32 @@ def _process_findings(rows: list[dict[str, Any]]) -> list[Finding]:
     return findings
 
 
-def _live_findings(live: LiveCheck, rows: list[dict[str, Any]]) -> list[Finding]:
+def _live_only_rows(live: LiveCheck, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Workers that answered the live check but have no live registry row, as rows for the findings.
+
+    Such a worker serves (it consumes tasks) although its heartbeats do not
+    reach this database; its mode and cadence still have to agree.
+    """
+    registered = {r["instance_id"] for r in rows if r["state"] == "live"}
+    out = []
+    for node, facts in sorted(live.replies.items()):
+        if facts.get("instance_id") and facts["instance_id"] in registered:
+            continue
+        out.append({
+            "name": node, "instance_id": facts.get("instance_id") or "", "role": "worker",
+            "host": facts.get("host", ""), "pid": facts.get("pid"), "state": "live",
+            "mode": facts.get("mode", ""), "snapshot_frequency": facts.get("snapshot_frequency"),
+            "config_path": facts.get("config_path", ""), "config_sha256": facts.get("config_sha256", ""),
+            "max_supersteps": facts.get("max_supersteps"), "versions": facts.get("versions") or {},
+            "queues": facts.get("queues") or [], "started_at": None, "last_heartbeat": None,
+            "disk_sha256": facts.get("disk_sha256", ""), "disk_mode": facts.get("disk_mode", ""),
+            "disk_snapshot_frequency": facts.get("disk_snapshot_frequency"),
+            "disk_error": facts.get("disk_error", ""),
+        })
+    return out
+
+
+def _live_findings(live: LiveCheck, rows: list[dict[str, Any]], live_only: list[dict[str, Any]]) -> list[Finding]:
     if not live.supported:
         return [Finding("info", "live_check_unavailable", "Live check not available", live.error or "",
                         "The audit relies on heartbeats only.")]
@@ -188,6 +281,12 @@ def _live_findings(live: LiveCheck, rows: list[dict[str, Any]]) -> list[Finding]
         if diffs:
             findings.append(Finding("error", "live_differs", f"{node} answers differently from its registry row",
                                     "; ".join(diffs), "Restart the worker so its registry row is rewritten."))
+    for r in live_only:
+        findings.append(Finding(
+            "warning", "worker_unregistered", f"{r['name']} answered the live check but has no live registry row",
+            f"{r['name']} froze {r['mode']}/{r['snapshot_frequency']} from {r['config_path'] or '?'}",
+            "Its heartbeats do not reach this dashboard's database: check its DASHBOARD_DATABASE_URL "
+            "(it is included in the mode and cadence comparisons above)."))
     return findings
 
 
@@ -261,7 +360,7 @@ def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: cens
     full_procs = [r["name"] for r in live if r["mode"] == "full"]
     to_full = [
         {"ok": to_convert == 0, "text": f"{to_convert} thread(s) still need conversion to full",
-         "link": "/threads/?mode=delta"},
+         "link": reverse("threads:list") + "?mode=delta"},
         {"ok": not delta_procs, "text": "processes to restart together with a full-mode config.yaml: "
          + (", ".join(delta_procs) or "none")},
         {"ok": writers.delta_marked + writers.counters_only == 0,
@@ -289,12 +388,17 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
     hours = hours or settings.DASHBOARD_WRITER_WINDOW_H
     rows = [_process_row(p, now) for p in ProcessRecord.objects.all()]
     live = live if live is not None else live_check()
+    live_only = _live_only_rows(live, rows) if live.supported else []
+    serving = rows + live_only
     counts, summaries = thread_census(rt)
-    cadences = census_mod.infer_cadences(rt.saver)
-    writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours))
-    fleet = _fleet_cadence(rows)
-    findings = (_process_findings(rows) + _live_findings(live, rows) + _cadence_findings(cadences, fleet)
-                + _writer_findings(writers, rows, hours))
+    # Snapshots the supersteps bound may have caused prove no cadence: use the smallest bound in the fleet.
+    bound = min([r["max_supersteps"] for r in serving if r["state"] == "live" and r["max_supersteps"]]
+                or [max_supersteps()])
+    cadences = census_mod.infer_cadences(rt.saver, max_supersteps=bound)
+    writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
+    fleet = _fleet_cadence(serving)
+    findings = (_process_findings(serving) + _live_findings(live, rows, live_only)
+                + _cadence_findings(cadences, fleet) + _writer_findings(writers, serving, hours))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     threads = [{"thread_id": s.thread_id, "class": s.thread_class,
                 "inferred_snapshot_frequency": cadences[s.thread_id].inferred if s.thread_id in cadences else None,
@@ -302,10 +406,11 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
                for s in summaries]
     return Audit(
         generated_at=now.isoformat(), processes=rows,
-        live={"supported": live.supported, "error": live.error, "answered": sorted(live.replies)},
+        live={"supported": live.supported, "error": live.error, "answered": sorted(live.replies),
+              "unregistered": [r["name"] for r in live_only]},
         findings=findings, census=counts,
         cadences={"fleet": fleet, "by_thread": {k: {"exact": v.exact, "lower_bound": v.lower_bound}
                                                 for k, v in sorted(cadences.items())}},
         writers={"window_hours": hours, **writers.as_dict()},
-        readiness=_readiness(counts, rows, writers), threads=threads,
+        readiness=_readiness(counts, serving, writers), threads=threads,
     )

@@ -19,3 +19,12 @@ class ExternalHeartbeatForm(forms.Form):
     max_supersteps = forms.IntegerField(min_value=1, required=False)
     versions = forms.JSONField(required=False)
     heartbeat_interval_s = forms.FloatField(min_value=1, max_value=3600, required=False)
+
+    def clean_versions(self) -> dict[str, str]:
+        """``{package: version}``; anything else is rejected (the audit page lists it as such)."""
+        value = self.cleaned_data.get("versions") or {}
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in value.items()):
+            raise forms.ValidationError('must be an object of package names to version strings, '
+                                        'e.g. {"langgraph": "1.2.9"}')
+        return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import uuid
 from typing import Any
@@ -48,6 +49,7 @@ class Registration:
     def __init__(self, rt: DashboardRuntime, role: str, queues: list[str] | None, interval_s: float):
         self.rt, self.role, self.queues, self.interval_s = rt, role, queues or [], interval_s
         self.instance_id = uuid.uuid4().hex
+        self.pid = os.getpid()
         self.started_at = timezone.now()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -77,8 +79,12 @@ class Registration:
         return self
 
     def stop(self) -> None:
-        """Stop heartbeating and mark the row stopped (clean shutdown)."""
-        if self._stop.is_set():
+        """Stop heartbeating and mark the row stopped (clean shutdown).
+
+        Does nothing in a forked child (a prefork pool process inherits the
+        atexit hook): only the process that registered may mark its row stopped.
+        """
+        if self._stop.is_set() or os.getpid() != self.pid:
             return
         self._stop.set()
         try:

@@ -1,0 +1,183 @@
+"""Fleet test fixtures: frozen runtimes on real databases, registry rows, personas, API tokens.
+
+``fleet_runtime`` writes a real config.yaml and freezes the (test-reset)
+process on it, exactly as a dashboard process does at start-up. ``process_row``
+creates :class:`ProcessRecord` rows the way heartbeats leave them, so the audit's
+findings can be checked one at a time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.fleet.control import LiveCheck
+from dashboard.runtime import DashboardRuntime, install_runtime
+from deerflow.config import load_config
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.savers import open_checkpointer
+
+
+@pytest.fixture(autouse=True)
+def private_broker(tmp_path: Path) -> Iterator[None]:
+    """Point the in-process Celery app at a private filesystem broker (the embedded default).
+
+    In-process audits broadcast the live check; a worker someone else runs on
+    the default broker folders must not answer this test's broadcast.
+    """
+    from dashboard.celery import app
+
+    root = tmp_path / "broker"
+    options = {"data_folder_in": str(root / "queue"), "data_folder_out": str(root / "queue"),
+               "processed_folder": str(root / "processed"), "control_folder": str(root / "control"),
+               "store_processed": False}
+    for folder in ("queue", "processed", "control"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    saved = {"broker_url": app.conf.broker_url, "broker_transport_options": app.conf.broker_transport_options}
+    app.conf.update(broker_url="filesystem://", broker_transport_options=options)
+    try:
+        yield
+    finally:
+        app.conf.update(**saved)
+
+
+def write_config(path: Path, database: DatabaseConfig, mode: str, snapshot_frequency: int = 10) -> Path:
+    """Write a DeerFlow-style config.yaml for ``database`` in ``mode``; returns its path."""
+    block = {"backend": database.backend, "checkpoint_channel_mode": mode,
+             "checkpoint_delta": {"snapshot_frequency": snapshot_frequency}}
+    if database.backend == "sqlite":
+        block["sqlite_dir"] = database.sqlite_dir
+    if database.backend == "postgres":
+        block["postgres_url"] = database.postgres_url
+    path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def fleet_runtime(tmp_path: Path) -> Iterator[Callable[..., DashboardRuntime]]:
+    """Factory: ``fleet_runtime(database, mode="delta", snapshot_frequency=10)`` installs a frozen runtime."""
+    made: list[DashboardRuntime] = []
+
+    def make(database: DatabaseConfig, mode: str = "delta", snapshot_frequency: int = 10) -> DashboardRuntime:
+        from deerflow.runtime.checkpoint_mode import _reset_checkpoint_mode_freeze_for_tests
+
+        _reset_checkpoint_mode_freeze_for_tests()
+        path = write_config(tmp_path / f"config-{len(made)}.yaml", database, mode, snapshot_frequency)
+        rt = DashboardRuntime.from_config(load_config(path))
+        install_runtime(rt)
+        made.append(rt)
+        return rt
+
+    yield make
+    for rt in made:
+        rt.close()
+    install_runtime(None)
+
+
+@pytest.fixture
+def empty_sqlite_db(tmp_path: Path) -> DatabaseConfig:
+    """A fresh SQLite checkpoint database with LangGraph's tables and no threads."""
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "empty-data"))
+    with open_checkpointer(database, create=True):
+        pass
+    return database
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
+def fixture_backend(request) -> tuple[str, DatabaseConfig]:
+    """``(backend name, database block)`` of the read-only real fixture, once per backend."""
+    return request.param, request.getfixturevalue(f"{request.param}_fixture_db")
+
+
+_pids = itertools.count(41000)
+
+
+def sha(text: str) -> str:
+    """A stand-in config.yaml SHA-256 for registry rows (the hash of ``text``)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.fixture
+def process_row(db) -> Callable[..., object]:
+    """Factory for registry rows: ``process_row("worker", mode="delta", snapshot_frequency=25, ...)``.
+
+    Defaults describe a live process that heartbeated just now (15 s interval),
+    froze ``delta``/10 from ``/etc/deerflow/config.yaml`` and whose file on disk
+    still says the same. ``age_s`` backdates the last heartbeat.
+    """
+    from dashboard.fleet.models import ProcessRecord
+
+    def make(role: str = "web", *, age_s: float = 0.0, stopped: bool = False, **fields) -> ProcessRecord:
+        now = timezone.now()
+        pid = fields.pop("pid", next(_pids))
+        host = fields.pop("host", "host-1")
+        mode = fields.pop("mode", "delta")
+        frequency = fields.pop("snapshot_frequency", 10)
+        config_sha = fields.pop("config_sha256", sha(f"{mode}/{frequency}"))
+        values = {
+            "instance_id": f"{role}-{pid}",
+            "role": role,
+            "name": f"{role}@{host}:{pid}",
+            "host": host,
+            "pid": pid,
+            "started_at": now - dt.timedelta(hours=1),
+            "last_heartbeat": now - dt.timedelta(seconds=age_s),
+            "stopped_at": now if stopped else None,
+            "mode": mode,
+            "snapshot_frequency": frequency,
+            "config_path": "/etc/deerflow/config.yaml",
+            "config_sha256": config_sha,
+            "max_supersteps": 5000,
+            "versions": {"langgraph": "1.2.24"},
+            "queues": ["dashboard", f"checkpoints.{mode}"] if role == "worker" else [],
+            "disk_sha256": config_sha,
+            "disk_mode": mode,
+            "disk_snapshot_frequency": frequency,
+            "heartbeat_interval_s": 15.0,
+        }
+        values.update(fields)
+        return ProcessRecord.objects.create(**values)
+
+    return make
+
+
+#: A live check that could not run (the audit then relies on heartbeats only).
+NO_LIVE = LiveCheck(False, error="not asked in this test")
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    """A staff user named ``staff``."""
+    return django_user_model.objects.create_user("staff", password="staff-pass", is_staff=True)
+
+
+@pytest.fixture
+def outsider_user(django_user_model):
+    """A logged-in but non-staff user."""
+    return django_user_model.objects.create_user("outsider", password="outsider-pass", is_staff=False)
+
+
+@pytest.fixture
+def staff_client(staff_user) -> Client:
+    """A test client logged in as staff (CSRF checks off, as Django's test client defaults)."""
+    client = Client()
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def api_token(staff_user) -> str:
+    """A raw bearer token owned by the staff user."""
+    from dashboard.accounts.models import ApiToken
+
+    _token, raw = ApiToken.issue(staff_user, name="fleet tests")
+    return raw

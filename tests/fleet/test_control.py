@@ -1,0 +1,93 @@
+"""dashboard.fleet.control: the live check against real brokers.
+
+The broadcast to real workers over Redis (the ``deerflow_facts`` replies) is
+covered by tests/fleet/test_acceptance_fleet.py; here the broker side alone.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from celery import Celery
+
+from dashboard.fleet.control import LiveCheck, deerflow_facts, live_check
+from tests import fixtures_real
+from tests.integration import helpers
+
+
+def _app(broker: str) -> Celery:
+    app = Celery("fleet-control-test", set_as_current=False)
+    app.conf.update(broker_url=broker, broker_connection_retry_on_startup=False)
+    return app
+
+
+def test_unreachable_broker_is_reported_quickly():
+    app = _app(f"redis://127.0.0.1:{helpers.free_port()}/0")
+    started = time.monotonic()
+    try:
+        result = live_check(app, timeout_s=0.5)
+    finally:
+        app.close()
+    assert isinstance(result, LiveCheck)
+    assert result.supported is False and result.replies == {}
+    assert result.error.startswith("broker unreachable:")
+    assert time.monotonic() - started < 3, "an unreachable broker must not hold the audit page"
+
+
+def test_broker_with_no_workers_answers_empty():
+    app = _app("memory://")
+    try:
+        result = live_check(app, timeout_s=0.3)
+    finally:
+        app.close()
+    assert result.supported is True and result.replies == {} and result.error is None
+
+
+@pytest.mark.redis
+def test_redis_broker_with_no_workers_answers_empty():
+    db = helpers.claim_empty_redis_db("fleet test_control")
+    app = _app(helpers.redis_url(db))
+    try:
+        result = live_check(app, timeout_s=0.3)
+    finally:
+        app.close()
+        helpers.flush_redis_db(db)
+    assert result == LiveCheck(True, {}, None, 0.3)
+
+
+def test_control_command_is_registered_under_its_own_name():
+    from celery.worker.control import Panel
+
+    assert Panel.data["deerflow_facts"] is deerflow_facts
+    assert Panel.meta["deerflow_facts"].type == "control"
+
+
+def test_embedded_filesystem_broker_broadcasts_to_a_real_worker(tmp_path):
+    """The embedded default (Kombu's filesystem transport) can broadcast: a real worker answers."""
+    fixtures_real.restore_sqlite(tmp_path / "data")
+    (tmp_path / "var").mkdir()
+    config = helpers.write_config(tmp_path / "config.yaml", tmp_path / "data", "delta", 10)
+    env = helpers.dashboard_env(config_path=config, var_dir=tmp_path / "var")  # no CELERY_BROKER_URL
+    helpers.run_manage(["migrate", "--noinput"], env)
+    argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", "--pool=solo",
+            "-n", "embedded@%h", "--without-heartbeat", "--without-gossip", "--without-mingle"]
+    proc = helpers.ManagedProcess.start("worker (filesystem broker)", argv, env, tmp_path / "worker.log")
+    broker = tmp_path / "var" / "celery"
+    app = Celery("fleet-control-fs", set_as_current=False)
+    app.conf.update(broker_url="filesystem://", broker_transport_options={
+        "data_folder_in": str(broker / "broker"), "data_folder_out": str(broker / "broker"),
+        "processed_folder": str(broker / "processed"), "control_folder": str(broker / "control"),
+        "store_processed": False})
+    try:
+        helpers.wait_for_log(proc, r" ready\.$", timeout=90)
+        result = helpers.wait_until(lambda: (r := live_check(app, timeout_s=1.0)).replies and r,
+                                    timeout=60, proc=proc, what="a live check reply over the filesystem broker")
+    finally:
+        app.close()
+        proc.stop()
+    assert result.supported
+    [(node, facts)] = result.replies.items()
+    assert node.startswith("embedded@")
+    assert (facts["mode"], facts["snapshot_frequency"], facts["config_path"]) == ("delta", 10, str(config))
+    assert facts["pid"] == proc.pid and facts["instance_id"]
