@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "dashboard.accounts",
     "dashboard.threads",
     "dashboard.fleet",
+    "dashboard.jobs",
 ]
 
 MIDDLEWARE = [
@@ -131,6 +132,8 @@ CELERY_TASK_DEFAULT_QUEUE = "dashboard"
 # DeerFlow config.yaml (read by dashboard.runtime).
 DEER_FLOW_CONFIG_PATH = env_str("DEER_FLOW_CONFIG_PATH", str(Path.cwd() / "config.yaml"))
 DASHBOARD_PAGE_SIZE = env_int("DASHBOARD_PAGE_SIZE", 50, minimum=1)
+# A conversion whose estimated size after exceeds this needs explicit confirmation (dashboard.jobs).
+CONVERSION_SIZE_LIMIT_BYTES = env_int("DASHBOARD_CONVERSION_SIZE_LIMIT_MB", 1024, minimum=1) * 1024 * 1024
 # Fleet audit: seconds between process heartbeats; stale after three missed beats.
 DASHBOARD_HEARTBEAT_S = float(env_int("DASHBOARD_HEARTBEAT_S", 15, minimum=1))
 # Fleet audit: window (hours) of recent checkpoints used to infer what writers write.

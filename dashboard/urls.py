@@ -18,4 +18,6 @@ urlpatterns = [
     path("thread/", thread_views.thread_detail_by_query, name="thread-detail-by-query"),
     path("history/", thread_views.thread_history_by_query, name="thread-history-by-query"),
     path("api/", include("dashboard.threads.api_urls")),
+    path("jobs/", include("dashboard.jobs.urls")),
+    path("api/", include("dashboard.jobs.api_urls")),
 ]

@@ -1,0 +1,119 @@
+"""JSON API of conversion jobs.
+
+``GET /api/jobs`` · ``GET /api/jobs/<id>`` · ``POST /api/jobs``.
+Staff session or ``Authorization: Bearer <token>``; ``POST`` also needs the
+permission ``jobs.manage_conversions`` and, with a session, a CSRF token.
+Errors are ``{"detail", "hint", "code"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from dashboard.accounts.auth import api_staff_required
+from dashboard.errors import ErrorView
+from dashboard.jobs import services
+from dashboard.jobs.errors import JobError
+from dashboard.jobs.forms import ApiJobForm
+from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs.progress import progress
+from dashboard.jobs.views import PERMISSION
+from dashboard.threads.forms import form_errors
+
+_RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewritten", "bytes_before", "bytes_after",
+                  "head_messages_sha256", "first_difference", "findings", "error", "hint", "error_code",
+                  "backup_id", "worker_host", "worker_node", "worker_pid", "worker_mode",
+                  "worker_snapshot_frequency", "attempts", "duration_s")
+
+
+def _error(view: ErrorView) -> JsonResponse:
+    return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def job_json(job: ConversionJob) -> dict[str, Any]:
+    """A job's fields and progress (no results)."""
+    return {
+        "id": job.pk, "kind": job.kind, "state": job.state, "selection": job.selection, "estimate": job.estimate,
+        "launched_by": job.launched_by, "runner": job.runner, "created_at": _iso(job.created_at),
+        "started_at": _iso(job.started_at), "finished_at": _iso(job.finished_at),
+        "throttle_delay_s": job.throttle_delay_s, "max_in_flight": job.max_in_flight, "confirmed": job.confirmed,
+        "size_limit_bytes": job.size_limit_bytes, "integrity": job.integrity,
+        "source_job": job.source_job_id, "parent": job.parent_id, "progress": progress(job).as_dict(),
+    }
+
+
+def result_json(result: ThreadResult) -> dict[str, Any]:
+    """One thread's outcome, with the worker that ran it."""
+    out = {name: getattr(result, name) for name in _RESULT_FIELDS}
+    out.update(started_at=_iso(result.started_at), finished_at=_iso(result.finished_at))
+    return out
+
+
+@csrf_exempt  # checked below for session authentication; bearer tokens need none
+@require_http_methods(["GET", "POST"])
+@api_staff_required
+def jobs(request: HttpRequest) -> JsonResponse:
+    """``GET``: ``{"jobs": [job...]}`` (newest 100). ``POST``: create and launch a job; 201 with the job."""
+    if request.method == "GET":
+        return JsonResponse({"jobs": [job_json(j) for j in ConversionJob.objects.all()[:100]]})
+    return _create(request)
+
+
+def _csrf_rejected(request: HttpRequest) -> bool:
+    """Django's CSRF check, for the session-authenticated case (token requests are marked exempt)."""
+    check = CsrfViewMiddleware(lambda r: None)
+    check.process_request(request)
+    return check.process_view(request, None, (), {}) is not None
+
+
+def _create(request: HttpRequest) -> JsonResponse:
+    if _csrf_rejected(request):
+        return _error(ErrorView(403, "csrf_failed", "CSRF verification failed.",
+                                "Send the X-CSRFToken header with a session, or use a bearer token."))
+    if not request.user.has_perm(PERMISSION):
+        return _error(ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
+                                f"Ask an administrator for the permission {PERMISSION}."))
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        body = None
+    form = ApiJobForm(body if isinstance(body, dict) else {})
+    if not isinstance(body, dict) or not form.is_valid():
+        detail = form_errors(form) if isinstance(body, dict) else "the body is not a JSON object"
+        return _error(ErrorView(400, "invalid_parameters", f"Invalid job: {detail}", "See ApiJobForm for the fields."))
+    try:
+        job = _create_job(request, form)
+    except JobError as exc:
+        return _error(exc.view())
+    services.launch(job)
+    return JsonResponse(job_json(job), status=201)
+
+
+def _create_job(request: HttpRequest, form: ApiJobForm) -> ConversionJob:
+    source = None
+    if form.cleaned_data["estimate_job"]:
+        source = ConversionJob.objects.filter(pk=form.cleaned_data["estimate_job"]).first()
+        if source is None:
+            raise JobError(f"No job {form.cleaned_data['estimate_job']}.", hint="Give the id of a finished dry run.")
+    return services.create_job(request.user, form.cleaned_data["kind"], form.selection(), source_job=source,
+                               **form.options())
+
+
+@require_GET
+@api_staff_required
+def job(request: HttpRequest, job_id: int) -> JsonResponse:
+    """``{...job, "progress", "results": [...]}``."""
+    found = ConversionJob.objects.filter(pk=job_id).first()
+    if found is None:
+        return _error(ErrorView(404, "job_not_found", f"No job {job_id}.", "GET /api/jobs lists the jobs."))
+    return JsonResponse({**job_json(found), "results": [result_json(r) for r in found.results.all()]})

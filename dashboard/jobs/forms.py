@@ -1,0 +1,111 @@
+"""Every POST of the jobs pages and API is validated by one of these forms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from dashboard.jobs.models import ConversionJob
+from deerflow.inventory import THREAD_CLASSES
+
+__all__ = ["ApiJobForm", "ConfirmConvertForm", "JobActionForm", "LaunchForm", "PurgeBackupForm"]
+
+_MODES = [("", "any"), ("full", "full"), ("delta", "delta")]
+_CLASSES = [("", "any")] + [(c, c) for c in THREAD_CLASSES]
+
+
+class ThreadIdsField(forms.Field):
+    """Zero or more thread ids, sent as repeated ``thread_id`` fields."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[str]:
+        values = [value] if isinstance(value, str) else list(value or [])
+        return list(dict.fromkeys(v for v in values if v))
+
+
+class LaunchForm(forms.Form):
+    """``POST /jobs/launch``: start the dry run (estimate) of "Convert to full".
+
+    Either ``thread_id`` (repeated) or the thread list's filter fields; an
+    empty filter means every delta thread.
+    """
+
+    thread_id = ThreadIdsField(required=False)
+    mode = forms.ChoiceField(choices=_MODES, required=False)
+    thread_class = forms.ChoiceField(choices=_CLASSES, required=False)
+    q = forms.CharField(max_length=2000, required=False)
+    updated_before = forms.DateTimeField(required=False)
+    updated_after = forms.DateTimeField(required=False)
+    skip_integrity = forms.BooleanField(required=False)
+
+    def selection(self) -> dict[str, Any]:
+        """The job selection (see :mod:`dashboard.jobs.selection`)."""
+        data = self.cleaned_data
+        if data["thread_id"]:
+            return {"thread_ids": data["thread_id"]}
+        return {"filter": {k: (v.isoformat() if hasattr(v, "isoformat") else v) or None
+                           for k, v in data.items() if k in ("mode", "thread_class", "q", "updated_before",
+                                                             "updated_after")}}
+
+
+class ConfirmConvertForm(forms.Form):
+    """``POST /jobs/<dry run id>/convert``: convert the threads the dry run found convertible."""
+
+    confirm_size = forms.BooleanField(required=False, label="I accept the estimated size above the limit")
+    throttle_delay_s = forms.FloatField(min_value=0, max_value=3600, required=False, initial=0,
+                                        label="Delay between threads (s)")
+    max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False, initial=1,
+                                       label="Threads at once")
+    skip_integrity = forms.BooleanField(required=False, label="Skip the integrity check")
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`services.create_job`."""
+        data = self.cleaned_data
+        return {"confirmed": data["confirm_size"], "throttle_delay_s": data["throttle_delay_s"] or 0.0,
+                "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"]}
+
+
+class JobActionForm(forms.Form):
+    """``POST /jobs/<id>/action``: one of the job buttons."""
+
+    action = forms.ChoiceField(choices=[(a, a) for a in ("pause", "resume", "cancel", "retry", "revert")])
+
+
+class PurgeBackupForm(forms.Form):
+    """``POST /jobs/backups/purge``: delete one backup's rows."""
+
+    backup_id = forms.CharField(max_length=64)
+
+
+class ApiJobForm(forms.Form):
+    """``POST /api/jobs`` JSON body.
+
+    ``{"kind", "thread_ids" | "filter" | "backup_ids", "estimate_job", "confirmed",
+    "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes"}``.
+    """
+
+    kind = forms.ChoiceField(choices=ConversionJob.Kind.choices)
+    thread_ids = forms.JSONField(required=False)
+    filter = forms.JSONField(required=False)
+    backup_ids = forms.JSONField(required=False)
+    estimate_job = forms.IntegerField(required=False, min_value=1)
+    confirmed = forms.BooleanField(required=False)
+    throttle_delay_s = forms.FloatField(min_value=0, max_value=3600, required=False)
+    max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False)
+    integrity = forms.NullBooleanField(required=False)
+    size_limit_bytes = forms.IntegerField(min_value=1, required=False)
+
+    def selection(self) -> dict[str, Any] | None:
+        """The selection, or ``None`` to derive it from ``estimate_job``."""
+        data = self.cleaned_data
+        chosen = {k: data[k] for k in ("thread_ids", "filter", "backup_ids") if data.get(k)}
+        return chosen or None
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`services.create_job` (besides kind, selection, source job)."""
+        data = self.cleaned_data
+        return {"confirmed": bool(data["confirmed"]), "throttle_delay_s": data["throttle_delay_s"] or 0.0,
+                "max_in_flight": data["max_in_flight"] or 1,
+                "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"]}

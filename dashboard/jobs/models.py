@@ -1,0 +1,157 @@
+"""Conversion jobs and their per-thread results.
+
+A :class:`ConversionJob` is one operator request (dry run, convert or
+revert) over a set of threads; each thread gets one :class:`ThreadResult`
+row, which is also the unit of work a worker claims. Progress is read from
+those rows (no Celery result backend involved).
+
+Result lifecycle::
+
+    pending ──dispatch──▶ queued ──claim──▶ running ──▶ <outcome>
+       ▲                    │                              (a ThreadReport status,
+       └─────── pause ──────┘                               refused, or error)
+    pending / queued ──cancel──▶ skipped
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from deerflow.convert import STATUSES as REPORT_STATUSES
+
+__all__ = ["ConversionJob", "ThreadResult"]
+
+
+class ConversionJob(models.Model):
+    """One dry run, conversion or revert over a selection of threads.
+
+    Attributes:
+        kind: ``dry_run`` (estimate + integrity check), ``convert`` (delta to full) or ``revert``.
+        state: see :class:`State`; ``revision`` is bumped on every state change and
+            also serializes dispatchers (its UPDATE takes the row's write lock).
+        selection: what was asked for, as JSON: ``{"thread_ids": [...]}``,
+            ``{"filter": {"mode", "thread_class", "q", "updated_before", "updated_after"}}``
+            or, for reverts, ``{"backup_ids": [...]}``.
+        estimate: totals of the dry run behind a conversion:
+            ``{"threads", "checkpoints_to_rewrite", "bytes_before", "bytes_after"}`` (bytes), or ``{}``.
+        source_job: the dry run a conversion was confirmed from, or the conversion a revert undoes.
+        parent: the job a retry re-runs the failed threads of.
+        throttle_delay_s: pause before each next thread task (seconds).
+        max_in_flight: thread tasks queued or running at once (count).
+        size_limit_bytes: refuse a conversion whose estimated bytes after exceed this, unless ``confirmed``.
+        confirmed: the operator accepted an estimate above the size limit.
+        integrity: compare the one-pass materialization with LangGraph's reader before writing.
+        launched_by: who launched it, as text (a username, or ``cli:<os user>``); survives user deletion.
+        runner: ``celery`` (fanned out to workers) or ``inline`` (the management command).
+    """
+
+    class Kind(models.TextChoices):
+        DRY_RUN = "dry_run", "dry run"
+        CONVERT = "convert", "convert to full"
+        REVERT = "revert", "revert"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        PAUSED = "paused"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        PARTIALLY_FAILED = "partially_failed", "partially failed"
+        CANCELLING = "cancelling"
+        CANCELLED = "cancelled"
+
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.PARTIALLY_FAILED, State.CANCELLED)
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED, db_index=True)
+    revision = models.PositiveBigIntegerField(default=0)
+    selection = models.JSONField(default=dict)
+    estimate = models.JSONField(default=dict, blank=True)
+    source_job = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="derived_jobs")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="conversion_jobs")
+    launched_by = models.CharField(max_length=150, blank=True)
+    runner = models.CharField(max_length=10, default="celery")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    throttle_delay_s = models.FloatField(default=0.0)
+    max_in_flight = models.PositiveIntegerField(default=1)
+    confirmed = models.BooleanField(default=False)
+    size_limit_bytes = models.BigIntegerField(null=True, blank=True)
+    integrity = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [("manage_conversions", "Can launch, pause, cancel, retry and revert conversions, "
+                                              "and purge backups")]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.kind}, {self.state})"
+
+    @property
+    def finished(self) -> bool:
+        """The job reached a final state (nothing will run any more)."""
+        return self.state in self.FINAL_STATES
+
+
+class ThreadResult(models.Model):
+    """One thread of a job: the work item a worker claims, then the conversion report.
+
+    Attributes:
+        status: ``pending``, ``queued``, ``running``, ``skipped`` (cancelled before it ran),
+            ``refused`` (the worker's frozen mode or config could not serve it; ``error_code``
+            says which), ``error`` (unexpected exception, as text), or a
+            :data:`deerflow.convert.STATUSES` value.
+        checkpoints_total / checkpoints_rewritten: counts from the report.
+        bytes_before / bytes_after: stored bytes of the thread (after = estimate for a dry run).
+        head_messages_sha256: canonical digest of the root-namespace head after materialization.
+        first_difference: where an integrity or verification check differed, with both digests.
+        findings: the materializer's findings ``[{"kind", "checkpoint_id", "checkpoint_ns", "detail", "blocking"}]``.
+        error, hint, error_code: what went wrong and what to do (text), never a traceback.
+        backup_id: the backup a conversion wrote, or the backup a revert restores.
+        worker_*: who ran it: host name, Celery node, OS pid, frozen mode and snapshot cadence.
+        attempts: claims of this row (count); the claim number is the token a recording must match.
+        duration_s: wall time of the last attempt (seconds).
+    """
+
+    PENDING, QUEUED, RUNNING = "pending", "queued", "running"
+    SKIPPED, REFUSED, ERROR = "skipped", "refused", "error"
+    IN_FLIGHT = (QUEUED, RUNNING)
+    OPEN = (PENDING, QUEUED, RUNNING)
+    STATUSES = (PENDING, QUEUED, RUNNING, SKIPPED, REFUSED, ERROR, *REPORT_STATUSES)
+
+    job = models.ForeignKey(ConversionJob, on_delete=models.CASCADE, related_name="results")
+    thread_id = models.TextField()
+    status = models.CharField(max_length=32, choices=[(s, s) for s in STATUSES], default=PENDING, db_index=True)
+    checkpoints_total = models.PositiveIntegerField(default=0)
+    checkpoints_rewritten = models.PositiveIntegerField(default=0)
+    bytes_before = models.BigIntegerField(default=0)
+    bytes_after = models.BigIntegerField(default=0)
+    head_messages_sha256 = models.CharField(max_length=64, blank=True)
+    first_difference = models.JSONField(null=True, blank=True)
+    findings = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    hint = models.TextField(blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    backup_id = models.CharField(max_length=64, blank=True)
+    worker_host = models.CharField(max_length=255, blank=True)
+    worker_node = models.CharField(max_length=255, blank=True)
+    worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    worker_mode = models.CharField(max_length=8, blank=True)
+    worker_snapshot_frequency = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["job", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} ({self.status})"

@@ -1,0 +1,76 @@
+"""Celery tasks for conversion jobs: thin wrappers over :mod:`dashboard.jobs.services`.
+
+* ``jobs.dispatch(job_id)`` (queue ``dashboard``, any worker): claims up to
+  ``max_in_flight`` pending threads and sends one ``jobs.run_thread`` each.
+* ``jobs.run_thread(result_id)`` (queue ``checkpoints.delta``: converting
+  reads delta history, so only delta-mode workers consume it): runs one
+  thread via :func:`services.run_thread`, then dispatches the next thread
+  with ``countdown = throttle_delay_s``.
+
+Policy: late acknowledgement and ``reject_on_worker_lost``, so a worker
+killed mid-thread leaves the message to be redelivered (the thread's own
+transaction rolled back with the dead connection); a redelivered task
+reclaims its row. Only :class:`TransientDatabaseError` (psycopg
+``OperationalError``, SQLite ``database is locked``) is retried; expected
+failures are outcomes recorded on the row, never exceptions.
+"""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+
+from dashboard.celery import mode_queue
+from dashboard.jobs import services
+from dashboard.jobs.errors import TransientDatabaseError
+
+__all__ = ["THREAD_QUEUE", "dispatch", "run_thread"]
+
+#: Every thread task needs a delta reader (dry run, conversion and revert all replay delta history).
+THREAD_QUEUE = mode_queue("delta")
+
+_POLICY = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (TransientDatabaseError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 5,
+}
+
+
+def send_batch(batch: services.Batch) -> None:
+    """Send ``jobs.run_thread`` for each claimed row; a row whose send fails goes back to pending."""
+    for result_id, countdown in batch.sends:
+        try:
+            run_thread.apply_async((result_id,), queue=THREAD_QUEUE, countdown=countdown or None)
+        except Exception:
+            services.unqueue(result_id)
+            raise
+
+
+class ThreadTask(Task):
+    """Records a thread task that failed for good on its row (as data), and moves the job on."""
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:  # noqa: D102 - see class docstring
+        if args:
+            job_id = services.record_failure(args[0], exc)
+            if job_id is not None:
+                send_batch(services.claim_batch(job_id))
+
+
+@shared_task(name="jobs.dispatch", **_POLICY)
+def dispatch(job_id: int) -> dict:
+    """Start (or resume) a job: send its first threads. Returns ``{"job_id", "state", "sent"}``."""
+    batch = services.claim_batch(job_id)
+    send_batch(batch)
+    return {"job_id": job_id, "state": batch.state, "sent": len(batch.sends)}
+
+
+@shared_task(bind=True, base=ThreadTask, name="jobs.run_thread", **_POLICY)
+def run_thread(self, result_id: int) -> dict:
+    """Run one thread of a job, then send the next. Returns ``{"result_id", "status", "ran"}``."""
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    run = services.run_thread(result_id, reclaim=redelivered, worker_node=self.request.hostname or "")
+    send_batch(services.claim_batch(run.result.job_id))
+    return {"result_id": result_id, "status": run.result.status, "ran": run.ran}

@@ -1,0 +1,192 @@
+"""HTML pages of conversion jobs: launch, jobs list, job page (live progress), actions, backups.
+
+Viewing needs staff; every POST also needs ``jobs.manage_conversions``
+(403 otherwise) and a CSRF token. Views validate with a form, call one
+function of :mod:`dashboard.jobs.services`, and render or redirect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+
+from dashboard.accounts.auth import staff_required
+from dashboard.errors import ErrorView
+from dashboard.jobs import services
+from dashboard.jobs.errors import JobError
+from dashboard.jobs.forms import ConfirmConvertForm, JobActionForm, LaunchForm, PurgeBackupForm
+from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.progress import progress
+from dashboard.jobs.workers import check_delta_workers
+from dashboard.runtime import get_runtime
+from dashboard.threads.forms import form_errors
+from deerflow.convert import BackupNotFoundError, list_backups, purge_backup
+
+PERMISSION = "jobs.manage_conversions"
+RESULTS_SHOWN = 500
+
+
+def _error(request: HttpRequest, view: ErrorView, **context) -> HttpResponse:
+    template = "errors/_error.html" if request.htmx else "errors/error.html"
+    return render(request, template, {"error": view, **context}, status=view.status)
+
+
+def _invalid(request: HttpRequest, form) -> HttpResponse:
+    return _error(request, ErrorView(400, "invalid_parameters", f"Invalid form: {form_errors(form)}",
+                                     "Fix the listed fields and submit again."))
+
+
+def manage_required(view: Callable) -> Callable:
+    """Staff (else login) with ``jobs.manage_conversions`` (else 403 page)."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.has_perm(PERMISSION):
+            return _error(request, ErrorView(403, "permission_denied", "You may view jobs but not run them.",
+                                             f"Ask an administrator for the permission {PERMISSION}."))
+        return view(request, *args, **kwargs)
+
+    return staff_required(wrapper)
+
+
+def _go(request: HttpRequest, url: str) -> HttpResponse:
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _job_url(job: ConversionJob) -> str:
+    return reverse("jobs:detail", args=[job.pk])
+
+
+@require_GET
+@staff_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    """``/jobs/``: the newest jobs with state and progress."""
+    jobs = list(ConversionJob.objects.select_related("created_by")[:100])
+    return render(request, "jobs/list.html", {"rows": [(job, progress(job)) for job in jobs]})
+
+
+def _job_context(job: ConversionJob, **extra) -> dict:
+    results = list(job.results.all()[:RESULTS_SHOWN])
+    derived = list(job.derived_jobs.all()) + list(job.retries.all())
+    confirm = extra.pop("confirm_form", None) or ConfirmConvertForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})
+    return {"job": job, "progress": progress(job), "results": results, "derived": derived,
+            "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
+            "convertible": [r for r in results if r.status == "needs_conversion"],
+            "over_limit": _over_limit(job, results), **extra}
+
+
+def _over_limit(job: ConversionJob, results) -> bool:
+    after = sum(r.bytes_after for r in results if r.status == "needs_conversion")
+    return job.kind == ConversionJob.Kind.DRY_RUN and job.size_limit_bytes is not None and after > job.size_limit_bytes
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@staff_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    """``/jobs/<id>/``: state, progress bar (htmx polling until finished), results, actions."""
+    job = get_object_or_404(ConversionJob, pk=job_id)
+    return render(request, "jobs/detail.html", _job_context(job))
+
+
+@require_GET
+@staff_required
+def job_progress(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The polled fragment; a finished job answers 286 so htmx stops polling."""
+    job = get_object_or_404(ConversionJob, pk=job_id)
+    html = render_to_string("jobs/_job.html", _job_context(job), request=request)
+    return HttpResponseStopPolling(html) if job.finished else HttpResponse(html)
+
+
+@require_GET
+@staff_required
+def worker_status(request: HttpRequest) -> HttpResponse:
+    """Fragment: is a delta-mode worker alive to run jobs? (asks the workers, about 1 s)"""
+    return render(request, "jobs/_workers.html", {"check": check_delta_workers()})
+
+
+@require_POST
+@manage_required
+def launch(request: HttpRequest) -> HttpResponse:
+    """"Convert to full", step 1: a dry run of the chosen threads (the estimate), then its job page."""
+    form = LaunchForm(request.POST)
+    if not form.is_valid():
+        return _invalid(request, form)
+    try:
+        job = services.create_job(request.user, ConversionJob.Kind.DRY_RUN, form.selection(),
+                                  integrity=not form.cleaned_data["skip_integrity"])
+    except JobError as exc:
+        return _error(request, exc.view())
+    services.launch(job)
+    return _go(request, _job_url(job))
+
+
+@require_POST
+@manage_required
+def confirm_convert(request: HttpRequest, job_id: int) -> HttpResponse:
+    """"Convert to full", step 2: convert what the finished dry run ``job_id`` found convertible."""
+    dry_run = get_object_or_404(ConversionJob, pk=job_id)
+    form = ConfirmConvertForm(request.POST)
+    if not form.is_valid():
+        return _invalid(request, form)
+    try:
+        job = services.create_job(request.user, ConversionJob.Kind.CONVERT, source_job=dry_run, **form.options())
+    except JobError as exc:
+        context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
+        return render(request, "jobs/detail.html", context, status=exc.status)
+    services.launch(job)
+    return _go(request, _job_url(job))
+
+
+_ACTIONS = {
+    "pause": lambda job, user: services.pause(job),
+    "resume": lambda job, user: services.resume(job),
+    "cancel": lambda job, user: services.cancel(job),
+    "retry": services.retry,
+    "revert": services.revert,
+}
+
+
+@require_POST
+@manage_required
+def job_action(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Pause, resume, cancel (this job) or retry, revert (a new job); then the resulting job's page."""
+    job = get_object_or_404(ConversionJob, pk=job_id)
+    form = JobActionForm(request.POST)
+    if not form.is_valid():
+        return _invalid(request, form)
+    try:
+        target = _ACTIONS[form.cleaned_data["action"]](job, request.user)
+    except JobError as exc:
+        return _error(request, exc.view())
+    return _go(request, _job_url(target))
+
+
+@require_GET
+@staff_required
+def backup_list(request: HttpRequest) -> HttpResponse:
+    """``/jobs/backups/``: every backup with its thread, size and status."""
+    backups = list_backups(get_runtime().config.database)
+    return render(request, "jobs/backups.html", {"backups": backups})
+
+
+@require_POST
+@manage_required
+def backup_purge(request: HttpRequest) -> HttpResponse:
+    """Delete a backup's rows (the converted thread is untouched; it can no longer be reverted)."""
+    form = PurgeBackupForm(request.POST)
+    if not form.is_valid():
+        return _invalid(request, form)
+    try:
+        purge_backup(get_runtime().config.database, form.cleaned_data["backup_id"])
+    except BackupNotFoundError as exc:
+        return _error(request, ErrorView(404, "backup_not_found", str(exc), "Reload the backups page."))
+    return _go(request, reverse("jobs:backups"))

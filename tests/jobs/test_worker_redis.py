@@ -1,0 +1,188 @@
+"""A real delta-mode Celery worker (prefork, Redis broker) runs a conversion job launched through the service.
+
+What this proves (issue 4, items 5 and 6):
+
+* ``services.create_job`` + ``services.launch`` in a dashboard process send
+  ``jobs.dispatch``; the worker, started as an operator starts it (``-Q
+  dashboard`` only), also consumes ``checkpoints.delta`` because it froze
+  delta mode, runs the thread tasks in its forked pool children (two in
+  flight) and records host, node, pid, frozen mode and cadence per thread.
+* The launch page's worker check sees that worker.
+* Afterwards a full-mode dashboard runtime reads each converted thread's head
+  and its canonical digest equals the manifest's.
+
+The dashboard's own tables live in a SQLite file shared by the launching
+process and the worker (as in ``make demo``); this test reads it directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.digest import messages_sha256
+from tests import fixtures_real
+from tests.integration import helpers
+
+pytestmark = pytest.mark.redis
+
+THREADS = ["delta-f10-9t", "delta-f10-fork", "markerless-delta-f10-13t"]
+READY_TIMEOUT = 90
+JOB_TIMEOUT = 180
+
+LAUNCH = """
+import json
+from django.db import transaction
+from dashboard.jobs import services
+from dashboard.jobs.workers import check_delta_workers
+check = check_delta_workers(timeout=2.0)
+with transaction.atomic():
+    job = services.create_job(None, "convert", {"thread_ids": %s}, confirmed=True, max_in_flight=2,
+                              throttle_delay_s=0.2, launched_by="test_worker_redis")
+    services.launch(job)
+print("RESULT " + json.dumps({"job_id": job.pk, "check": check.state, "workers": check.workers}))
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[dict]:
+    """A dashboard home (delta config.yaml, fixture SQLite copy, migrated dashboard DB) on a private Redis db."""
+    db = helpers.claim_empty_redis_db(f"test_worker_redis pid={os.getpid()}")
+    try:
+        config_path, var_dir = helpers.dashboard_home(tmp_path, "delta")
+        url = helpers.redis_url(db)
+        env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, CELERY_BROKER_URL=url,
+                                    CELERY_RESULT_BACKEND=url)
+        helpers.run_manage(["migrate", "--noinput", "-v0"], env)
+        yield {"env": env, "root": tmp_path, "var": var_dir}
+    finally:
+        helpers.flush_redis_db(db)
+
+
+@pytest.fixture
+def worker(home: dict) -> Iterator[helpers.ManagedProcess]:
+    node = f"jobs-delta-{uuid.uuid4().hex[:8]}@%h"
+    argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", "--concurrency=2",
+            "--pool=prefork", "-Q", "dashboard", "-n", node, "--without-heartbeat"]
+    proc = helpers.ManagedProcess.start("celery worker (delta)", argv, home["env"], home["root"] / "worker.log")
+    try:
+        helpers.wait_for_log(proc, r"^.*\] (\S+@\S+) ready\.$", timeout=READY_TIMEOUT)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _dashboard_rows(var_dir: Path, sql: str, params=()) -> list[sqlite3.Row]:
+    with sqlite3.connect(var_dir / "dash.sqlite3", timeout=10) as conn:
+        conn.row_factory = sqlite3.Row
+        return conn.execute(sql, params).fetchall()
+
+
+def _launch(home: dict) -> dict:
+    proc = helpers.run_manage(["shell", "-c", LAUNCH % json.dumps(THREADS)], home["env"])
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_a_convert_job_runs_on_a_real_delta_worker(home, worker):
+    launched = _launch(home)
+    assert launched["check"] == "ok" and len(launched["workers"]) == 1, launched
+
+    def finished():
+        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [launched["job_id"]])
+        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed", "cancelled") and rows[0]
+
+    state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")["state"]
+    results = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ? ORDER BY id",
+                              [launched["job_id"]])
+    assert state == "succeeded", [dict(r) for r in results]
+
+    children = helpers.child_pids(worker.pid)
+    for r in results:
+        assert r["status"] == "converted" and r["backup_id"] and r["error"] == ""
+        assert (r["worker_mode"], r["worker_snapshot_frequency"]) == ("delta", 10)
+        assert r["worker_node"] == launched["workers"][0] and r["worker_pid"] in children
+        assert r["head_messages_sha256"] == _manifest_head(r["thread_id"])
+
+    _assert_full_mode_reads_manifest_heads(DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data")))
+
+
+def _manifest_head(thread_id: str) -> str:
+    return fixtures_real.manifest_threads()[thread_id]["backends"]["sqlite"]["head"]["messages_sha256"]
+
+
+def _assert_full_mode_reads_manifest_heads(database: DatabaseConfig) -> None:
+    """A full-mode dashboard runtime (lineage gate included) now serves every converted thread."""
+    from dashboard.runtime import DashboardRuntime, install_runtime
+    from dashboard.threads import services as thread_services
+    from deerflow.config import load_config
+    from tests.dashboard.conftest import write_config
+
+    path = write_config(Path(database.sqlite_dir).parent / "config.full.yaml", database, "full")
+    rt = DashboardRuntime.from_config(load_config(path))
+    old = install_runtime(rt)
+    try:
+        for thread_id in THREADS:
+            view = thread_services.read_state(rt, thread_id)
+            assert messages_sha256(view.values["messages"]) == _manifest_head(thread_id), thread_id
+    finally:
+        rt.close()
+        install_runtime(old)
+
+
+KILL_THREAD = "delta-f10-200t"  # 752 checkpoints: long enough to be killed mid-conversion
+
+LAUNCH_ONE = """
+import json
+from django.db import transaction
+from dashboard.jobs import services
+with transaction.atomic():
+    job = services.create_job(None, "convert", {"thread_ids": [%r]}, confirmed=True, launched_by="kill-test")
+    services.launch(job)
+print("RESULT " + json.dumps({"job_id": job.pk}))
+"""
+
+
+@pytest.mark.slow
+def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home, worker):
+    """SIGKILL the child converting a thread: its transaction rolls back, the task is redelivered
+    (acks_late + reject_on_worker_lost), the row is reclaimed, and the thread ends fully converted."""
+    import signal
+    import time
+
+    proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % KILL_THREAD], home["env"])
+    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
+    query = "SELECT * FROM jobs_threadresult WHERE job_id = ?"
+
+    def running_a_while():
+        rows = _dashboard_rows(home["var"], query, [job_id])
+        return rows and rows[0]["status"] == "running" and rows[0]
+    victim = helpers.wait_until(running_a_while, timeout=60, proc=worker, what="the thread to start")["worker_pid"]
+    time.sleep(4)
+    assert _dashboard_rows(home["var"], query, [job_id])[0]["status"] == "running", "finished before the kill"
+    os.kill(victim, signal.SIGKILL)
+
+    def finished():
+        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id])
+        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
+    state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")
+    (row,) = _dashboard_rows(home["var"], query, [job_id])
+    assert state == "succeeded", dict(row)
+    assert row["status"] == "converted" and row["attempts"] == 2 and row["worker_pid"] != victim
+    assert row["head_messages_sha256"] == _manifest_head(KILL_THREAD)
+
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data"))
+    from deerflow import convert
+    assert [b.note for b in convert.list_backups(database, KILL_THREAD)] == [f"dashboard job {job_id}"]  # the killed attempt left nothing behind
+    from deerflow import inventory
+    from deerflow.savers import open_checkpointer
+    with open_checkpointer(database) as saver:
+        summary = inventory.get_thread_summary(saver, KILL_THREAD)
+    assert (summary.checkpoint_count, summary.mode) == (752, "full")  # every checkpoint converted, none left delta
