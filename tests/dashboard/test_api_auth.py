@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
@@ -200,6 +201,11 @@ def test_token_is_stored_hashed_and_usage_recorded(served, staff_user):
     assert token.user == staff_user
     for field in ApiToken._meta.concrete_fields:
         assert raw not in str(getattr(token, field.attname)), field.name
+    with connection.cursor() as cursor:  # nothing in any table holds the raw value
+        for table in connection.introspection.table_names(cursor):
+            cursor.execute(f'SELECT * FROM "{table}"')
+            for row in cursor.fetchall():
+                assert not any(raw in str(value) for value in row), table
     assert token.last_used_at is None
     assert Client().get("/api/threads", **bearer(raw)).status_code == 200
     token.refresh_from_db()
