@@ -6,9 +6,11 @@ Errors are ``{"detail", "hint"}`` with the status from :mod:`dashboard.errors`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_GET
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from dashboard.accounts.auth import api_staff_required
 from dashboard.errors import HANDLED, describe
@@ -24,12 +26,28 @@ def error_response(exc: Exception) -> JsonResponse:
     return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
 
 
+def get_only(view: Callable) -> Callable:
+    """Like Django's ``require_GET``, but the 405 carries the API's ``{"detail", "hint"}`` body."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.method != "GET":
+            response = JsonResponse({"detail": f"Method {request.method} is not allowed here.",
+                                     "hint": "The thread API is read-only; use GET.",
+                                     "code": "method_not_allowed"}, status=405)
+            response["Allow"] = "GET"
+            return response
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
 def _bad_request(form) -> JsonResponse:
     return JsonResponse({"detail": f"Invalid query parameters: {form_errors(form)}",
                          "hint": "Fix or drop the listed parameters.", "code": "invalid_parameters"}, status=400)
 
 
-@require_GET
+@get_only
 @api_staff_required
 def thread_list(request: HttpRequest) -> JsonResponse:
     """``{"threads": [{thread_id, mode, mode_evidence, thread_class, checkpoint_count, updated_at}], "next_cursor"}``."""
@@ -56,7 +74,7 @@ def thread_list(request: HttpRequest) -> JsonResponse:
     })
 
 
-@require_GET
+@get_only
 @api_staff_required
 def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
     """``{thread_id, checkpoint_id, checkpoint_ns, parent_checkpoint_id, created_at, metadata, values}``."""
@@ -83,7 +101,7 @@ def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
     })
 
 
-@require_GET
+@get_only
 @api_staff_required
 def thread_history(request: HttpRequest, thread_id: str) -> JsonResponse:
     """``{"checkpoints": [{checkpoint_id, parent_checkpoint_id, checkpoint_ns, step, source, created_at, mode, messages_stored, message_count}], "next_before"}``."""

@@ -216,6 +216,11 @@ def test_garbage_cursor_answers_400(sqlite_fixture_db, runtime_for, staff_client
     assert body["hint"]
 
 
-def test_api_threads_is_get_only(sqlite_fixture_db, runtime_for, staff_client):
+@pytest.mark.parametrize("url", [URL, "/api/threads/delta-f10-1t/state", "/api/threads/delta-f10-1t/history"])
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_api_is_get_only_with_json_405(sqlite_fixture_db, runtime_for, staff_client, url, method):
     runtime_for(sqlite_fixture_db, "delta")
-    assert staff_client.post(URL).status_code == 405
+    response = getattr(staff_client, method)(url)
+    assert response.status_code == 405
+    assert response["Allow"] == "GET"
+    assert set(response.json()) >= {"detail", "hint"}
