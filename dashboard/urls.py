@@ -20,4 +20,5 @@ urlpatterns = [
     path("api/", include("dashboard.threads.api_urls")),
     path("jobs/", include("dashboard.jobs.urls")),
     path("api/", include("dashboard.jobs.api_urls")),
+    path("", include("dashboard.fleet.urls")),
 ]
