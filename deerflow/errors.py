@@ -124,9 +124,8 @@ class CheckpointNotFoundError(DeerFlowError, LookupError):
 
     def __init__(self, thread_id: str, checkpoint_id: str | None, checkpoint_ns: str = ""):
         where = f" in namespace {checkpoint_ns!r}" if checkpoint_ns else ""
-        super().__init__(
-            f"Thread {thread_id!r} has no checkpoint {checkpoint_id!r}{where}."
-        )
+        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "checkpoints"
+        super().__init__(f"Thread {thread_id!r} has no {what}{where}.")
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.checkpoint_ns = checkpoint_ns
