@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dashboard.outages import OUTAGES, describe_outage
 from deerflow.errors import (
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
@@ -19,7 +20,7 @@ from deerflow.errors import (
 )
 from deerflow.inventory import InvalidCursorError
 
-__all__ = ["ErrorView", "HANDLED", "describe"]
+__all__ = ["ErrorView", "HANDLED", "OUTAGES", "describe"]
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,10 @@ def _reconfiguration(exc: CheckpointModeReconfigurationError) -> ErrorView:
 
 
 def describe(exc: Exception) -> ErrorView:
-    """The status, detail and hint for a handled error.
+    """The status, detail and hint for a handled error (:data:`HANDLED`) or an outage (:data:`OUTAGES`).
 
     Raises:
-        TypeError: ``exc`` is not one of :data:`HANDLED`.
+        TypeError: ``exc`` is neither.
     """
     if isinstance(exc, CheckpointModeMismatchError):
         return _mismatch(exc)
@@ -81,6 +82,9 @@ def describe(exc: Exception) -> ErrorView:
         return ErrorView(400, "invalid_cursor", str(exc), "Drop the cursor parameter to start from the first page.")
     if isinstance(exc, ConfigError):
         return ErrorView(503, "config_error", str(exc), "Fix config.yaml and restart the process.")
+    outage = describe_outage(exc)  # a database or the broker cannot be reached (dashboard.outages)
+    if outage is not None:
+        return ErrorView(503, *outage)
     raise TypeError(f"unhandled error type {type(exc).__name__}")
 
 

@@ -1,10 +1,15 @@
-"""Security headers: a strict Content-Security-Policy on every response (no inline script)."""
+"""Security headers (a strict Content-Security-Policy, no inline script) and the 503 answer to outages."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+log = logging.getLogger("dashboard.outages")
+#: Seconds a client should wait before retrying after an outage answer.
+RETRY_AFTER_S = 10
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -24,3 +29,56 @@ class ContentSecurityPolicyMiddleware:
         response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         response.headers.setdefault("Referrer-Policy", "same-origin")
         return response
+
+
+class OutageMiddleware:
+    """A database or the broker cannot be reached: answer 503 with what, where and what to do, never a traceback.
+
+    Catches :data:`dashboard.outages.OUTAGES` raised by any view. ``/api/``
+    routes answer ``{"detail", "hint", "code"}``; pages answer the error page
+    (the fragment for htmx swaps). When Django's own database is the one
+    down, the page is rendered as for an anonymous user, since loading the
+    session's user would fail again.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from dashboard.errors import describe
+        from dashboard.outages import is_outage
+
+        if not is_outage(exception):
+            return None
+        view = describe(exception)
+        log.error("%s on %s %s: %s (%s: %s)", view.code, request.method, request.path, view.hint,
+                  type(exception).__name__, exception)
+        if request.path.startswith("/api/"):
+            response: HttpResponse = JsonResponse(
+                {"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
+        else:
+            response = self._page(request, view, exception)
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+
+    @staticmethod
+    def _page(request: HttpRequest, view, exception: Exception) -> HttpResponse:
+        from django.contrib.auth.models import AnonymousUser
+        from django.db.utils import InterfaceError, OperationalError
+        from django.shortcuts import render
+
+        htmx = getattr(request, "htmx", None)
+        fragment = bool(htmx) and not htmx.history_restore_request
+        context: dict = {"error": view}
+        if isinstance(exception, OperationalError | InterfaceError):
+            context["user"] = AnonymousUser()
+        try:
+            return render(request, "errors/_error.html" if fragment else "errors/error.html", context,
+                          status=view.status)
+        except Exception:  # the page itself needs what is down: plain text, still no traceback
+            log.exception("rendering the %s page failed", view.code)
+            return HttpResponse(f"HTTP {view.status}: {view.detail}\nWhat to do: {view.hint}\n",
+                                status=view.status, content_type="text/plain; charset=utf-8")

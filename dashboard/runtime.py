@@ -42,11 +42,14 @@ class DashboardRuntime:
         config: what was read at start-up (path, SHA-256, stat, database block).
         mode: the frozen ``checkpoint_channel_mode``.
         snapshot_frequency: the frozen cadence (updates per snapshot).
+        pool_timeout_s: seconds a Postgres read waits for a connection; an
+            unreachable server answers 503 after this (under gunicorn's 30 s worker timeout).
     """
 
     config: LoadedConfig
     mode: str
     snapshot_frequency: int
+    pool_timeout_s: float = 10.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _stack: contextlib.ExitStack | None = field(default=None, repr=False)
     _saver: Any = field(default=None, repr=False)
@@ -78,7 +81,8 @@ class DashboardRuntime:
             with self._lock:
                 if self._saver is None:
                     stack = contextlib.ExitStack()
-                    self._saver = stack.enter_context(open_checkpointer(self.config.database))
+                    self._saver = stack.enter_context(
+                        open_checkpointer(self.config.database, timeout=self.pool_timeout_s))
                     self._stack = stack
         return self._saver
 

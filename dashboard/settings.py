@@ -50,6 +50,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so its process_exception runs first: outages answer 503 with a hint (dashboard.outages).
+    "dashboard.middleware.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"

@@ -4,9 +4,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from dashboard.health import healthz
 from dashboard.threads import views as thread_views
 
 urlpatterns = [
+    # Unauthenticated liveness (frozen mode only, no data): container health checks.
+    path("healthz", healthz, name="healthz"),
     path("", RedirectView.as_view(pattern_name="threads:list", permanent=False), name="home"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -58,7 +58,8 @@ def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Con
 
 
 @contextmanager
-def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4) -> Iterator[BaseCheckpointSaver]:
+def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4,
+                      timeout: float = 30.0) -> Iterator[BaseCheckpointSaver]:
     """Open a synchronous saver for ``database``; closes it on exit.
 
     Args:
@@ -66,13 +67,16 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
         create: create a missing SQLite file and run ``setup()`` (tables);
             otherwise a missing SQLite file is a :class:`ConfigError`.
         pool_size: maximum Postgres connections in the pool (count).
+        timeout: seconds a Postgres query waits for a pooled connection before
+            ``psycopg_pool.PoolTimeout`` (also how long an unreachable server
+            makes a caller wait).
 
     Yields:
         ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``.
 
     Raises:
         ConfigError: the SQLite file is missing and ``create`` is false.
-        psycopg.OperationalError: Postgres is unreachable.
+        psycopg.OperationalError: Postgres is unreachable (``PoolTimeout`` after ``timeout``).
     """
     if database.backend == "memory":
         yield InMemorySaver()
@@ -92,7 +96,7 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
     from psycopg_pool import ConnectionPool
 
     pool = ConnectionPool(
-        database.postgres_url, min_size=1, max_size=pool_size,
+        database.postgres_url, min_size=1, max_size=pool_size, timeout=timeout,
         kwargs=postgres_connect_kwargs(database), open=True,
     )
     try:

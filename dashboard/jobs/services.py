@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import kombu.exceptions
+import redis.exceptions
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Sum
@@ -143,17 +145,26 @@ def _estimate(kind: str, thread_ids: list[str], source: ConversionJob | None, co
 def launch(job: ConversionJob) -> None:
     """Start a Celery job once the surrounding transaction commits (inline jobs: see :func:`run_inline`).
 
-    A broker that cannot be reached is logged, not raised: the job stays
-    ``queued`` and the page's worker check says why.
+    A broker that cannot be reached pauses the job (resume it once the
+    broker is back) and the broker's error propagates, so pages and the API
+    answer 503 with its hint (``dashboard.outages``) instead of leaving a
+    job ``queued`` that nothing will ever start.
     """
     if job.runner == "celery":
-        transaction.on_commit(lambda: _send_dispatch(job.pk), robust=True)
+        transaction.on_commit(lambda: _send_dispatch(job.pk))
 
 
 def _send_dispatch(job_id: int) -> None:
     from dashboard.jobs import tasks  # tasks import this module
 
-    tasks.dispatch.delay(job_id)
+    try:
+        tasks.dispatch.delay(job_id)
+    except (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError) as exc:
+        Job.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
+            state=State.PAUSED, revision=F("revision") + 1)
+        log.warning("job %s paused: the broker cannot be reached (%s); resume it once the broker is back",
+                    job_id, exc)
+        raise
 
 
 # -- operator actions --------------------------------------------------------

@@ -1,7 +1,7 @@
 """Access control on every URL, and API bearer tokens from ``create_api_token``.
 
 Personas: anonymous, ``outsider`` (logged in, not staff), ``staff``. Every
-route in the URL conf except login/logout needs staff: the API answers 401
+route in the URL conf except login/logout and the data-free ``/healthz`` needs staff: the API answers 401
 JSON (anonymous, bad token) or 403 JSON (not staff); pages redirect to the
 login page.
 """
@@ -22,7 +22,7 @@ from dashboard.accounts.models import ApiToken, hash_token
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC = {"login", "logout"}
+PUBLIC = {"login", "logout", "healthz"}  # healthz: frozen mode only (tests/hardening/test_every_url.py)
 SAMPLE_THREAD = "delta-f10-1t"
 SAMPLE_ARGS = {"path": SAMPLE_THREAD, "str": "sample", "slug": "sample", "int": "1",
                "uuid": "00000000-0000-0000-0000-000000000001"}

@@ -1,0 +1,173 @@
+"""Outages: the checkpoint database, the dashboard's own database or the Celery broker cannot be reached.
+
+:func:`describe_outage` turns such an error into the registry's
+:class:`~dashboard.errors.ErrorView` (HTTP 503, operator words, no
+traceback) and says which service, where, why, and what to do::
+
+    checkpoint_database_unavailable   psycopg.OperationalError (incl. the pool's PoolTimeout), raw
+                                      sqlite3 errors (locked, unreadable, not a database): the saver's database
+    checkpoint_tables_missing         the database has no LangGraph checkpoint tables
+    checkpoint_database_permission    the database role may not do what was asked
+    dashboard_database_unavailable    Django's OperationalError / InterfaceError (users, sessions, jobs)
+    broker_unavailable                kombu.exceptions.OperationalError, redis ConnectionError / TimeoutError
+
+Errors from Django's database arrive wrapped by Django (``django.db.utils``);
+errors from the checkpoint saver arrive raw (psycopg, sqlite3), which is how
+the two are told apart.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import kombu.exceptions
+import psycopg
+import psycopg_pool
+import redis.exceptions
+from django.conf import settings
+from django.db import utils as db_utils
+from kombu.utils.url import maybe_sanitize_url
+
+__all__ = ["OUTAGES", "describe_outage", "is_outage", "redact"]
+
+#: The exception types :func:`describe_outage` recognises.
+OUTAGES: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.InsufficientPrivilege,
+    sqlite3.DatabaseError,  # includes OperationalError (locked, unreadable) and "file is not a database"
+    db_utils.OperationalError,
+    db_utils.InterfaceError,
+    kombu.exceptions.OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+
+_START = "Start it (README) and retry."
+
+
+def _reason(exc: BaseException) -> str:
+    """The cause in a few words: the first line, without libpq's repeated ``connection ... failed:`` prefix."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
+    if "failed: " in line:
+        line = line.rsplit("failed: ", 1)[1]
+    return line.rstrip(".") or type(exc).__name__
+
+
+def _postgres_where(url: str) -> str:
+    """``host:port`` of a libpq URL or DSN (no credentials)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "the configured server"
+    return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
+
+
+def _probe_postgres(url: str) -> str:
+    """Why a pool found no connection: connect once directly (3 s at most) and report what libpq says."""
+    try:
+        with psycopg.connect(url, connect_timeout=3):
+            return "the server answers, but no pooled connection became free in time"
+    except psycopg.Error as exc:
+        return _reason(exc)
+
+
+def _checkpoint_database() -> tuple[str, object]:
+    """(config.yaml path, its ``database:`` block) of this process, or ``("config.yaml", None)``."""
+    from dashboard.runtime import _runtime_if_started
+
+    rt = _runtime_if_started()
+    return (str(rt.config.path), rt.config.database) if rt else ("config.yaml", None)
+
+
+def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
+    path, database = _checkpoint_database()
+    url = getattr(database, "postgres_url", None) or ""
+    where = _postgres_where(url)
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return ("checkpoint_tables_missing",
+                f"The checkpoint database at {where} has no LangGraph checkpoint tables ({_reason(exc)}).",
+                f"Point database.postgres_url in {path} at DeerFlow's checkpoint database "
+                "(DeerFlow creates the tables when it first starts).")
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return ("checkpoint_database_permission",
+                f"The checkpoint database role at {where} is not allowed to do this: {_reason(exc)}.",
+                "Browsing needs only SELECT on checkpoints, checkpoint_blobs, checkpoint_writes and "
+                "checkpoint_migrations; conversions need a role that may write them.")
+    reason = _probe_postgres(url) if isinstance(exc, psycopg_pool.PoolTimeout) else _reason(exc)
+    return ("checkpoint_database_unavailable",
+            f"The checkpoint database (database.postgres_url in {path}) cannot be reached.",
+            f"PostgreSQL at {where} is unreachable: {reason}. {_START}")
+
+
+def _checkpoint_sqlite(exc: sqlite3.DatabaseError) -> tuple[str, str, str]:
+    path, database = _checkpoint_database()
+    file = database.sqlite_path() if database is not None and hasattr(database, "sqlite_path") else "deerflow.db"
+    reason = _reason(exc)
+    if "no such table" in reason:
+        return ("checkpoint_tables_missing",
+                f"The SQLite checkpoint file {file} has no LangGraph checkpoint tables ({reason}).",
+                f"Point database.sqlite_dir in {path} at the directory holding DeerFlow's deerflow.db.")
+    if "locked" in reason or "busy" in reason:
+        hint = "Another process holds a write lock on the file; retry in a moment."
+    else:
+        hint = "Check that the file exists and this process may read it, then retry."
+    return ("checkpoint_database_unavailable", f"The SQLite checkpoint file {file} cannot be read: {reason}.", hint)
+
+
+def _dashboard_database(exc: BaseException) -> tuple[str, str, str]:
+    db = settings.DATABASES["default"]
+    reason = _reason(exc.__cause__ or exc)
+    if "sqlite" in db["ENGINE"]:
+        where, service = f"{db['NAME']}", "SQLite file"
+    else:
+        where, service = f"{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}", "PostgreSQL at"
+    detail = "The dashboard's own database (DASHBOARD_DATABASE_URL: users, sessions, tokens, jobs) cannot be used."
+    if "no such table" in reason or "does not exist" in reason:
+        return "dashboard_database_unavailable", detail, f"{service} {where}: {reason}. Run `python manage.py migrate`."
+    return "dashboard_database_unavailable", detail, f"{service} {where} is unreachable: {reason}. {_START}"
+
+
+def _broker(exc: BaseException) -> tuple[str, str, str]:
+    url = maybe_sanitize_url(settings.CELERY_BROKER_URL)
+    service = "Redis" if url.startswith(("redis://", "rediss://")) else "The broker"
+    return ("broker_unavailable", "The Celery broker (CELERY_BROKER_URL) cannot be reached; nothing was sent to the workers.",
+            f"{service} at {url} is unreachable: {_reason(exc)}. {_START} A job launched meanwhile waits paused: "
+            "resume it from its page once the broker is back.")
+
+
+def describe_outage(exc: BaseException) -> tuple[str, str, str] | None:
+    """``(code, detail, hint)`` for an outage error, or ``None`` when ``exc`` is not one (status is 503).
+
+    Passwords in URLs are masked in both texts.
+    """
+    described = _describe(exc)
+    return None if described is None else (described[0], redact(described[1]), redact(described[2]))
+
+
+def _describe(exc: BaseException) -> tuple[str, str, str] | None:
+    if isinstance(exc, db_utils.OperationalError | db_utils.InterfaceError):
+        return _dashboard_database(exc)
+    if isinstance(exc, kombu.exceptions.OperationalError | redis.exceptions.ConnectionError
+                  | redis.exceptions.TimeoutError):
+        return _broker(exc)
+    if isinstance(exc, psycopg.OperationalError | psycopg.errors.UndefinedTable
+                  | psycopg.errors.InsufficientPrivilege):
+        return _checkpoint_postgres(exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        return _checkpoint_sqlite(exc)
+    return None
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True for the errors :func:`describe_outage` describes."""
+    return isinstance(exc, OUTAGES)
+
+
+_SECRET = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+
+
+def redact(text: str) -> str:
+    """``text`` with any ``scheme://user:password@`` password replaced by ``***``."""
+    return _SECRET.sub(r"\1***@", text)
