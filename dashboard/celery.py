@@ -39,8 +39,15 @@ def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
     from dashboard.fleet import control  # noqa: F401 - registers the deerflow_facts control command
     from dashboard.fleet.registry import register
     from dashboard.runtime import startup
+    from deerflow.errors import ConfigError
 
-    rt = startup(settings.DEER_FLOW_CONFIG_PATH)
+    try:
+        rt = startup(settings.DEER_FLOW_CONFIG_PATH)
+    except ConfigError as exc:
+        # Celery logs and ignores an exception raised by a signal handler, which would leave an
+        # unfrozen worker consuming tasks; SystemExit is not caught: the worker stops with the message.
+        log.critical("worker %s cannot start: %s", sender, exc)
+        raise SystemExit(f"celery worker not started: {exc}") from exc
     instance.app.amqp.queues.select_add(mode_queue(rt.mode))
     queues = sorted(set(instance.app.amqp.queues.keys()))
     registration = register(rt, "worker", queues=queues)

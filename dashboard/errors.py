@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from dashboard.outages import OUTAGES, describe_outage
 from deerflow.errors import (
+    CheckpointDecodeError,
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
     CheckpointNotFoundError,
     ConfigError,
+    IncompleteHistoryError,
     ThreadNotFoundError,
 )
 from deerflow.inventory import InvalidCursorError
@@ -78,6 +80,16 @@ def describe(exc: Exception) -> ErrorView:
     if isinstance(exc, CheckpointNotFoundError):
         return ErrorView(404, "checkpoint_not_found", str(exc),
                          "Check checkpoint_id and checkpoint_ns against the thread's history.")
+    if isinstance(exc, CheckpointDecodeError):
+        return ErrorView(422, "checkpoint_undecodable", str(exc),
+                         "The row is damaged in the database; nothing was changed. Restore it from a database "
+                         "backup. Checkpoints that do not depend on it still open from the thread's history.")
+    if isinstance(exc, IncompleteHistoryError):
+        return ErrorView(422, "history_incomplete", str(exc),
+                         "A delta checkpoint replays its ancestors back to the last snapshot; with a link missing, "
+                         "the messages after the break would show as if they were the whole conversation, so none "
+                         "are shown. Nothing was changed. Restore the missing rows from a database backup; the "
+                         "history marks every checkpoint that cannot be reconstructed.")
     if isinstance(exc, InvalidCursorError):
         return ErrorView(400, "invalid_cursor", str(exc), "Drop the cursor parameter to start from the first page.")
     if isinstance(exc, ConfigError):
@@ -93,6 +105,8 @@ HANDLED = (
     CheckpointModeReconfigurationError,
     ThreadNotFoundError,
     CheckpointNotFoundError,
+    CheckpointDecodeError,
+    IncompleteHistoryError,
     InvalidCursorError,
     ConfigError,
 )

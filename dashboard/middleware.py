@@ -65,14 +65,14 @@ class OutageMiddleware:
         return response
 
     @staticmethod
-    def _page(request: HttpRequest, view, exception: Exception) -> HttpResponse:
+    def _page(request: HttpRequest, view, exception: Exception, **extra) -> HttpResponse:
         from django.contrib.auth.models import AnonymousUser
         from django.db.utils import InterfaceError, OperationalError
         from django.shortcuts import render
 
         htmx = getattr(request, "htmx", None)
         fragment = bool(htmx) and not htmx.history_restore_request
-        context: dict = {"error": view}
+        context: dict = {"error": view, **extra}
         if isinstance(exception, OperationalError | InterfaceError):
             context["user"] = AnonymousUser()
         try:
@@ -82,3 +82,47 @@ class OutageMiddleware:
             log.exception("rendering the %s page failed", view.code)
             return HttpResponse(f"HTTP {view.status}: {view.detail}\nWhat to do: {view.hint}\n",
                                 status=view.status, content_type="text/plain; charset=utf-8")
+
+
+class DamagedCheckpointMiddleware:
+    """A thread route failed while decoding stored data: name the damaged checkpoint instead of a 500.
+
+    LangGraph's readers fail on a damaged blob with whatever the decoder
+    raises (``ValueError: invalid type Reserved``, ``TypeError``, ...). When a
+    thread route raises such an error, this checks the thread's stored values
+    one by one (:func:`deerflow.blobcheck.decode_error_for`); if one does not
+    decode, the answer is the registry's 422 naming the thread, the
+    checkpoint and the part; otherwise the error goes on as before.
+    """
+
+    DECODE_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, EOFError)
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, self.DECODE_FAILURES):
+            return None
+        match = request.resolver_match
+        thread_id = (match.kwargs.get("thread_id") if match else None) or request.GET.get("thread_id")
+        if not thread_id:
+            return None
+        from dashboard.errors import describe
+        from dashboard.runtime import get_runtime
+        from deerflow.blobcheck import decode_error_for
+
+        try:
+            damaged = decode_error_for(get_runtime().saver, thread_id)
+        except Exception:  # the check itself failed: keep the original error
+            log.exception("checking thread %r for undecodable rows failed", thread_id)
+            return None
+        if damaged is None:
+            return None
+        view = describe(damaged)
+        log.error("%s (%s: %s)", damaged, type(exception).__name__, exception)
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
+        return OutageMiddleware._page(request, view, exception, thread_id=thread_id)

@@ -50,7 +50,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    # Last, so its process_exception runs first: outages answer 503 with a hint (dashboard.outages).
+    # Last, so their process_exception runs first: a damaged checkpoint answers 422 naming it,
+    # outages answer 503 with a hint (dashboard.outages).
+    "dashboard.middleware.DamagedCheckpointMiddleware",
     "dashboard.middleware.OutageMiddleware",
 ]
 

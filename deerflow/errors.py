@@ -7,7 +7,9 @@
     ├── CheckpointModeMismatchError         a thread's checkpoints conflict with the frozen mode (HTTP 409)
     ├── CheckpointModeReconfigurationError  the process was asked to change a frozen value (HTTP 503)
     ├── ThreadNotFoundError                 no checkpoint stored for a thread id (HTTP 404)
-    └── CheckpointNotFoundError             no checkpoint with that id / namespace (HTTP 404)
+    ├── CheckpointNotFoundError             no checkpoint with that id / namespace (HTTP 404)
+    ├── CheckpointDecodeError               a stored checkpoint value cannot be decoded (HTTP 422)
+    └── IncompleteHistoryError              a delta checkpoint's replay chain is broken (HTTP 422)
 
 The two mode errors and their messages are fixed by the specification
 ("The fail-closed gate" and "HTTP error mapping"); the dashboard maps each
@@ -17,11 +19,13 @@ class to a status code and a remediation hint kept in one registry.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointDecodeError",
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
     "CheckpointNotFoundError",
     "ConfigError",
     "DeerFlowError",
+    "IncompleteHistoryError",
     "MISMATCH_MESSAGE",
     "RECONFIGURATION_MESSAGE",
     "SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE",
@@ -129,3 +133,46 @@ class CheckpointNotFoundError(DeerFlowError, LookupError):
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
         self.checkpoint_ns = checkpoint_ns
+
+
+class CheckpointDecodeError(DeerFlowError, ValueError):
+    """A value stored for a thread (checkpoint blob, pending write, channel blob) does not decode.
+
+    Raised by :func:`deerflow.blobcheck.decode_error_for` after a read failed
+    and the thread's stored values were checked one by one; it names the
+    first damaged one. The row is damaged in the database: restore it from a
+    backup; nothing reads or converts past it.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "", *, part: str = "checkpoint",
+                 reason: str = "", more: int = 0):
+        where = f" in namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        also = f" ({more} more damaged value{'s' if more != 1 else ''} in this thread)" if more else ""
+        super().__init__(f"Thread {thread_id!r}: checkpoint {checkpoint_id!r}{where}: the stored {part} "
+                         f"cannot be decoded ({reason}){also}.")
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_ns = checkpoint_ns
+        self.part = part
+        self.reason = reason
+
+
+class IncompleteHistoryError(DeerFlowError, LookupError):
+    """A delta checkpoint's messages cannot be reconstructed: its replay chain is broken.
+
+    Raised by the dashboard before materializing a delta checkpoint whose
+    ancestors (back to the nearest snapshot) are not all stored: a pruned
+    snapshot ancestor, a dangling ``parent_checkpoint_id`` or a parent cycle
+    (:func:`deerflow.lineage.find_lineage_gap`). Readers would otherwise
+    return the messages after the break only, as if they were the whole
+    conversation. Restore the missing rows from a backup.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "", *, reason: str = ""):
+        where = f" in namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        super().__init__(f"Thread {thread_id!r}: the messages of checkpoint {checkpoint_id!r}{where} cannot be "
+                         f"reconstructed: {reason}.")
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_ns = checkpoint_ns
+        self.reason = reason

@@ -17,12 +17,15 @@ from langgraph.types import StateSnapshot
 
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
+from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.errors import (
     MISMATCH_MESSAGE,
     CheckpointModeMismatchError,
     CheckpointNotFoundError,
+    IncompleteHistoryError,
     ThreadNotFoundError,
 )
+from deerflow.lineage import LineageGap, find_lineage_gap
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
     INTERNAL_CHECKPOINT_MODE_KEY,
@@ -38,6 +41,7 @@ __all__ = [
     "read_history",
     "read_state",
     "thread_summary",
+    "unknown_channels",
 ]
 
 
@@ -65,7 +69,11 @@ class StateView:
 
 @dataclass(frozen=True)
 class CheckpointRow:
-    """One history row: storage facts plus the materialized message count."""
+    """One history row: storage facts plus the materialized message count.
+
+    ``message_count`` is ``None`` when the checkpoint's messages cannot be
+    reconstructed (a delta replay chain with a missing link: see :mod:`deerflow.lineage`).
+    """
 
     checkpoint_id: str
     parent_checkpoint_id: str | None
@@ -75,7 +83,7 @@ class CheckpointRow:
     created_at: str | None
     mode: str
     messages_stored: str
-    message_count: int
+    message_count: int | None
 
 
 def _config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -132,6 +140,19 @@ def pending_nodes(checkpoint: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(nodes))
 
 
+def unknown_channels(rt: DashboardRuntime, checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """Stored channels that DeerFlow's state schema does not declare (added by middleware), as stored.
+
+    The accessor materializes through DeerFlow's schema, which would silently
+    leave them out; they are shown raw instead, never dropped. LangGraph's
+    internal channels (``__start__``, ``branch:to:<node>``, ...) are not state.
+    """
+    schema = get_thread_state_schema(rt.mode, rt.snapshot_frequency)
+    known = set(schema.__required_keys__) | set(schema.__optional_keys__)
+    return {name: value for name, value in (checkpoint.get("channel_values") or {}).items()
+            if name not in known and not name.startswith("__") and ":" not in name}
+
+
 def _clean_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (metadata or {}).items() if k != INTERNAL_CHECKPOINT_MODE_KEY}
 
@@ -170,6 +191,13 @@ def _thread_exists(rt: DashboardRuntime, thread_id: str) -> bool:
         return rt.saver.get_tuple(_config(thread_id)) is not None
 
 
+def _lineage_gap(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> LineageGap | None:
+    """Delta mode: the break in the checkpoint's replay chain, if any (full mode replays nothing)."""
+    if rt.mode != CHECKPOINT_MODE_DELTA:
+        return None
+    return find_lineage_gap(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
+
+
 def _gate_lineage(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> None:
     if rt.mode != CHECKPOINT_MODE_DELTA and _lineage_is_delta(rt, thread_id, checkpoint_ns, checkpoint_id):
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
@@ -182,14 +210,19 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         CheckpointModeReconfigurationError: config.yaml drifted (503).
         CheckpointModeMismatchError: full mode and the checkpoint or its lineage is delta (409).
         ThreadNotFoundError / CheckpointNotFoundError: nothing stored there (404).
+        IncompleteHistoryError: delta mode and the replay chain is broken (422).
     """
     rt.check_drift()
     tup = _raw_tuple(rt, thread_id, checkpoint_id, checkpoint_ns)
     resolved_id = tup.config["configurable"]["checkpoint_id"]
     _gate_lineage(rt, thread_id, checkpoint_ns, resolved_id)
+    gap = _lineage_gap(rt, thread_id, checkpoint_ns, resolved_id)
+    if gap is not None:  # never show the messages after a break as the whole conversation
+        raise IncompleteHistoryError(thread_id, resolved_id, checkpoint_ns, reason=gap.describe())
     # Materialize the checkpoint that was gated, even if a newer head appeared meanwhile.
     snapshot: StateSnapshot = rt.accessor.get(_config(thread_id, checkpoint_ns, resolved_id))
     values = dict(snapshot.values or {})
+    values.update(unknown_channels(rt, tup.checkpoint))
     if isinstance(values.get("messages"), _DeltaSnapshot):
         # Old LangGraph readers hand a full-mode process the raw snapshot object.
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
@@ -239,8 +272,8 @@ def read_history(
         cid = tup.config["configurable"]["checkpoint_id"]
         if rt.mode != CHECKPOINT_MODE_DELTA:
             _gate_lineage(rt, thread_id, checkpoint_ns, cid)
-        snapshot = rt.accessor.get(_config(thread_id, checkpoint_ns, cid))
-        messages = snapshot.values.get("messages") or []
+        gap = _lineage_gap(rt, thread_id, checkpoint_ns, cid)
+        messages = None if gap else (rt.accessor.get(_config(thread_id, checkpoint_ns, cid)).values.get("messages") or [])
         metadata = tup.metadata or {}
         rows.append(CheckpointRow(
             checkpoint_id=cid,
@@ -251,7 +284,7 @@ def read_history(
             created_at=tup.checkpoint.get("ts"),
             mode="delta" if checkpoint_metadata_uses_delta(metadata) else "full",
             messages_stored=messages_stored(tup.checkpoint.get("channel_values") or {}),
-            message_count=len(messages) if isinstance(messages, list) else 0,
+            message_count=None if gap else (len(messages) if isinstance(messages, list) else 0),
         ))
     next_before = rows[-1].checkpoint_id if more and rows else None
     return rows, next_before
