@@ -25,19 +25,22 @@ before using full mode"), done per thread in one transaction
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace, stored_seed
 from deerflow.convert.storage import ConversionSession, open_session
-from deerflow.digest import messages_sha256
+from deerflow.digest import canonical_messages, messages_sha256
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
     COUNTERS_METADATA_KEY,
@@ -63,8 +66,10 @@ class ThreadReport:
         bytes_before: bytes in LangGraph's tables before (checkpoints, blobs, writes).
         bytes_after: bytes after conversion (estimated by a dry run, measured after a conversion).
         findings: ``[{"kind", "checkpoint_id", "checkpoint_ns", "detail", "blocking"}]``.
-        first_difference: for ``integrity_mismatch`` / ``verification_failed``: where and both digests.
-        head_messages_sha256: canonical digest of the root namespace head after materialization.
+        first_difference: for ``integrity_mismatch`` / ``verification_failed``: where and both digests
+            (plus ``langgraph_error`` when LangGraph's reader failed during the integrity check).
+        head_messages_sha256: canonical digest of the root namespace head after materialization
+            (``None`` when a blocking finding leaves the head's value unknown).
         backup_id: the backup holding the original rows (after a conversion).
         attempts: transactions tried (count).
         duration_s: wall time (seconds).
@@ -97,6 +102,34 @@ class _Entry:
     tup: Any
     value: list[Any] | None
     rewrite: bool
+    digest: str | None = None  # messages_sha256(value); None when the value is unknown
+    target_version: Any = None  # the messages version the rewrite stores under (see _plan_versions)
+
+
+class _DigestCache:
+    """:func:`deerflow.digest.messages_sha256` with each message's canonical JSON made once.
+
+    The one-pass values of neighbouring checkpoints share message objects, so
+    hashing N checkpoints costs O(total messages) JSON encodings only once per
+    distinct message. ``json.dumps`` of a list with ``separators=(',', ':')``
+    is ``'[' + ','.join(items) + ']'``, so the digest is the same bytes.
+    The cache keeps a reference to every message it saw (ids stay unique).
+    """
+
+    def __init__(self) -> None:
+        self._json: dict[int, tuple[Any, str]] = {}
+
+    def __call__(self, messages: list[Any]) -> str:
+        parts = []
+        for m in messages:
+            hit = self._json.get(id(m))
+            if hit is None or hit[0] is not m:
+                text = json.dumps(canonical_messages([m])[0], sort_keys=True, ensure_ascii=False,
+                                  separators=(",", ":"))
+                hit = (m, text)
+                self._json[id(m)] = hit
+            parts.append(hit[1])
+        return hashlib.sha256(("[" + ",".join(parts) + "]").encode("utf-8")).hexdigest()
 
 
 class _Abort(Exception):
@@ -137,7 +170,10 @@ def _needs_rewrite(tup: Any, value: list[Any]) -> bool:
 
 
 def _load(session: ConversionSession, thread_id: str, report: ThreadReport) -> list[_Entry]:
+    # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
+    # task_path (a property of the task) is read only to flag order-unknown parallel writes.
     paths = session.task_paths(thread_id)
+    digests = _DigestCache()
     entries: list[_Entry] = []
     for ns in session.namespaces(thread_id):
         tuples = {t.config["configurable"]["checkpoint_id"]: t
@@ -147,8 +183,9 @@ def _load(session: ConversionSession, thread_id: str, report: ThreadReport) -> l
                 checkpoint_id=cid,
                 parent_id=t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None,
                 stored=t.checkpoint["channel_values"].get("messages"),
-                writes=[(w[0], w[2], paths.get((ns, cid, w[0], i)))
-                        for i, w in _indexed_writes(t.pending_writes) if w[1] == "messages"],
+                writes=[(w[0], w[2], paths.get((ns, cid, w[0])))
+                        for w in t.pending_writes or [] if w[1] == "messages"],
+                version=(t.checkpoint.get("channel_versions") or {}).get("messages"),
             )
             for cid, t in tuples.items()
         ]
@@ -159,113 +196,170 @@ def _load(session: ConversionSession, thread_id: str, report: ThreadReport) -> l
             assert isinstance(item, Materialized)
             tup = tuples[item.checkpoint_id]
             rewrite = item.messages is not None and _needs_rewrite(tup, item.messages)
-            entries.append(_Entry(ns, tup, item.messages, rewrite))
+            digest = None if item.messages is None else digests(item.messages)
+            entries.append(_Entry(ns, tup, item.messages, rewrite, digest))
     return entries
 
 
-def _indexed_writes(pending: list[Any] | None) -> list[tuple[int, Any]]:
-    # PendingWrite carries no idx; a task's writes keep their order, so number them per task.
-    counters: dict[str, int] = {}
-    out = []
-    for w in pending or []:
-        i = counters.get(w[0], 0)
-        counters[w[0]] = i + 1
-        out.append((i, w))
-    return out
-
-
 def _check_against_langgraph(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> None:
+    """The integrity check: every checkpoint's one-pass digest against LangGraph's own delta reader.
+
+    Raises:
+        _Abort: ``integrity_mismatch`` at the first checkpoint (walk order) where the
+            digests differ or LangGraph's reader fails; ``first_difference`` is
+            ``{checkpoint_id, checkpoint_ns, onepass_sha256, langgraph_sha256}``
+            (``langgraph_sha256`` ``None`` and ``langgraph_error`` set when the reader
+            raised or returned something that is not a message list).
+    """
     accessor = CheckpointStateAccessor.bind(session.saver, mode="delta")
     for e in entries:
         cid = e.tup.config["configurable"]["checkpoint_id"]
-        snapshot = accessor.get(_config(thread_id, e.ns, cid))
-        theirs = messages_sha256(snapshot.values.get("messages") or [])
-        ours = messages_sha256(e.value)
+        error = None
+        try:
+            snapshot = accessor.get(_config(thread_id, e.ns, cid))
+            theirs: str | None = messages_sha256(snapshot.values.get("messages") or [])
+        except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported
+            theirs, error = None, f"{type(exc).__name__}: {exc}"
+        ours = e.digest
         if theirs != ours:
+            difference = {"checkpoint_id": cid, "checkpoint_ns": e.ns, "onepass_sha256": ours,
+                          "langgraph_sha256": theirs}
+            if error is not None:
+                difference["langgraph_error"] = error
             raise _Abort(
                 "integrity_mismatch",
                 f"one-pass materialization differs from LangGraph's reader at checkpoint {cid}"
-                + (f" (namespace {e.ns})" if e.ns else ""),
+                + (f" (namespace {e.ns})" if e.ns else "")
+                + (f"; LangGraph's reader failed: {error}" if error else ""),
                 "The stored delta history does not replay consistently. Inspect the thread's history; "
                 "do not convert until an operator has decided which value is right.",
-                {"checkpoint_id": cid, "checkpoint_ns": e.ns, "onepass_sha256": ours, "langgraph_sha256": theirs},
+                difference,
             )
 
 
-def _estimate_after(session: ConversionSession, entries: list[_Entry], bytes_before: int) -> int:
-    serde = session.saver.serde
-    seen_versions: set[tuple[str, str]] = set()
-    added = 0
+def _plan_versions(session: ConversionSession, entries: list[_Entry]) -> None:
+    """Choose the ``messages`` version each rewritten checkpoint stores its value under.
+
+    SQLite stores values inline, so every checkpoint keeps its version.
+    Postgres keeps one blob per ``(namespace, version)``: checkpoints normally
+    share a version only when they share a value, but below a branch point
+    LangGraph's reader applies sibling writes, so two checkpoints can share a
+    version yet read differently; the later one (in walk order) then gets its
+    own version ``<version>~dfa<n>``, which sorts right after the original and
+    before every later version (StateGraph nodes trigger on their own
+    ``branch:to:*`` channels, so ``next`` is unchanged). Sets
+    ``_Entry.target_version``; writes nothing.
+    """
+    version_digest: dict[tuple[str, str], str | None] = {}
     for e in entries:
-        if not e.rewrite:
+        versions = e.tup.checkpoint.get("channel_versions") or {}
+        if not e.rewrite or "messages" not in versions:
             continue
-        if session.dialect == "postgres":
-            version = str(e.tup.checkpoint.get("channel_versions", {}).get("messages"))
-            if (e.ns, version) in seen_versions:
-                continue
-            seen_versions.add((e.ns, version))
-        added += len(serde.dumps_typed(e.value)[1])
-    return bytes_before + added
+        version = versions["messages"]
+        if session.dialect != "postgres":
+            e.target_version = version
+            continue
+        candidate, n = str(version), 0
+        while version_digest.setdefault((e.ns, candidate), e.digest) != e.digest:
+            n += 1
+            candidate = f"{version}~dfa{n}"
+        e.target_version = candidate
+
+
+def _rewritten(thread_id: str, e: _Entry) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``(config, checkpoint, metadata, new_versions)`` to ``put`` for one rewritten checkpoint.
+
+    Raises:
+        _Abort: ``blocked`` when the checkpoint has messages but no ``messages`` channel version.
+    """
+    tup = e.tup
+    checkpoint = dict(tup.checkpoint)
+    checkpoint["channel_values"] = dict(checkpoint["channel_values"])
+    versions = checkpoint.get("channel_versions") or {}
+    new_versions: dict[str, Any] = {}
+    if "messages" in versions:
+        checkpoint["channel_values"]["messages"] = e.value
+        if e.target_version != versions["messages"]:
+            checkpoint["channel_versions"] = {**versions, "messages": e.target_version}
+        new_versions["messages"] = e.target_version
+    elif e.value:
+        raise _Abort("blocked", f"checkpoint {checkpoint['id']} has messages but no channel version",
+                     "Leave this thread in delta mode and report the thread shape.")
+    else:
+        checkpoint["channel_values"].pop("messages", None)
+    parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+    return _config(thread_id, e.ns, parent), checkpoint, _clean_metadata(tup.metadata), new_versions
+
+
+def _estimate_after(session: ConversionSession, thread_id: str, entries: list[_Entry], bytes_before: int) -> int:
+    """Bytes the thread will occupy after conversion: ``bytes_before`` minus what is replaced plus what is written.
+
+    Each rewritten ``checkpoints`` row is built and serialized as the saver's
+    ``put`` stores it (SQLite: the checkpoint blob and metadata JSON;
+    Postgres: the two JSONB documents, sized by the server) and replaces the
+    stored row. On Postgres each planned ``messages`` blob (one per namespace
+    and version) also replaces the blob stored at the original version.
+    """
+    serde = session.saver.serde
+    _plan_versions(session, entries)
+    rewrites = [e for e in entries if e.rewrite]
+    sizes = session.checkpoint_row_sizes(thread_id)
+    removed = sum(sizes.get((e.ns, e.tup.config["configurable"]["checkpoint_id"]), 0) for e in rewrites)
+    added = 0
+    if session.dialect == "sqlite":
+        for e in rewrites:
+            config, checkpoint, metadata, _versions = _rewritten(thread_id, e)
+            added += len(serde.dumps_typed(checkpoint)[1]) + len(
+                json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore"))
+        return bytes_before - removed + added
+    from psycopg.types.json import Jsonb
+
+    documents: list[Any] = []
+    for e in rewrites:
+        config, checkpoint, metadata, _versions = _rewritten(thread_id, e)
+        inline = {k: v for k, v in checkpoint["channel_values"].items()
+                  if v is None or isinstance(v, (str, int, float, bool))}
+        documents.append(Jsonb({**checkpoint, "channel_values": inline}))
+        documents.append(Jsonb(get_serializable_checkpoint_metadata(config, metadata)))
+    if documents:
+        added += int(session.query("SELECT COALESCE(SUM(pg_column_size(d)), 0) AS b FROM unnest(?::jsonb[]) AS d",
+                                   [documents])[0]["b"])
+    blobs = session.messages_blob_sizes(thread_id)
+    old_seen: set[tuple[str, str]] = set()
+    new_seen: set[tuple[str, str]] = set()
+    for e in rewrites:
+        if e.target_version is None:
+            continue
+        old = (e.ns, str(e.tup.checkpoint["channel_versions"]["messages"]))
+        if old not in old_seen:
+            old_seen.add(old)
+            removed += blobs.get(old, 0)
+        new = (e.ns, str(e.target_version))
+        if new not in new_seen:
+            new_seen.add(new)
+            added += len(serde.dumps_typed(e.value)[1])
+    return bytes_before - removed + added
 
 
 def _write(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> None:
-    version_digest: dict[tuple[str, str], str] = {}
-    replaced: set[tuple[str, str]] = set()
-    splits: list[str] = []
+    _plan_versions(session, entries)
+    cleared: set[tuple[str, str]] = set()
     for e in entries:
         if not e.rewrite:
             continue
-        tup = e.tup
-        checkpoint = dict(tup.checkpoint)
-        checkpoint["channel_values"] = dict(checkpoint["channel_values"])
-        versions = checkpoint.get("channel_versions", {})
-        new_versions: dict[str, Any] = {}
-        if "messages" in versions:
-            checkpoint["channel_values"]["messages"] = e.value
-            version = _version_for(session, thread_id, e, str(versions["messages"]), version_digest, replaced, splits)
-            if version != versions["messages"]:
-                checkpoint["channel_versions"] = {**versions, "messages": version}
-            new_versions["messages"] = version
-        elif e.value:
-            raise _Abort("blocked", f"checkpoint {checkpoint['id']} has messages but no channel version",
-                         "Leave this thread in delta mode and report the thread shape.")
-        else:
-            checkpoint["channel_values"].pop("messages", None)
-        parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-        session.saver.put(_config(thread_id, e.ns, parent), checkpoint, _clean_metadata(tup.metadata), new_versions)
-
-
-def _version_for(session: ConversionSession, thread_id: str, e: _Entry, version: str,
-                 version_digest: dict[tuple[str, str], str], replaced: set[tuple[str, str]], splits: list[str]) -> str:
-    """The ``messages`` version to store ``e.value`` under (Postgres keeps one blob per version).
-
-    Checkpoints normally share a version only when they share a value. Below a
-    branch point LangGraph's reader applies sibling writes, so two checkpoints
-    can share a version yet read differently; the later one then gets its own
-    version ``<version>~dfa<n>``, which sorts right after the original and
-    before every later version (StateGraph nodes trigger on their own
-    ``branch:to:*`` channels, so ``next`` is unchanged).
-    """
-    if session.dialect != "postgres":
-        return version
-    digest = messages_sha256(e.value)
-    candidate, n = version, 0
-    while version_digest.setdefault((e.ns, candidate), digest) != digest:
-        n += 1
-        candidate = f"{version}~dfa{n}"
-    if candidate != version and candidate not in splits:
-        splits.append(candidate)
-    key = (e.ns, candidate)
-    if key not in replaced:
-        # The saver's blob upsert keeps an existing row (ON CONFLICT DO NOTHING): clear it first.
-        session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
-                        "AND channel = 'messages' AND version = ?", [thread_id, e.ns, candidate])
-        replaced.add(key)
-    return candidate
+        config, checkpoint, metadata, new_versions = _rewritten(thread_id, e)
+        if session.dialect == "postgres" and "messages" in new_versions:
+            key = (e.ns, str(new_versions["messages"]))
+            if key not in cleared:
+                # The saver's blob upsert keeps an existing row (ON CONFLICT DO NOTHING): clear it first.
+                session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
+                                "AND channel = 'messages' AND version = ?", [thread_id, e.ns, key[1]])
+                cleared.add(key)
+        session.saver.put(config, checkpoint, metadata, new_versions)
 
 
 def _verify(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> None:
-    expected = {(e.ns, e.tup.config["configurable"]["checkpoint_id"]): messages_sha256(e.value) for e in entries}
+    expected = {(e.ns, e.tup.config["configurable"]["checkpoint_id"]): e.digest for e in entries}
     accessor = CheckpointStateAccessor.bind(session.saver, mode="full")
     for ns in {e.ns for e in entries}:
         for tup in session.saver.list(_config(thread_id, ns)):
@@ -291,12 +385,15 @@ def _verify(session: ConversionSession, thread_id: str, entries: list[_Entry]) -
                           "full_mode_sha256": got})
 
 
-def _head_digest(entries: list[_Entry]) -> str | None:
-    root = [e for e in entries if e.ns == ""]
-    if not root:
-        return None
-    head = max(root, key=lambda e: e.tup.config["configurable"]["checkpoint_id"])
-    return messages_sha256(head.value or [])
+def _head_digest(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> str | None:
+    """Digest at the root namespace's head (its newest checkpoint, as LangGraph picks it);
+    ``None`` when that checkpoint has no trustworthy value (unreachable or blocked)."""
+    head = session.query("SELECT MAX(checkpoint_id) AS head FROM checkpoints WHERE thread_id = ? "
+                         "AND checkpoint_ns = ''", [thread_id])[0]["head"]
+    for e in entries:
+        if e.ns == "" and e.tup.config["configurable"]["checkpoint_id"] == head:
+            return e.digest
+    return None
 
 
 def _analyze(session: ConversionSession, thread_id: str, report: ThreadReport) -> list[_Entry]:
@@ -304,7 +401,7 @@ def _analyze(session: ConversionSession, thread_id: str, report: ThreadReport) -
     report.checkpoints_total = len(entries) + sum(
         1 for f in report.findings if f["blocking"] and f["kind"] in ("dangling_parent", "cycle"))
     report.checkpoints_to_rewrite = sum(1 for e in entries if e.rewrite)
-    report.head_messages_sha256 = _head_digest(entries)
+    report.head_messages_sha256 = _head_digest(session, thread_id, entries)
     blocking = [f for f in report.findings if f["blocking"]]
     if blocking:
         raise _Abort("blocked", f"{len(blocking)} blocking finding(s); first: {blocking[0]['detail']}",
@@ -314,6 +411,9 @@ def _analyze(session: ConversionSession, thread_id: str, report: ThreadReport) -
 
 def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool = True) -> ThreadReport:
     """Analyze one thread without writing: what conversion would rewrite and cost.
+
+    Reads one consistent snapshot and takes no lock, so DeerFlow keeps
+    writing meanwhile (SQLite: no write lock; Postgres: a read-only transaction).
 
     Args:
         database: the checkpoint database.
@@ -326,7 +426,7 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
     """
     started = time.monotonic()
     report = ThreadReport(thread_id=thread_id)
-    with open_session(database) as session:
+    with open_session(database, write=False) as session:
         report.attempts = 1
         try:
             if session.watermark(thread_id)[0] == 0:
@@ -338,7 +438,7 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
             else:
                 if integrity:
                     _check_against_langgraph(session, thread_id, entries)
-                report.bytes_after = _estimate_after(session, entries, report.bytes_before)
+                report.bytes_after = _estimate_after(session, thread_id, entries, report.bytes_before)
                 report.status = "needs_conversion"
         except _Abort as exc:
             _record(report, exc)
@@ -450,11 +550,11 @@ def revert_thread(database: DatabaseConfig, backup_id: str) -> ThreadReport:
             entries = _analyze(session, info.thread_id, report)
             for e in entries:
                 key = (e.ns, e.tup.config["configurable"]["checkpoint_id"])
-                if key in converted and converted[key] != messages_sha256(e.value):
+                if key in converted and converted[key] != e.digest:
                     raise _Abort("verification_failed", f"restored checkpoint {key[1]} reads differently",
                                  "Nothing was changed (rolled back).",
                                  {"checkpoint_id": key[1], "checkpoint_ns": key[0],
-                                  "converted_sha256": converted[key], "restored_sha256": messages_sha256(e.value)})
+                                  "converted_sha256": converted[key], "restored_sha256": e.digest})
             report.bytes_after = session.stored_bytes(info.thread_id)
             report.status = "reverted"
             session.commit()

@@ -9,8 +9,11 @@ per read::
     value(c) = replay(value(parent(c)), writes_at(parent(c)))   otherwise
     value(root) = []                                     when the root stores nothing
 
-where a seed is a stored ``_DeltaSnapshot`` (its ``.value``) or a plain
-pre-delta list (a stored ``None`` is not a seed), ``writes_at(p)`` are the
+where the root is the namespace's first checkpoint (smallest id; any other
+parentless checkpoint is a ``null_parent`` finding), a seed is a stored
+``_DeltaSnapshot`` (its ``.value``) or a plain pre-delta list (a stored
+``None`` is not a seed, although LangGraph's reader restarts from ``[]``
+there: the integrity check reports that difference), ``writes_at(p)`` are the
 ``messages`` writes stored under checkpoint ``p`` in the saver's
 ``(task_path, task_id, idx)`` order, and ``replay`` resets at the last
 ``Overwrite`` and folds the rest with :func:`merge_message_writes`. Lineage
@@ -21,14 +24,25 @@ Findings (never silently wrong values):
 
 * ``dangling_parent`` / ``cycle``: the tree cannot be walked; the affected
   checkpoints get no value.
+* ``null_parent``: a checkpoint other than the namespace's first (smallest
+  id) has no parent, so the history before it is unknown; unless it stores
+  a seed, it and its seedless descendants get no value (never ``[]`` as if
+  complete).
+* ``missing_writes``: a checkpoint's ``messages`` version differs from its
+  parent's, it stores no seed, yet the parent holds no ``messages`` write
+  (pruned writes); it and its seedless descendants get no value.
 * ``branch_point``: a parent with several children stores all their writes
   under its own id, so a child without its own seed sees its siblings'
   writes too (LangGraph reads it that way; reported, value kept as LangGraph reads it).
 * ``order_unknown``: writes of several tasks at one checkpoint carry no
   ``task_path``, so their live order is unknown (sorted by ``task_id``).
 * ``overwrite_in_blob``: a stored value was an ``Overwrite`` wrapper; unwrapped.
-* ``reducer_error``: the reducer raised (e.g. ``RemoveMessage`` of an unknown
-  id); that checkpoint and its seedless descendants get no value.
+* ``bad_stored_value``: the stored value is no message list (e.g. Postgres's
+  inline ``true`` snapshot marker whose blob row is gone); that checkpoint
+  and its seedless descendants get no value.
+* ``reducer_error``: replaying the writes stored under a parent raised (e.g.
+  ``RemoveMessage`` of an unknown id); reported on each child without its
+  own seed, which (with its seedless descendants) gets no value.
 """
 
 from __future__ import annotations
@@ -53,8 +67,9 @@ class Finding:
     """Something about a checkpoint the operator must know.
 
     Attributes:
-        kind: ``dangling_parent``, ``cycle``, ``branch_point``, ``order_unknown``,
-            ``overwrite_in_blob`` or ``reducer_error``.
+        kind: ``dangling_parent``, ``cycle``, ``null_parent``, ``missing_writes``,
+            ``branch_point``, ``order_unknown``, ``overwrite_in_blob``, ``bad_stored_value``
+            or ``reducer_error``.
         checkpoint_id: the checkpoint concerned.
         detail: one human-readable sentence.
         blocking: True when the value at ``checkpoint_id`` cannot be trusted.
@@ -75,12 +90,15 @@ class CheckpointNode:
         stored: ``channel_values.get("messages")`` as the saver returned it.
         writes: ``[(task_id, value, task_path)]`` for ``messages`` stored under this
             checkpoint, in the saver's order (``task_path`` may be ``None`` if unknown).
+        version: ``channel_versions.get("messages")`` (``None``: never written, or
+            unknown; then the ``missing_writes`` check is skipped for this checkpoint).
     """
 
     checkpoint_id: str
     parent_id: str | None
     stored: Any
     writes: list[tuple[str, Any, str | None]] = field(default_factory=list)
+    version: Any = None
 
 
 @dataclass(frozen=True)
@@ -93,11 +111,18 @@ class Materialized:
 
 
 def stored_seed(stored: Any) -> tuple[bool, Any, bool]:
-    """``(is_seed, value, was_overwrite_wrapper)`` for a stored channel value."""
+    """``(is_seed, value, was_overwrite_wrapper)`` for a stored channel value.
+
+    ``None`` (absent, or a stored ``None``) is no seed; a ``_DeltaSnapshot`` is
+    unwrapped (one holding ``None`` seeds ``[]``); an ``Overwrite`` wrapper in
+    any of LangGraph's forms is unwrapped and reported.
+    """
     if stored is None:
         return False, None, False
     if isinstance(stored, _DeltaSnapshot):
         stored = stored.value
+        if stored is None:  # DeltaChannel.replay_writes folds onto None as onto []
+            return True, [], False
     is_ow, ow_value = _get_overwrite(stored)
     if is_ow:
         return True, list(ow_value or []), True
@@ -135,8 +160,9 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
 
     Yields:
         :class:`Materialized` for every reachable checkpoint (parents before
-        children) and :class:`Finding` objects as they are discovered. A
-        value is dropped as soon as every child has used it, so memory holds
+        children; ``messages`` is ``None`` where a blocking finding makes the
+        value unknowable) and :class:`Finding` objects as they are discovered.
+        A value is dropped as soon as every child has used it, so memory holds
         the values of open branch points only.
     """
     by_id = {n.checkpoint_id: n for n in nodes}
@@ -157,8 +183,17 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
         if _order_unknown(by_id[parent]):
             yield Finding("order_unknown", parent,
                           "writes of several tasks without task_path: replay order is by task_id", False)
+    stack: list[tuple[str, list[Any] | None]] = []
+    first_root = min(roots) if roots else None
+    for root in sorted(roots, reverse=True):
+        if root == first_root:
+            stack.append((root, []))
+            continue
+        yield Finding("null_parent", root,
+                      "no parent_checkpoint_id although older checkpoints exist in this namespace: "
+                      "the history before it is unknown", True)
+        stack.append((root, None))
     visited: set[str] = set()
-    stack: list[tuple[str, list[Any] | None]] = [(r, []) for r in sorted(roots, reverse=True)]
     while stack:
         cid, inherited = stack.pop()
         visited.add(cid)
@@ -166,18 +201,39 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
         is_seed, seed_value, wrapped = stored_seed(node.stored)
         if wrapped:
             yield Finding("overwrite_in_blob", cid, "stored messages value was an Overwrite wrapper", False)
-        value: list[Any] | None = list(seed_value) if is_seed else inherited
+        value: list[Any] | None = inherited
+        if is_seed and isinstance(seed_value, (list, tuple)):
+            value = list(seed_value)
+        elif is_seed:
+            yield Finding("bad_stored_value", cid,
+                          f"stored messages value is a {type(seed_value).__name__}, not a message list"
+                          + (" (a Postgres snapshot marker whose blob row is missing)" if seed_value is True else ""),
+                          True)
+            value = None
         yield Materialized(cid, value, is_seed)
         kids = children.get(cid, [])
         if not kids:
             continue
         passed: list[Any] | None = None
+        error: Exception | None = None
         if value is not None:
             try:
                 passed = replay(value, [v for _task, v, _path in node.writes])
-            except (ValueError, TypeError) as exc:
-                yield Finding("reducer_error", cid, f"replaying this checkpoint's writes failed: {exc}", True)
+            except Exception as exc:  # noqa: BLE001 - any reducer failure is a finding, not a crash
+                error = exc
         for kid in sorted(kids, reverse=True):
+            child = by_id[kid]
+            if value is not None and not stored_seed(child.stored)[0]:
+                if error is not None:
+                    yield Finding("reducer_error", kid,
+                                  f"replaying the writes stored under parent {cid} failed: "
+                                  f"{type(error).__name__}: {error}", True)
+                elif (not node.writes and child.version is not None and child.version != node.version):
+                    yield Finding("missing_writes", kid,
+                                  f"messages version changed from {node.version!r} to {child.version!r} "
+                                  f"but parent {cid} stores no messages write", True)
+                    stack.append((kid, None))
+                    continue
             stack.append((kid, passed))
     for cid in by_id:
         if cid not in visited and by_id[cid].parent_id in by_id:

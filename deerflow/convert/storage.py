@@ -118,13 +118,33 @@ class ConversionSession:
         rows = self.query("SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", [thread_id])
         return sorted((r["checkpoint_ns"] for r in rows), key=lambda ns: (ns != "", ns))
 
-    def task_paths(self, thread_id: str) -> dict[tuple[str, str, str, int], str]:
-        """``{(checkpoint_ns, checkpoint_id, task_id, idx): task_path}`` for the thread's ``messages`` writes."""
+    def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
+        """``{(checkpoint_ns, checkpoint_id, task_id): task_path}`` for the tasks that wrote ``messages``.
+
+        ``task_path`` is a property of the task (every row of one task carries
+        the same one); ``''`` where the saver stored none.
+        """
         table = "writes" if self.dialect == "sqlite" else "checkpoint_writes"
         rows = self.query(
-            f"SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path FROM {table} "
+            f"SELECT DISTINCT checkpoint_ns, checkpoint_id, task_id, task_path FROM {table} "
             "WHERE thread_id = ? AND channel = 'messages'", [thread_id])
-        return {(r["checkpoint_ns"], r["checkpoint_id"], r["task_id"], int(r["idx"])): r["task_path"] for r in rows}
+        return {(r["checkpoint_ns"], r["checkpoint_id"], r["task_id"]): r["task_path"] for r in rows}
+
+    def messages_blob_sizes(self, thread_id: str) -> dict[tuple[str, str], int]:
+        """``{(checkpoint_ns, version): bytes}`` of the thread's ``messages`` blobs (Postgres; ``{}`` on SQLite)."""
+        if self.dialect == "sqlite":
+            return {}
+        rows = self.query("SELECT checkpoint_ns, version, COALESCE(length(blob), 0) AS b FROM checkpoint_blobs "
+                          "WHERE thread_id = ? AND channel = 'messages'", [thread_id])
+        return {(r["checkpoint_ns"], r["version"]): int(r["b"]) for r in rows}
+
+    def checkpoint_row_sizes(self, thread_id: str) -> dict[tuple[str, str], int]:
+        """``{(checkpoint_ns, checkpoint_id): bytes}`` of each ``checkpoints`` row (checkpoint + metadata)."""
+        size = ("LENGTH(checkpoint) + LENGTH(metadata)" if self.dialect == "sqlite"
+                else "pg_column_size(checkpoint) + pg_column_size(metadata)")
+        rows = self.query(f"SELECT checkpoint_ns, checkpoint_id, {size} AS b FROM checkpoints WHERE thread_id = ?",
+                          [thread_id])
+        return {(r["checkpoint_ns"], r["checkpoint_id"]): int(r["b"] or 0) for r in rows}
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes the thread occupies in LangGraph's tables (checkpoints, blobs, writes)."""
@@ -159,11 +179,21 @@ class ConversionSession:
 
 
 @contextmanager
-def open_session(database: DatabaseConfig) -> Iterator[ConversionSession]:
+def open_session(database: DatabaseConfig, *, write: bool = True) -> Iterator[ConversionSession]:
     """Open a connection, begin a transaction, and bind a saver to it.
+
+    Args:
+        database: the checkpoint database (sqlite or postgres).
+        write: ``True`` for a conversion (SQLite: ``BEGIN IMMEDIATE``, the
+            database write lock for the whole transaction). ``False`` for an
+            analysis that writes nothing (a dry run): one consistent snapshot
+            without blocking DeerFlow's writers (SQLite: a deferred read
+            transaction; Postgres: ``REPEATABLE READ``, read only).
 
     The transaction is rolled back on exit unless :meth:`ConversionSession.commit`
     was called. Raises ``ValueError`` for the memory backend (nothing persists).
+    The SQLite saver's ``setup()`` runs first, outside the transaction, and may
+    migrate an older file (LangGraph's own migration, e.g. ``writes.task_path``).
     """
     if database.backend == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
@@ -174,7 +204,7 @@ def open_session(database: DatabaseConfig) -> Iterator[ConversionSession]:
         try:
             saver = SqliteSaver(conn)
             saver.setup()
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             session = ConversionSession("sqlite", conn, saver)
             try:
                 yield session
@@ -190,6 +220,9 @@ def open_session(database: DatabaseConfig) -> Iterator[ConversionSession]:
         kwargs = postgres_connect_kwargs(database)
         kwargs["autocommit"] = False
         conn = psycopg.connect(database.postgres_url, **kwargs)
+        if not write:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
         try:
             saver = PostgresSaver(conn)
             session = ConversionSession("postgres", conn, saver)
