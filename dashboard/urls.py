@@ -25,3 +25,5 @@ urlpatterns = [
     path("api/", include("dashboard.jobs.api_urls")),
     path("", include("dashboard.fleet.urls")),
 ]
+
+handler404 = "dashboard.notfound.not_found"
