@@ -28,8 +28,13 @@ test: install-test
 	./scripts/ensure-chromium.sh
 	$(PY) -m pytest
 
+# Scale and speed benchmarks (issue 6): scratch Postgres databases, results in benchmarks/results/.
+# BENCH_ARGS="--scale small" for a quick run.
+bench: install
+	DJANGO_DEBUG=1 $(PY) manage.py run_benchmarks $(BENCH_ARGS)
+
 lint: install-test
-	$(VENV)/bin/ruff check deerflow dashboard tests
+	$(VENV)/bin/ruff check deerflow dashboard tests benchmarks
 
 clean:
 	rm -rf var/demo

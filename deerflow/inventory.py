@@ -29,120 +29,45 @@ import base64
 import binascii
 import datetime as dt
 import json
-import sqlite3
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+from deerflow import summary as summary_table
+from deerflow.sqlread import SqlReader, checkpoint_time, reader_for
 
 __all__ = [
-    "THREAD_CLASSES",
     "InvalidCursorError",
+    "SORTS",
     "SqlReader",
+    "THREAD_CLASSES",
     "ThreadSummary",
     "checkpoint_time",
+    "class_counts",
     "classify",
+    "current_summary",
+    "decode_cursor",
+    "encode_cursor",
     "get_thread_summary",
     "lineage_has_delta_evidence",
     "list_threads",
+    "list_threads_naive",
     "reader_for",
+    "storage_by_mode",
+    "stored_summary",
 ]
 
 THREAD_CLASSES = ("full", "delta", "delta_counters_only", "migrated", "inconsistent")
-_GREGORIAN_EPOCH = dt.datetime(1582, 10, 15, tzinfo=dt.UTC)
+#: ``sort`` values of :func:`list_threads` and the summary column each orders by (descending).
+SORTS = {"updated": "last_checkpoint_id", "checkpoints": "checkpoint_count", "bytes": "bytes_total"}
 
 
 class InvalidCursorError(ValueError):
     """A pagination cursor that this module did not produce (or that was altered)."""
 
 
-def checkpoint_time(checkpoint_id: str | None) -> dt.datetime | None:
-    """The creation time embedded in a LangGraph (UUIDv6) checkpoint id, UTC; ``None`` if not v6."""
-    if not checkpoint_id:
-        return None
-    hexid = checkpoint_id.replace("-", "")
-    if len(hexid) != 32 or hexid[12] != "6":
-        return None
-    try:
-        ticks = (int(hexid[0:8], 16) << 28) | (int(hexid[8:12], 16) << 12) | int(hexid[13:16], 16)
-    except ValueError:
-        return None
-    return _GREGORIAN_EPOCH + dt.timedelta(microseconds=ticks // 10)
-
-
-class SqlReader:
-    """Run read-only SQL on a saver's own connection (SQLite or Postgres).
-
-    Args:
-        saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver``.
-
-    Attributes:
-        dialect: ``"sqlite"`` or ``"postgres"``.
-    """
-
-    def __init__(self, saver: Any):
-        self.saver = saver
-        self.dialect = "sqlite" if isinstance(getattr(saver, "conn", None), sqlite3.Connection) else "postgres"
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        """Rows as dicts. ``sql`` uses ``?`` placeholders; they are translated for Postgres."""
-        if self.dialect == "sqlite":
-            with self.saver.lock:
-                cur = self.saver.conn.execute(sql, tuple(params))
-                names = [d[0] for d in cur.description]
-                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        sql = sql.replace("%", "%%").replace("?", "%s")
-        conn_or_pool = self.saver.conn
-        if hasattr(conn_or_pool, "connection"):
-            with conn_or_pool.connection() as conn, conn.cursor() as cur:
-                cur.execute(sql, tuple(params))
-                return list(cur.fetchall())
-        with conn_or_pool.cursor() as cur:
-            cur.execute(sql, tuple(params))
-            return list(cur.fetchall())
-
-    # SQL fragments over a checkpoints row aliased ``alias``.
-    def marker(self, alias: str = "c") -> str:
-        if self.dialect == "sqlite":
-            return f"COALESCE(json_extract(CAST({alias}.metadata AS TEXT), '$.{CHECKPOINT_MODE_METADATA_KEY}') = 'delta', 0)"
-        return f"COALESCE({alias}.metadata->>'{CHECKPOINT_MODE_METADATA_KEY}' = 'delta', false)"
-
-    def counters(self, alias: str = "c") -> str:
-        if self.dialect == "sqlite":
-            return f"(json_extract(CAST({alias}.metadata AS TEXT), '$.{COUNTERS_METADATA_KEY}.messages') IS NOT NULL)"
-        return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages') IS NOT NULL)"
-
-    def step(self, alias: str = "c") -> str:
-        if self.dialect == "sqlite":
-            return f"CAST(json_extract(CAST({alias}.metadata AS TEXT), '$.step') AS INTEGER)"
-        return f"(CASE WHEN jsonb_typeof({alias}.metadata->'step') = 'number' THEN ({alias}.metadata->>'step')::bigint END)"
-
-    def contains(self, column: str) -> str:
-        """``column`` contains the next ``?`` parameter as a literal, case-sensitive substring."""
-        if self.dialect == "sqlite":
-            return f"instr({column}, ?) > 0"
-        return f"strpos({column}, ?) > 0"
-
-    def truthy(self, expr: str) -> str:
-        """``expr`` as an integer 0/1, portable across both dialects."""
-        return f"(CASE WHEN {expr} THEN 1 ELSE 0 END)"
-
-
-def reader_for(saver: Any) -> SqlReader:
-    """A :class:`SqlReader` over ``saver``.
-
-    Raises:
-        TypeError: the saver keeps no SQL tables (``InMemorySaver``).
-    """
-    if not hasattr(saver, "conn"):
-        raise TypeError(f"{type(saver).__name__} has no SQL tables to inventory")
-    return SqlReader(saver)
-
-
 @dataclass(frozen=True)
 class ThreadSummary:
-    """One thread's inventory row (all from metadata).
+    """One thread's inventory row (all from metadata and stored sizes).
 
     Attributes:
         thread_id: LangGraph thread id.
@@ -158,6 +83,13 @@ class ThreadSummary:
         mode: ``"delta"`` if any checkpoint shows delta evidence, else ``"full"``.
         mode_evidence: ``"deerflow_marker"``, ``"langgraph_counters"`` or ``None``.
         thread_class: one of :data:`THREAD_CLASSES`.
+        bytes_checkpoints: stored bytes of its ``checkpoints`` rows (Postgres: on disk, compressed).
+        bytes_blobs: bytes of its ``checkpoint_blobs`` values (Postgres; 0 on SQLite, which keeps
+            values inside the checkpoint).
+        bytes_writes: bytes of its pending-write values.
+        replay_depth: updates since the last ``_DeltaSnapshot`` at the head (the head's
+            ``counters_since_delta_snapshot.messages[0]``; 0 at a snapshot head; ``None`` for a
+            head without delta evidence): the writes a reader replays to materialize the head.
     """
 
     thread_id: str
@@ -173,11 +105,21 @@ class ThreadSummary:
     mode: str
     mode_evidence: str | None
     thread_class: str
+    bytes_checkpoints: int = 0
+    bytes_blobs: int = 0
+    bytes_writes: int = 0
+    replay_depth: int | None = None
+
+    @property
+    def bytes_total(self) -> int:
+        """All stored bytes of the thread (checkpoints + blobs + writes)."""
+        return self.bytes_checkpoints + self.bytes_blobs + self.bytes_writes
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict (``updated_at`` as ISO 8601)."""
+        """JSON-friendly dict (``updated_at`` as ISO 8601, ``bytes_total`` included)."""
         out = asdict(self)
         out["updated_at"] = self.updated_at.isoformat() if self.updated_at else None
+        out["bytes_total"] = self.bytes_total
         return out
 
 
@@ -195,7 +137,8 @@ def classify(*, marker_count: int, counters_count: int, bare_count: int, head_ma
     return "delta"
 
 
-def _summary_sql(reader: SqlReader, where: str) -> str:
+def _naive_sql(reader: SqlReader, where: str) -> str:
+    """The per-request aggregate the summary replaces: ``GROUP BY thread_id`` over every checkpoint."""
     r = reader
     return f"""
         WITH agg AS (
@@ -218,6 +161,7 @@ def _summary_sql(reader: SqlReader, where: str) -> str:
 
 
 def _to_summary(row: dict[str, Any]) -> ThreadSummary:
+    """A :class:`ThreadSummary` from a naive-aggregate row (classified here) or a summary-table row."""
     marker_count = int(row["marker_count"] or 0)
     counters_count = int(row["counters_count"] or 0)
     facts = {
@@ -228,6 +172,7 @@ def _to_summary(row: dict[str, Any]) -> ThreadSummary:
         "head_counters": bool(row["head_counters"]),
     }
     evidence = "deerflow_marker" if marker_count else ("langgraph_counters" if counters_count else None)
+    replay = row.get("replay_depth")
     return ThreadSummary(
         thread_id=row["thread_id"],
         checkpoint_count=int(row["checkpoint_count"]),
@@ -236,15 +181,31 @@ def _to_summary(row: dict[str, Any]) -> ThreadSummary:
         updated_at=checkpoint_time(row["last_checkpoint_id"]),
         mode="delta" if evidence else "full",
         mode_evidence=evidence,
-        thread_class=classify(**facts),
+        thread_class=row.get("thread_class") or classify(**facts),
+        bytes_checkpoints=int(row.get("bytes_checkpoints") or 0),
+        bytes_blobs=int(row.get("bytes_blobs") or 0),
+        bytes_writes=int(row.get("bytes_writes") or 0),
+        replay_depth=None if replay is None else int(replay),
         **facts,
     )
 
 
-def encode_cursor(last_checkpoint_id: str, thread_id: str) -> str:
-    """An opaque keyset cursor for the row after which the next page starts."""
-    raw = json.dumps([last_checkpoint_id, thread_id], ensure_ascii=False).encode("utf-8")
+def _encode(value: list[Any]) -> str:
+    raw = json.dumps(value, ensure_ascii=False).encode("utf-8")
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def encode_cursor(last_checkpoint_id: str, thread_id: str) -> str:
+    """An opaque keyset cursor (default sort) for the row after which the next page starts."""
+    return _encode([last_checkpoint_id, thread_id])
+
+
+def _decode(cursor: str) -> Any:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return json.loads(base64.urlsafe_b64decode(padded.encode("ascii")).decode("utf-8"))
+    except (ValueError, UnicodeError, binascii.Error) as exc:
+        raise InvalidCursorError("cursor is not valid; start again without a cursor") from exc
 
 
 def decode_cursor(cursor: str) -> tuple[str, str]:
@@ -253,14 +214,35 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     Raises:
         InvalidCursorError: ``cursor`` is not a cursor this module produced.
     """
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        value = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")).decode("utf-8"))
-    except (ValueError, UnicodeError, binascii.Error) as exc:
-        raise InvalidCursorError("cursor is not valid; start again without a cursor") from exc
+    value = _decode(cursor)
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
         raise InvalidCursorError("cursor is not valid; start again without a cursor")
     return value[0], value[1]
+
+
+def _keyset_cursor(sort: str, key: Any, thread_id: str) -> str:
+    return encode_cursor(key or "", thread_id) if sort == "updated" else _encode([sort, int(key), thread_id])
+
+
+def _keyset_position(sort: str, cursor: str) -> tuple[Any, str]:
+    if sort == "updated":
+        return decode_cursor(cursor)
+    value = _decode(cursor)
+    if not (isinstance(value, list) and len(value) == 3 and value[0] == sort and type(value[1]) is int
+            and isinstance(value[2], str)):
+        raise InvalidCursorError(f"cursor does not belong to sort={sort}; start again without a cursor")
+    return value[1], value[2]
+
+
+def _validate(limit: int, mode: str | None, thread_class: str | None, sort: str) -> None:
+    if not 1 <= limit <= 1000:
+        raise ValueError(f"limit must be between 1 and 1000; got {limit}")
+    if mode not in (None, "full", "delta"):
+        raise ValueError(f"mode must be 'full' or 'delta'; got {mode!r}")
+    if thread_class not in (None, *THREAD_CLASSES):
+        raise ValueError(f"class must be one of {', '.join(THREAD_CLASSES)}; got {thread_class!r}")
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}; got {sort!r}")
 
 
 def list_threads(
@@ -271,42 +253,108 @@ def list_threads(
     mode: str | None = None,
     thread_class: str | None = None,
     q: str | None = None,
+    sort: str = "updated",
+    refresh: bool = True,
 ) -> tuple[list[ThreadSummary], str | None]:
-    """One page of threads, newest update first, with a keyset cursor.
+    """One page of threads from the summary table, largest sort key first, with a keyset cursor.
+
+    Reads ``dfa_thread_summary`` (:mod:`deerflow.summary`) through an index
+    per sort and filter: the cost is the page, not the database. With
+    ``refresh`` the summary is first brought up to date if that is cheap
+    (:func:`deerflow.summary.ensure_fresh`; staleness bound documented there).
+
+    Paging is a keyset over ``(sort key, thread_id)``: a walk returns every
+    thread whose key does not change meanwhile exactly once, and never a
+    thread twice (keys only grow -- a thread updated during the walk moves
+    behind the cursor); threads created meanwhile appear on a new walk.
 
     Args:
         saver: SQLite or Postgres saver.
         limit: page size (count, 1..1000).
-        cursor: from a previous page's ``next_cursor``.
+        cursor: from a previous page's ``next_cursor`` with the same ``sort``.
         mode: ``"full"`` or ``"delta"`` to filter by :attr:`ThreadSummary.mode`.
         thread_class: one of :data:`THREAD_CLASSES` to filter by class.
         q: case-sensitive substring of the thread id.
+        sort: ``"updated"`` (newest update first), ``"checkpoints"`` (most first) or
+            ``"bytes"`` (heaviest first); see :data:`SORTS`.
+        refresh: refresh the summary first when cheap.
 
     Returns:
         ``(threads, next_cursor)``; ``next_cursor`` is ``None`` on the last page.
 
     Raises:
-        InvalidCursorError: a cursor that was not produced here.
-        ValueError: ``limit`` out of range, or an unknown ``mode``/``thread_class``.
+        InvalidCursorError: a cursor that was not produced here (or for another sort).
+        ValueError: ``limit`` out of range, or an unknown ``mode``/``thread_class``/``sort``.
     """
-    if not 1 <= limit <= 1000:
-        raise ValueError(f"limit must be between 1 and 1000; got {limit}")
-    if mode not in (None, "full", "delta"):
-        raise ValueError(f"mode must be 'full' or 'delta'; got {mode!r}")
-    if thread_class not in (None, *THREAD_CLASSES):
-        raise ValueError(f"class must be one of {', '.join(THREAD_CLASSES)}; got {thread_class!r}")
+    _validate(limit, mode, thread_class, sort)
+    if not summary_table.readable(saver, refresh=refresh):
+        return _page(_live_rows(saver, q), limit=limit, cursor=cursor, mode=mode, thread_class=thread_class,
+                     sort=sort)
+    key = SORTS[sort]
     reader = reader_for(saver)
-    where, params = "", []
+    where, params = [], []
+    for column, value in (("mode", mode), ("thread_class", thread_class)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
     if q:
         # A literal, case-sensitive substring on both dialects (SQLite's LIKE
         # ignores ASCII case and both treat % and _ as wildcards).
+        where.append(reader.contains("thread_id"))
+        params.append(q)
+    if cursor:
+        where.append(f"({key}, thread_id) < (?, ?)")
+        params.extend(_keyset_position(sort, cursor))
+    rows = reader.query(
+        f"SELECT * FROM dfa_thread_summary {'WHERE ' + ' AND '.join(where) if where else ''} "
+        f"ORDER BY {key} DESC, thread_id DESC LIMIT {int(limit) + 1}", params)
+    page = [_to_summary(r) for r in rows[:limit]]
+    next_cursor = None
+    if len(rows) > limit:
+        next_cursor = _keyset_cursor(sort, rows[limit - 1][key], rows[limit - 1]["thread_id"])
+    return page, next_cursor
+
+
+def _live_rows(saver: Any, q: str | None = None) -> list[dict[str, Any]]:
+    """Every thread's row aggregated from LangGraph's tables now (when the summary cannot be used)."""
+    reader = reader_for(saver)
+    where, params = "thread_id IS NOT NULL", []
+    if q:
+        where, params = reader.contains("thread_id"), [q]
+    return reader.query(summary_table.row_select_sql(reader, where), summary_table.row_params(reader, params))
+
+
+def _page(rows: list[dict[str, Any]], *, limit: int, cursor: str | None, mode: str | None,
+          thread_class: str | None, sort: str) -> tuple[list[ThreadSummary], str | None]:
+    """Filter, order and cut one keyset page in memory (the same order and cursors as the SQL path)."""
+    key = SORTS[sort]
+    rows = [r for r in rows if (not mode or r["mode"] == mode) and (not thread_class or r["thread_class"] == thread_class)]
+    empty = "" if sort == "updated" else 0
+    rows.sort(key=lambda r: (r[key] if r[key] is not None else empty, r["thread_id"]), reverse=True)
+    if cursor:
+        after = _keyset_position(sort, cursor)
+        rows = [r for r in rows if (r[key], r["thread_id"]) < after]
+    next_cursor = None
+    if len(rows) > limit:
+        next_cursor = _keyset_cursor(sort, rows[limit - 1][key], rows[limit - 1]["thread_id"])
+    return [_to_summary(r) for r in rows[:limit]], next_cursor
+
+
+def list_threads_naive(saver: Any, *, limit: int = 50, cursor: str | None = None, mode: str | None = None,
+                       thread_class: str | None = None, q: str | None = None) -> tuple[list[ThreadSummary], str | None]:
+    """The pre-summary implementation: aggregate every checkpoint per request (the benchmark's baseline).
+
+    Same arguments, order and cursors as :func:`list_threads` with ``sort="updated"``;
+    storage fields stay 0. Cost: a ``GROUP BY thread_id`` over all of ``checkpoints``.
+    """
+    _validate(limit, mode, thread_class, "updated")
+    reader = reader_for(saver)
+    where, params = "", []
+    if q:
         where = f"WHERE {reader.contains('c.thread_id')}"
         params.append(q)
-    rows = [_to_summary(r) for r in reader.query(_summary_sql(reader, where), params)]
-    if mode:
-        rows = [r for r in rows if r.mode == mode]
-    if thread_class:
-        rows = [r for r in rows if r.thread_class == thread_class]
+    rows = [_to_summary(r) for r in reader.query(_naive_sql(reader, where), params)]
+    rows = [r for r in rows if (not mode or r.mode == mode) and (not thread_class or r.thread_class == thread_class)]
     rows.sort(key=lambda r: (r.last_checkpoint_id or "", r.thread_id), reverse=True)
     if cursor:
         after = decode_cursor(cursor)
@@ -314,16 +362,92 @@ def list_threads(
     page = rows[:limit]
     next_cursor = None
     if len(rows) > limit:
-        last = page[-1]
-        next_cursor = encode_cursor(last.last_checkpoint_id or "", last.thread_id)
+        next_cursor = encode_cursor(page[-1].last_checkpoint_id or "", page[-1].thread_id)
     return page, next_cursor
 
 
 def get_thread_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
-    """The inventory row of one thread, or ``None`` when it has no checkpoints."""
+    """The inventory row of one thread computed now from its own rows (exact), or ``None`` when it has none.
+
+    Reads LangGraph's tables only (through the ``thread_id`` indexes); writes nothing.
+    """
     reader = reader_for(saver)
-    rows = reader.query(_summary_sql(reader, "WHERE c.thread_id = ?"), [thread_id])
+    rows = reader.query(summary_table.row_select_sql(reader, "thread_id = ?"),
+                        [thread_id] * (3 if reader.dialect == "postgres" else 2))
     return _to_summary(rows[0]) if rows else None
+
+
+def stored_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
+    """The thread's row as the summary table holds it now (possibly stale), or ``None`` (no row, or
+    the summary cannot be read by this role)."""
+    if summary_table.access(saver) == "none":
+        return None
+    rows = reader_for(saver).query("SELECT * FROM dfa_thread_summary WHERE thread_id = ?", [thread_id])
+    return _to_summary(rows[0]) if rows else None
+
+
+def current_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
+    """The stored row when it still describes the thread's head, else ``None`` (compute it live then).
+
+    One query: the newest root-namespace checkpoint (the primary key's order)
+    against the stored row. Current means the same head id and the same head
+    marker and counters -- a conversion or a revert rewrites the head's
+    metadata under the same id. Rows added only in subgraph namespaces or
+    pending writes since the last refresh are not noticed here (the list's
+    staleness bound applies).
+    """
+    if summary_table.access(saver) == "none":
+        return None
+    r = reader_for(saver)
+    rows = r.query(
+        f"SELECT s.*, h.checkpoint_id AS live_head, {r.truthy(r.marker('h'))} AS live_marker, "
+        f"{r.truthy(r.counters('h'))} AS live_counters FROM (SELECT c.thread_id, c.checkpoint_id, c.metadata "
+        "FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = '' ORDER BY c.checkpoint_id DESC LIMIT 1) h "
+        "JOIN dfa_thread_summary s ON s.thread_id = h.thread_id", [thread_id])
+    if not rows:
+        return None
+    row = rows[0]
+    same = (row["live_head"] == row["head_checkpoint_id"] and bool(row["live_marker"]) == bool(row["head_marker"])
+            and bool(row["live_counters"]) == bool(row["head_counters"]))
+    return _to_summary(row) if same else None
+
+
+def class_counts(saver: Any, *, refresh: bool = True) -> dict[str, int]:
+    """Threads per class (every one of :data:`THREAD_CLASSES`, zeros included): one ``GROUP BY`` on the summary.
+
+    Falls back to aggregating LangGraph's tables when the summary cannot be used.
+    """
+    if summary_table.readable(saver, refresh=refresh):
+        rows = reader_for(saver).query(
+            "SELECT thread_class, COUNT(*) AS n FROM dfa_thread_summary GROUP BY thread_class")
+        counts = {r["thread_class"]: int(r["n"]) for r in rows}
+    else:
+        counts = {}
+        for r in _live_rows(saver):
+            counts[r["thread_class"]] = counts.get(r["thread_class"], 0) + 1
+    return {c: counts.get(c, 0) for c in THREAD_CLASSES}
+
+
+_STORAGE_KEYS = ("threads", "bytes_checkpoints", "bytes_blobs", "bytes_writes", "bytes_total")
+
+
+def storage_by_mode(saver: Any, *, refresh: bool = True) -> dict[str, dict[str, int]]:
+    """Totals per mode: ``{"full"|"delta": {"threads", "bytes_checkpoints", "bytes_blobs", "bytes_writes",
+    "bytes_total"}}`` (counts and bytes; both modes always present). Summary first, live fallback."""
+    out = {m: dict.fromkeys(_STORAGE_KEYS, 0) for m in ("full", "delta")}
+    if summary_table.readable(saver, refresh=refresh):
+        for r in reader_for(saver).query(
+                "SELECT mode, COUNT(*) AS threads, SUM(bytes_checkpoints) AS bytes_checkpoints, SUM(bytes_blobs) "
+                "AS bytes_blobs, SUM(bytes_writes) AS bytes_writes, SUM(bytes_total) AS bytes_total "
+                "FROM dfa_thread_summary GROUP BY mode"):
+            out[r["mode"]] = {k: int(r[k] or 0) for k in _STORAGE_KEYS}
+        return out
+    for r in _live_rows(saver):
+        totals = out[r["mode"]]
+        totals["threads"] += 1
+        for k in _STORAGE_KEYS[1:]:
+            totals[k] += int(r[k] or 0)
+    return out
 
 
 def lineage_has_delta_evidence(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
@@ -333,9 +457,18 @@ def lineage_has_delta_evidence(saver: Any, thread_id: str, checkpoint_ns: str, c
     drops the counters on snapshot checkpoints, so a marker-less delta thread
     looks full there; its ancestors still carry the counters. ``UNION``
     drops a repeated row, so a parent cycle cannot loop.
+
+    Cost: one index range scan of the namespace first (no row with evidence
+    -- every full thread -- answers False without walking); otherwise the
+    walk, which stops at the first evidence (usually the checkpoint itself).
     """
     reader = reader_for(saver)
     r = reader
+    evidence = (f"EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ? "
+                f"AND ({r.marker()} OR {r.counters()}))")
+    any_evidence = reader.query(f"SELECT {r.truthy(evidence)} AS e", [thread_id, checkpoint_ns])
+    if not any_evidence[0]["e"]:
+        return False
     sql = f"""
         WITH RECURSIVE lineage(checkpoint_id, parent_checkpoint_id, delta) AS (
             SELECT c.checkpoint_id, c.parent_checkpoint_id,

@@ -25,6 +25,7 @@ from dashboard.fleet.control import LiveCheck, live_check
 from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.models import ProcessRecord
 from dashboard.runtime import DashboardRuntime
+from dashboard.threads import storage as thread_storage
 from deerflow import census as census_mod
 from deerflow import inventory
 
@@ -57,6 +58,8 @@ class Audit:
     writers: dict[str, Any]
     readiness: dict[str, list[dict[str, Any]]]
     threads: list[dict[str, Any]] = field(default_factory=list)
+    #: threads and bytes per mode (:func:`deerflow.inventory.storage_by_mode`); shown on the page, not in ``as_dict``.
+    storage: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def has_errors(self) -> bool:
@@ -290,17 +293,18 @@ def _live_findings(live: LiveCheck, rows: list[dict[str, Any]], live_only: list[
     return findings
 
 
-def thread_census(rt: DashboardRuntime) -> tuple[dict[str, int], list[inventory.ThreadSummary]]:
-    """Thread count per class (all of :data:`deerflow.inventory.THREAD_CLASSES`) and every summary."""
+def thread_census(rt: DashboardRuntime, *, with_threads: bool = True) -> tuple[dict[str, int], list[inventory.ThreadSummary]]:
+    """Thread count per class (all of :data:`deerflow.inventory.THREAD_CLASSES`; one ``GROUP BY`` on the
+    thread summary) and, with ``with_threads``, every summary (paged from the summary's index)."""
+    counts = inventory.class_counts(rt.saver)
     summaries: list[inventory.ThreadSummary] = []
     cursor = None
-    while True:
+    while with_threads:
         page, cursor = inventory.list_threads(rt.saver, limit=1000, cursor=cursor)
         summaries += page
         if not cursor:
             break
-    counts = Counter(s.thread_class for s in summaries)
-    return {c: counts.get(c, 0) for c in inventory.THREAD_CLASSES}, summaries
+    return counts, summaries
 
 
 def _fleet_cadence(rows: list[dict[str, Any]]) -> int | None:
@@ -412,5 +416,5 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         cadences={"fleet": fleet, "by_thread": {k: {"exact": v.exact, "lower_bound": v.lower_bound}
                                                 for k, v in sorted(cadences.items())}},
         writers={"window_hours": hours, **writers.as_dict()},
-        readiness=_readiness(counts, serving, writers), threads=threads,
+        readiness=_readiness(counts, serving, writers), threads=threads, storage=thread_storage.storage_totals(rt),
     )

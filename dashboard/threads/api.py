@@ -47,10 +47,30 @@ def _bad_request(form) -> JsonResponse:
                          "hint": "Fix or drop the listed parameters.", "code": "invalid_parameters"}, status=400)
 
 
+def _thread_item(t, *, with_storage: bool) -> dict:
+    item = {
+        "thread_id": t.thread_id,
+        "mode": t.mode,
+        "mode_evidence": t.mode_evidence,
+        "thread_class": t.thread_class,
+        "checkpoint_count": t.checkpoint_count,
+        "updated_at": t.updated_at.isoformat() if t.updated_at else None,
+    }
+    if with_storage:
+        item["bytes"] = {"checkpoints": t.bytes_checkpoints, "blobs": t.bytes_blobs, "writes": t.bytes_writes,
+                         "total": t.bytes_total}
+        item["replay_depth"] = t.replay_depth
+    return item
+
+
 @get_only
 @api_staff_required
 def thread_list(request: HttpRequest) -> JsonResponse:
-    """``{"threads": [{thread_id, mode, mode_evidence, thread_class, checkpoint_count, updated_at}], "next_cursor"}``."""
+    """``{"threads": [{thread_id, mode, mode_evidence, thread_class, checkpoint_count, updated_at}], "next_cursor"}``.
+
+    With ``sort=`` (``updated``, ``checkpoints`` or ``bytes``) each item also
+    carries ``bytes`` (``{checkpoints, blobs, writes, total}``) and ``replay_depth``.
+    """
     form = ThreadListForm(request.GET)
     if not form.is_valid():
         return _bad_request(form)
@@ -58,18 +78,9 @@ def thread_list(request: HttpRequest) -> JsonResponse:
         threads, next_cursor = services.list_threads(get_runtime(), **form.filters(settings.DASHBOARD_PAGE_SIZE))
     except HANDLED as exc:
         return error_response(exc)
+    with_storage = "sort" in request.GET
     return JsonResponse({
-        "threads": [
-            {
-                "thread_id": t.thread_id,
-                "mode": t.mode,
-                "mode_evidence": t.mode_evidence,
-                "thread_class": t.thread_class,
-                "checkpoint_count": t.checkpoint_count,
-                "updated_at": t.updated_at.isoformat() if t.updated_at else None,
-            }
-            for t in threads
-        ],
+        "threads": [_thread_item(t, with_storage=with_storage) for t in threads],
         "next_cursor": next_cursor,
     })
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from django import forms
 
-from deerflow.inventory import THREAD_CLASSES
+from deerflow.inventory import SORTS, THREAD_CLASSES
+
+SORT_LABELS = {"updated": "last update", "checkpoints": "checkpoint count", "bytes": "size (heaviest first)"}
 
 
 class ThreadListForm(forms.Form):
-    """``/threads/`` and ``/api/threads``: filters and keyset pagination."""
+    """``/threads/`` and ``/api/threads``: filters, sort order and keyset pagination."""
 
     limit = forms.IntegerField(min_value=1, max_value=1000, required=False)
     cursor = forms.CharField(max_length=4096, required=False)
     mode = forms.ChoiceField(choices=[("", "any"), ("full", "full"), ("delta", "delta")], required=False)
     thread_class = forms.ChoiceField(choices=[("", "any")] + [(c, c) for c in THREAD_CLASSES], required=False)
     q = forms.CharField(max_length=2000, required=False, strip=True)
+    sort = forms.ChoiceField(choices=[(s, SORT_LABELS[s]) for s in SORTS], required=False)
 
     def filters(self, default_limit: int) -> dict:
         """Keyword arguments for :func:`deerflow.inventory.list_threads`."""
@@ -25,6 +28,7 @@ class ThreadListForm(forms.Form):
             "mode": data.get("mode") or None,
             "thread_class": data.get("thread_class") or None,
             "q": data.get("q") or None,
+            "sort": data.get("sort") or "updated",
         }
 
 

@@ -16,6 +16,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import StateSnapshot
 
 from dashboard.runtime import DashboardRuntime
+from dashboard.threads import storage
 from deerflow import inventory
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.errors import (
@@ -26,6 +27,7 @@ from deerflow.errors import (
     ThreadNotFoundError,
 )
 from deerflow.lineage import LineageGap, find_lineage_gap
+from deerflow.prefetch import reuse_tuple
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
     INTERNAL_CHECKPOINT_MODE_KEY,
@@ -220,7 +222,8 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
     if gap is not None:  # never show the messages after a break as the whole conversation
         raise IncompleteHistoryError(thread_id, resolved_id, checkpoint_ns, reason=gap.describe())
     # Materialize the checkpoint that was gated, even if a newer head appeared meanwhile.
-    snapshot: StateSnapshot = rt.accessor.get(_config(thread_id, checkpoint_ns, resolved_id))
+    # ... from the tuple already fetched above (LangGraph would fetch it, blobs and all, a second time).
+    snapshot: StateSnapshot = rt.accessor.get(reuse_tuple(_config(thread_id, checkpoint_ns, resolved_id), rt.saver, tup))
     values = dict(snapshot.values or {})
     values.update(unknown_channels(rt, tup.checkpoint))
     if isinstance(values.get("messages"), _DeltaSnapshot):
@@ -296,14 +299,22 @@ def list_threads(rt: DashboardRuntime, **filters: Any) -> tuple[list[inventory.T
 
 
 def thread_summary(rt: DashboardRuntime, thread_id: str) -> inventory.ThreadSummary:
-    """The inventory row of one thread.
+    """The inventory row of one thread: the summary's row while it still describes the head (one
+    query), else computed now from the thread's own rows, and the summary's copy healed.
 
     Raises:
         ThreadNotFoundError: the thread has no checkpoints.
     """
+    try:
+        current = inventory.current_summary(rt.saver, thread_id)
+    except TypeError:  # no SQL tables (memory saver)
+        current = None
+    if current is not None:
+        return current
     summary = inventory.get_thread_summary(rt.saver, thread_id)
     if summary is None:
         raise ThreadNotFoundError(thread_id)
+    storage.heal_summary(rt, summary)
     return summary
 
 

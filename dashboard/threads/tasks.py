@@ -1,11 +1,12 @@
-"""Celery tasks for threads: thin wrappers over :mod:`dashboard.threads.services`."""
+"""Celery tasks for threads: thin wrappers over :mod:`dashboard.threads.services` and :mod:`~dashboard.threads.storage`."""
 
 from __future__ import annotations
 
+import psycopg
 from celery import shared_task
 
 from dashboard.runtime import get_runtime
-from dashboard.threads import services
+from dashboard.threads import services, storage
 
 
 @shared_task(acks_late=True, name="threads.materialize_head")
@@ -16,3 +17,15 @@ def materialize_head(thread_id: str, checkpoint_ns: str = "") -> dict:
     so the caller sees the spec's text instead of a traceback.
     """
     return services.head_digest(get_runtime(), thread_id, checkpoint_ns)
+
+
+@shared_task(acks_late=True, name="threads.refresh_summary", autoretry_for=(psycopg.OperationalError,),
+             retry_backoff=True, max_retries=3)
+def refresh_summary(full: bool = False) -> dict:
+    """Bring the thread summary up to date (the periodic beat entries; ``full``: the reconcile).
+
+    Returns :class:`deerflow.summary.RefreshReport` as a dict. Retried only for
+    a lost or refused Postgres connection; an overlapping run is skipped
+    (``kind="skipped"``) rather than queued behind the lock.
+    """
+    return storage.refresh_inventory(get_runtime(), full=full).as_dict()

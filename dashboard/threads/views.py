@@ -6,14 +6,14 @@ import json
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, describe
 from dashboard.runtime import get_runtime
-from dashboard.threads import services
+from dashboard.threads import services, storage
 from dashboard.threads.forms import (
     HistoryQueryForm,
     StateQueryForm,
@@ -44,23 +44,34 @@ def _bad_params(request: HttpRequest, form) -> HttpResponse:
         "hint": "Fix or drop the listed parameters."}}, status=400)
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
 @staff_required
 def thread_list(request: HttpRequest) -> HttpResponse:
-    """``/threads/``: paginated inventory with mode flags from metadata."""
+    """``/threads/``: paginated inventory with mode flags and storage from the thread summary.
+
+    ``POST`` (the "Refresh" button) brings the summary up to date first, then
+    answers the same page (htmx) or redirects to it.
+    """
     form = ThreadListForm(request.GET)
     if not form.is_valid():
         return _bad_params(request, form)
     filters = form.filters(settings.DASHBOARD_PAGE_SIZE)
+    rt = get_runtime()
+    refreshed = None
     try:
-        threads, next_cursor = services.list_threads(get_runtime(), **filters)
+        if request.method == "POST":
+            refreshed = storage.refresh_inventory(rt)
+            if not request.htmx:
+                return redirect(f"{request.path}?{request.GET.urlencode()}" if request.GET else request.path)
+        threads, next_cursor = services.list_threads(rt, **filters)
     except HANDLED as exc:
         return render_error(request, exc)
     query = request.GET.copy()
     query.pop("cursor", None)
     context = {"form": form, "threads": threads, "next_cursor": next_cursor, "query": query.urlencode(),
-               "paged": bool(filters["cursor"])}
+               "paged": bool(filters["cursor"]), "sort": filters["sort"], "freshness": storage.freshness(rt),
+               "refreshed": refreshed}
     template = "threads/_rows.html" if wants_fragment(request) else "threads/list.html"
     return render(request, template, context)
 
@@ -98,6 +109,9 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         return _bad_params(request, form)
     rt = get_runtime()
     checkpoint_ns = form.cleaned_data["checkpoint_ns"] or ""
+    if request.GET.get("fragment") == "storage":  # loaded after the page: one scan of the thread's rows
+        return render(request, "threads/_storage.html", {
+            "chart": storage.storage_chart(rt, thread_id, checkpoint_ns), "checkpoint_ns": checkpoint_ns})
     summary = None
     try:
         summary = services.thread_summary(rt, thread_id)

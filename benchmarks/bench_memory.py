@@ -1,0 +1,116 @@
+"""Peak memory of converting a 2,000-turn delta thread, against its largest single materialized state.
+
+Each figure comes from a fresh subprocess (``python -m benchmarks.bench_memory
+<job> <postgres url> <thread id>``) that imports everything, connects, builds
+the graphs of both modes, records its resident set (``VmRSS``), resets the
+kernel's high-water mark (``/proc/self/clear_refs``), does one job, and reports
+the high-water mark (``VmHWM``; ``ru_maxrss`` where the reset is not allowed,
+which may include an import-time peak); the figure is peak minus baseline (MB):
+
+* ``state``: materialize the head through the accessor (the largest state of
+  the thread: every message) -> ``convert_largest_state_mb_2000t``; the
+  serialized size of that message list is ``convert_largest_state_serialized_mb_2000t``;
+* ``convert``: :func:`deerflow.convert.convert_thread` with its defaults ->
+  ``convert_peak_rss_mb_2000t``.
+
+The thread is plain question/answer turns (three checkpoints a turn) with
+short texts, so its full-mode output (every checkpoint storing the whole
+list) stays around a gigabyte and a half.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Context, scratch_database, timed
+from deerflow.seed import SeedPlan, seed_threads
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _status_kb(field: str) -> int:
+    return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                if line.startswith(field + ":"))
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's resident-set high-water mark (``VmHWM``) to now; False where not allowed."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _child(job: str, url: str, thread_id: str) -> dict[str, Any]:
+    from deerflow.config.database_config import DatabaseConfig
+    from deerflow.convert import convert_thread
+    from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+    from deerflow.savers import open_checkpointer
+
+    database = DatabaseConfig(backend="postgres", postgres_url=url)
+    out: dict[str, Any] = {}
+    with open_checkpointer(database, pool_size=1) as saver:
+        # Warm up what both jobs build once (graphs of both modes, a read): not part of either figure.
+        reader = CheckpointStateAccessor.bind(saver, mode="delta")
+        for mode in ("delta", "full"):
+            CheckpointStateAccessor.bind(saver, mode=mode).get({"configurable": {"thread_id": "warm-up",
+                                                                                 "checkpoint_ns": ""}})
+        baseline = _status_kb("VmRSS")
+        exact = _reset_peak()  # else ru_maxrss, which may include an earlier, higher import-time peak
+        if job == "state":
+            messages = reader.get({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}).values["messages"]
+            out["messages"] = len(messages)
+            out["serialized_bytes"] = len(saver.serde.dumps_typed(messages)[1])
+        else:
+            report = convert_thread(database, thread_id)
+            out["status"], out["bytes_after"] = report.status, report.bytes_after
+    out["baseline_kb"], out["ru_maxrss_kb"] = baseline, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["peak_kb"] = _status_kb("VmHWM") if exact else out["ru_maxrss_kb"]
+    return out
+
+
+def measure(job: str, url: str, thread_id: str) -> dict[str, Any]:
+    """Run ``job`` in a fresh interpreter; returns its report (peak and baseline in KB)."""
+    result = subprocess.run([sys.executable, "-m", "benchmarks.bench_memory", job, url, thread_id],
+                            capture_output=True, text=True, cwd=str(ROOT), check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run(ctx: Context) -> None:
+    """Seed one long plain delta thread, then measure both subprocesses."""
+    turns = 2000 if ctx.full else 200
+    with scratch_database(ctx, "memory") as database:
+        seconds, report = timed(lambda: seed_threads(database, SeedPlan(
+            threads=1, turns_min=turns, turns_max=turns, mode="delta", snapshot_frequency=10, seed="bench-memory",
+            templates=1, fork_rate=0, text_scale=0.1, long_output_rate=0, max_tool_rounds=0)))
+        thread_id = report.samples[0].thread_id
+        ctx.log(f"  seeded a {turns}-turn thread ({report.checkpoints} checkpoints) in {seconds:.0f} s")
+        state = measure("state", database.postgres_url, thread_id)
+        seconds, convert = timed(lambda: measure("convert", database.postgres_url, thread_id))
+    assert convert["status"] == "converted", convert
+    tag = "2000t" if ctx.full else f"{turns}t"
+    r = ctx.results
+    r[f"convert_largest_state_mb_{tag}"] = round((state["peak_kb"] - state["baseline_kb"]) / 1024, 1)
+    r[f"convert_largest_state_serialized_mb_{tag}"] = round(state["serialized_bytes"] / 1e6, 2)
+    r[f"convert_peak_rss_mb_{tag}"] = round((convert["peak_kb"] - convert["baseline_kb"]) / 1024, 1)
+    r[f"convert_peak_over_largest_state_{tag}"] = round(
+        r[f"convert_peak_rss_mb_{tag}"] / max(r[f"convert_largest_state_mb_{tag}"], 0.1), 1)
+    r[f"convert_memory_thread_checkpoints_{tag}"] = report.checkpoints
+    r[f"convert_memory_thread_messages_{tag}"] = state["messages"]
+    r[f"convert_memory_output_mb_{tag}"] = round(convert["bytes_after"] / 1e6, 1)
+    r[f"convert_memory_convert_s_{tag}"] = round(seconds, 1)
+    ctx.log(f"  largest state {r[f'convert_largest_state_mb_{tag}']} MB; conversion peak "
+            f"{r[f'convert_peak_rss_mb_{tag}']} MB (x{r[f'convert_peak_over_largest_state_{tag}']}), "
+            f"{seconds:.0f} s, output {r[f'convert_memory_output_mb_{tag}']} MB")
+    if not ctx.full:
+        ctx.notes.append(f"Peak memory measured on a {turns}-turn thread (small scale), keys end in _{tag}.")
+
+
+if __name__ == "__main__":
+    print(json.dumps(_child(sys.argv[1], sys.argv[2], sys.argv[3])))

@@ -1,0 +1,131 @@
+"""What every benchmark shares: scratch databases, timing, runtimes, the machine description.
+
+Timing rule: every figure is a median of repeated runs measured in this
+process (or in fresh subprocesses where memory is measured), and every
+ratio compares two figures measured side by side in one run on the same data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import os
+import platform
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+
+from deerflow.config.database_config import DatabaseConfig
+
+__all__ = ["Context", "machine", "median_ms", "runtime_for", "scratch_database", "timed"]
+
+DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@dataclass
+class Context:
+    """One benchmark run's settings and the results collected so far.
+
+    Attributes:
+        scale: ``"small"`` (1k threads, shorter threads) or ``"full"`` (the issue's sizes).
+        admin_url: a Postgres URL allowed to create and drop databases.
+        results: flat ``{key: number or string}`` every benchmark adds to.
+        notes: lines for the markdown report.
+        log: progress output (``print`` by default).
+    """
+
+    scale: str = "full"
+    admin_url: str = DEFAULT_ADMIN_URL
+    results: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    log: Callable[[str], None] = print
+
+    @property
+    def full(self) -> bool:
+        """True at full scale."""
+        return self.scale == "full"
+
+
+@contextmanager
+def scratch_database(ctx: Context, prefix: str) -> Iterator[DatabaseConfig]:
+    """A new Postgres database for one benchmark, dropped afterwards (its sessions terminated)."""
+    name = f"dfa_bench_{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ctx.admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = psycopg.conninfo.make_conninfo(ctx.admin_url, dbname=name)
+    try:
+        yield DatabaseConfig(backend="postgres", postgres_url=url)
+    finally:
+        with psycopg.connect(ctx.admin_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                         "AND pid <> pg_backend_pid()", (name,))
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """``(seconds, result)`` of one call (garbage collection settled first)."""
+    gc.collect()
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def median_ms(fn: Callable[[], Any], repeats: int, *, warmup: int = 1) -> float:
+    """Median wall time of ``fn`` over ``repeats`` calls after ``warmup`` calls (milliseconds)."""
+    for _ in range(warmup):
+        fn()
+    return round(statistics.median(timed(fn)[0] for _ in range(repeats)) * 1000, 3)
+
+
+def runtime_for(database: DatabaseConfig, mode: str, snapshot_frequency: int = 10) -> Any:
+    """A dashboard runtime on ``database`` in ``mode`` from a real config.yaml, not frozen (benchmarks read both modes)."""
+    from dashboard.runtime import DashboardRuntime
+    from deerflow.config import load_config
+
+    block = {"backend": database.backend, "postgres_url": database.postgres_url, "checkpoint_channel_mode": mode,
+             "checkpoint_delta": {"snapshot_frequency": snapshot_frequency}}
+    path = Path(tempfile.mkdtemp(prefix="dfa-bench-")) / "config.yaml"
+    path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
+    return DashboardRuntime.from_config(load_config(path), freeze=False)
+
+
+def _version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def machine(ctx: Context) -> dict[str, Any]:
+    """nproc, memory, CPU model, load, versions (Python, Postgres, SQLite, LangGraph, psycopg, Django) and date."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown")
+    mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")), 0)
+    with psycopg.connect(ctx.admin_url) as conn:
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        shared = conn.execute("SHOW shared_buffers").fetchone()[0]
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "memory_gb": round(mem_kb / 1024 / 1024, 1),
+        "cpu_model": cpu,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "postgres": server,
+        "postgres_shared_buffers": shared,
+        "sqlite": sqlite3.sqlite_version,
+        **{pkg: _version(pkg) for pkg in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres",
+                                          "langgraph-checkpoint-sqlite", "psycopg", "Django")},
+    }

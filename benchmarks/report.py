@@ -1,0 +1,70 @@
+"""Write a benchmark run to ``benchmarks/results/latest.json`` and ``latest.md`` (and a dated copy of the JSON)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["REQUIRED_KEYS", "RESULTS_DIR", "write_report"]
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: The keys issue 6 asks for (medians), with the target each is read against.
+REQUIRED_KEYS = {
+    "list_page_ms_100k": "< 50 ms",
+    "list_speedup_vs_naive_100k": ">= 20x",
+    "census_s_100k": "< 1 s",
+    "thread_page_ratio_vs_get_state": "<= 1.2",
+    "convert_speedup_vs_naive": ">= 10x",
+    "convert_ratio_to_write_floor": "<= 2",
+    "convert_peak_rss_mb_2000t": "small multiple of the largest state",
+    "convert_largest_state_mb_2000t": "(reference for the line above)",
+    "convert_threads_per_s_1w": "",
+    "convert_threads_per_s_2w": "",
+}
+
+
+def _rows(results: dict[str, Any], keys: list[str]) -> list[str]:
+    return [f"| `{k}` | {results.get(k, 'not measured')} | {REQUIRED_KEYS.get(k, '')} |" for k in keys]
+
+
+def write_report(run: dict[str, Any]) -> tuple[Path, Path]:
+    """Write ``run`` (``{"machine", "scale", "results", "notes", "seconds"}``); returns the two paths."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    results = run["results"]
+    text = json.dumps(run, indent=2, sort_keys=True, default=str)
+    json_path = RESULTS_DIR / "latest.json"
+    json_path.write_text(text + "\n", encoding="utf-8")
+    stamp = run["machine"]["date"].replace(":", "").replace("-", "")[:15]
+    (RESULTS_DIR / f"run-{stamp}-{run['scale']}.json").write_text(text + "\n", encoding="utf-8")
+    machine = run["machine"]
+    lines = [
+        f"# Benchmarks ({run['scale']} scale, {machine['date']})",
+        "",
+        f"Machine: {machine['nproc']} cores ({machine['cpu_model']}), {machine['memory_gb']} GB RAM, load average "
+        f"at start {machine['load_average_at_start']}; Python {machine['python']}, PostgreSQL {machine['postgres']} "
+        f"(shared_buffers {machine['postgres_shared_buffers']}), SQLite {machine['sqlite']}, langgraph "
+        f"{machine['langgraph']}, langgraph-checkpoint-postgres {machine['langgraph-checkpoint-postgres']}, "
+        f"psycopg {machine['psycopg']}, Django {machine['Django']}. Total run: {run['seconds']:.0f} s.",
+        "",
+        "Every figure is a median of repeated runs; every ratio compares two figures measured side by side in this "
+        "run on the same scratch database (created and dropped by the run).",
+        "",
+        "## Issue 6 keys",
+        "",
+        "| key | value | target |",
+        "|---|---|---|",
+        *_rows(results, list(REQUIRED_KEYS)),
+        "",
+        "## Everything measured",
+        "",
+        "| key | value |",
+        "|---|---|",
+        *[f"| `{k}` | {v} |" for k, v in sorted(results.items())],
+        "",
+    ]
+    if run.get("notes"):
+        lines += ["## Notes", "", *[f"- {n}" for n in run["notes"]], ""]
+    md_path = RESULTS_DIR / "latest.md"
+    md_path.write_text("\n".join(lines), encoding="utf-8")
+    return json_path, md_path

@@ -1,0 +1,251 @@
+"""Keeping the summary current: the watermark refresh, targeted recomputes, freshness.
+
+Refresh law: checkpoint ids are UUIDv6 and sort by creation time, so the
+threads touched since the last refresh are ``DISTINCT thread_id FROM
+checkpoints WHERE checkpoint_id > watermark`` (an index range scan). Each
+touched thread's row is recomputed from *its own* rows (the ``thread_id``
+indexes), never patched, so a stored row always equals the aggregate of the
+thread when it was read::
+
+    row(t) == row_select_sql(WHERE thread_id = t)      (deerflow.summary.rows)
+
+What the watermark cannot see, and what catches it:
+
+* rows committed after a refresh moved past their ids (a slow writer, a
+  skewed clock): :func:`refresh` with ``lag_s`` rescans that far behind the
+  watermark (the periodic task: 120 s);
+* rewrites that keep ids: conversions and reverts are noticed through
+  ``dfa_backups`` (:mod:`deerflow.convert`'s table); :func:`refresh_threads`
+  recomputes named threads (the thread page heals its own row); a full
+  reconcile (``full=True``) rebuilds every row and drops vanished threads.
+
+Concurrency: on Postgres one refresher at a time (a transaction-level
+advisory lock; the others skip); on SQLite the write lock serializes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for
+from deerflow.summary.rows import recompute, upsert_rows
+from deerflow.summary.schema import access, ensure_schema
+
+__all__ = ["Freshness", "RefreshReport", "ensure_fresh", "freshness", "id_floor", "readable", "refresh",
+           "refresh_threads"]
+
+_LOCK_KEY = "dfa.summary"
+
+
+@dataclass(frozen=True)
+class RefreshReport:
+    """What one refresh did.
+
+    Attributes:
+        kind: ``"full"``, ``"incremental"`` (0 threads when nothing was new), ``"skipped"`` (another
+            refresher held the lock) or ``"unavailable"`` (this role may not write the summary; from
+            :func:`dashboard.threads.storage.refresh_inventory`).
+        threads: thread rows recomputed (count).
+        watermark: the checkpoint id the summary is now complete up to (``None``: empty database).
+        seconds: wall time (seconds).
+    """
+
+    kind: str
+    threads: int
+    watermark: str | None
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy."""
+        return asdict(self)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def _locked(tx: Tx) -> bool:
+    if tx.dialect != "postgres":
+        return True
+    return bool(tx.query("SELECT pg_try_advisory_xact_lock(hashtext(?)) AS ok", [_LOCK_KEY])[0]["ok"])
+
+
+def id_floor(moment: dt.datetime) -> str:
+    """The smallest UUIDv6 string created at ``moment``: every checkpoint id made then or later sorts above it."""
+    ticks = int((moment - dt.datetime(1582, 10, 15, tzinfo=dt.UTC)).total_seconds() * 10_000_000)
+    h = f"{ticks >> 28:08x}{(ticks >> 12) & 0xFFFF:04x}6{ticks & 0xFFF:03x}" + "0" * 16
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0) -> RefreshReport:
+    """Bring the summary up to date.
+
+    Args:
+        saver: SQLite or Postgres saver.
+        full: rebuild every row from LangGraph's tables and drop rows of vanished threads
+            (also done automatically when the summary was never built).
+        lag_s: also recompute threads with checkpoints up to this many seconds older than the
+            watermark (catches rows committed late; seconds).
+
+    Returns:
+        A :class:`RefreshReport`.
+    """
+    started = time.monotonic()
+    ensure_schema(saver)
+    reader = reader_for(saver)
+    with reader.transaction() as tx:
+        if not _locked(tx):
+            return RefreshReport("skipped", 0, None, 0.0)
+        state = tx.query("SELECT * FROM dfa_summary_state WHERE id = 1")[0]
+        if full or state["watermark"] is None:
+            kind, count, mark = "full", *_full(tx, reader)
+        else:
+            kind, count, mark = "incremental", *_incremental(tx, reader, state["watermark"], lag_s)
+        count += _backups(tx, reader, state, rescan=kind != "full")
+        tx.execute("UPDATE dfa_summary_state SET watermark = ?, refreshed_at = ?"
+                   + (", full_refresh_at = ?" if kind == "full" else "") + " WHERE id = 1",
+                   [mark, _now(), _now()] if kind == "full" else [mark, _now()])
+    return RefreshReport(kind, count, mark, round(time.monotonic() - started, 4))
+
+
+def _full(tx: Tx, reader: SqlReader) -> tuple[int, str | None]:
+    # Read the high-water mark first: the aggregate below sees at least these rows.
+    mark = tx.query("SELECT MAX(checkpoint_id) AS m FROM checkpoints")[0]["m"]
+    count = upsert_rows(tx, reader, "thread_id IS NOT NULL", [])
+    tx.execute("DELETE FROM dfa_thread_summary WHERE NOT EXISTS ("
+               "SELECT 1 FROM checkpoints c WHERE c.thread_id = dfa_thread_summary.thread_id)")
+    return count, mark
+
+
+def _incremental(tx: Tx, reader: SqlReader, watermark: str, lag_s: float) -> tuple[int, str]:
+    newest = tx.query("SELECT MAX(checkpoint_id) AS m FROM checkpoints WHERE checkpoint_id > ?", [watermark])[0]["m"]
+    since = watermark
+    if lag_s > 0 and (moment := checkpoint_time(watermark)) is not None:
+        since = min(watermark, id_floor(moment - dt.timedelta(seconds=lag_s)))
+    elif newest is None:
+        return 0, watermark
+    touched = [r["thread_id"] for r in tx.query(
+        "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_id > ?", [since])]
+    return recompute(tx, reader, touched), max(watermark, newest or watermark)
+
+
+def _backup_marks(tx: Tx, dialect: str) -> tuple[str, int] | None:
+    """``(newest backup time, restored backups)`` of ``deerflow.convert``'s ``dfa_backups``, or ``None`` if absent."""
+    exists = tx.query("SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = 'dfa_backups'"
+                      if dialect == "sqlite" else "SELECT to_regclass('dfa_backups') IS NOT NULL AS x")
+    if not exists[0]["x"]:
+        return None
+    row = tx.query(f"SELECT MAX({_created(dialect)}) AS newest, "
+                   "SUM(CASE WHEN status = 'restored' THEN 1 ELSE 0 END) AS restored FROM dfa_backups")[0]
+    return row["newest"] or "", int(row["restored"] or 0)
+
+
+def _created(dialect: str) -> str:
+    if dialect == "sqlite":
+        return "created_at"
+    return "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+
+
+def _backups(tx: Tx, reader: SqlReader, state: dict[str, Any], *, rescan: bool) -> int:
+    """Recompute threads converted or reverted since the last refresh (their ids did not change)."""
+    marks = _backup_marks(tx, reader.dialect)
+    seen = (state.get("backups_seen") or "", int(state.get("restored_seen") or 0))
+    if marks is None or marks == seen:
+        return 0
+    tx.execute("UPDATE dfa_summary_state SET backups_seen = ?, restored_seen = ? WHERE id = 1", list(marks))
+    if not rescan:
+        return 0
+    ids = [r["thread_id"] for r in tx.query(
+        f"SELECT DISTINCT thread_id FROM dfa_backups WHERE {_created(reader.dialect)} > ? OR "
+        "(status = 'restored' AND ? <> ?)", [seen[0], marks[1], seen[1]])]
+    return recompute(tx, reader, ids)
+
+
+def refresh_threads(saver: Any, thread_ids: list[str]) -> int:
+    """Recompute the rows of ``thread_ids`` now (e.g. after rewriting them); returns rows written."""
+    ensure_schema(saver)
+    reader = reader_for(saver)
+    with reader.transaction() as tx:
+        return recompute(tx, reader, list(dict.fromkeys(thread_ids)))
+
+
+# -- freshness on the request path ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Freshness:
+    """How current the summary is.
+
+    Attributes:
+        watermark: checkpoint id the summary is complete up to (``None``: never built or empty).
+        as_of: time of the watermark's checkpoint (UTC) or ``None``.
+        pending: checkpoints newer than the watermark, counted up to the budget + 1 (count).
+        refreshed_at: when a refresh last ran (ISO 8601) or ``None``.
+        full_refresh_at: when the last full reconcile ran (ISO 8601) or ``None``.
+        backups_changed: threads were converted or reverted since the last refresh.
+        refreshed: this call refreshed the summary.
+    """
+
+    watermark: str | None
+    as_of: dt.datetime | None
+    pending: int
+    refreshed_at: str | None
+    full_refresh_at: str | None
+    backups_changed: bool = False
+    refreshed: bool = False
+
+
+def freshness(saver: Any, *, budget: int = 2000) -> Freshness:
+    """Read the watermark and count (up to ``budget + 1``) checkpoints newer than it. Writes nothing.
+
+    The summary tables must exist and be readable (:func:`deerflow.summary.schema.access`).
+    """
+    reader = reader_for(saver)
+    with reader.reading() as tx:
+        state = tx.query("SELECT * FROM dfa_summary_state WHERE id = 1")[0]
+        mark = state["watermark"]
+        newer, params = ("WHERE checkpoint_id > ?", [mark]) if mark is not None else ("", [])
+        pending = int(tx.query(f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM checkpoints {newer} "
+                               f"LIMIT {int(budget) + 1}) p", params)[0]["n"])
+        marks = _backup_marks(tx, reader.dialect)
+    changed = marks is not None and marks != (state["backups_seen"] or "", int(state["restored_seen"] or 0))
+    return Freshness(mark, checkpoint_time(mark), pending, state["refreshed_at"], state["full_refresh_at"], changed)
+
+
+def ensure_fresh(saver: Any, *, budget: int = 2000) -> Freshness:
+    """Refresh inline when it is cheap, else leave it to the periodic task.
+
+    Cheap means at most ``budget`` checkpoints arrived since the watermark
+    (then only the threads they touch are recomputed). A summary that was
+    never built is built here whatever its size (run ``manage.py
+    refresh_inventory`` once after deploying on a large database instead).
+    Staleness bound otherwise: one period of the periodic refresh.
+
+    Returns:
+        The :class:`Freshness` after any refresh.
+    """
+    fresh = freshness(saver, budget=budget)
+    built = fresh.refreshed_at is not None
+    if built and not fresh.backups_changed and (fresh.pending == 0 or fresh.pending > budget):
+        return fresh
+    refresh(saver)
+    after = freshness(saver, budget=budget)
+    return Freshness(after.watermark, after.as_of, after.pending, after.refreshed_at, after.full_refresh_at,
+                     after.backups_changed, True)
+
+
+def readable(saver: Any, *, refresh: bool = True) -> bool:
+    """True when readers may use the summary table for this saver (refreshing it first if allowed and cheap).
+
+    False when this role cannot use the tables (:func:`deerflow.summary.schema.access` is
+    ``"none"``), or may only read them and they were never built: callers then aggregate
+    LangGraph's tables live.
+    """
+    allowed = access(saver)
+    if allowed == "write":
+        if refresh:
+            ensure_fresh(saver)
+        return True
+    return allowed == "read" and freshness(saver).refreshed_at is not None

@@ -1,0 +1,173 @@
+"""``deerflow.seed``: the rows it writes are the rows LangGraph writes, read back through LangGraph.
+
+Proofs, on both backends and in both modes:
+
+* every sampled thread's head materializes (``CheckpointStateAccessor``,
+  i.e. LangGraph's reader) to exactly the messages the scripted run returned;
+* every checkpoint of a copy materializes like the same checkpoint of the
+  original run, read from the original rows;
+* task ids are what LangGraph computes for the new checkpoint ids;
+* ids are UUIDv6 in time order with the step in the clock sequence, ``ts``
+  matches, and a patched SQLite checkpoint is byte-identical to the saver's
+  own serialization of the patched value.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+
+import psycopg
+import pytest
+from langgraph.checkpoint.base.id import uuid6
+
+from deerflow.digest import messages_sha256
+from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+from deerflow.savers import open_checkpointer
+from deerflow.seed import SeedPlan, seed_threads
+from deerflow.seed.ids import clock_seq_of, unix_us_of, uuid6_at
+from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
+from deerflow.seed.script import ScriptedAgent
+from deerflow.seed.template import record_template
+from deerflow.sqlread import checkpoint_time
+from tests.scale.conftest import BACKENDS
+
+START_US = 1_700_000_000_123_456
+
+
+def _config(thread_id: str, checkpoint_id: str | None = None) -> dict:
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["full", "delta", "mixed"])
+def test_every_sampled_head_reads_back_as_the_run_wrote_it(seeded, backend, mode):
+    database, report = seeded(backend, threads=40, mode=mode, fork_rate=0.5)
+    assert report.threads == 40 and len(report.samples) == 40
+    assert set(report.by_kind) <= ({mode} if mode != "mixed" else {"full", "delta", "migrated", "markerless"})
+    with open_checkpointer(database) as saver:
+        reader = CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=3)
+        for sample in report.samples:
+            messages = reader.get(_config(sample.thread_id)).values.get("messages") or []
+            assert (len(messages), messages_sha256(messages)) == (sample.message_count, sample.head_digest), sample
+            stored = list(saver.list(_config(sample.thread_id)))
+            assert len(stored) == sample.checkpoints
+
+
+def _copy_of(template, backend: str, database, turns: int, thread_id: str) -> None:
+    batch = PostgresBatch() if backend == "postgres" else SqliteBatch()
+    batch.add(PreparedTemplate(template), CloneSpec(thread_id, turns, START_US, 90_000_000), random.Random(7))
+    if backend == "postgres":
+        with psycopg.connect(database.postgres_url) as conn:
+            batch.copy_into(conn)
+    else:
+        with sqlite3.connect(str(database.sqlite_path())) as conn:
+            batch.insert_into(conn)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["full", "delta", "migrated", "markerless"])
+def test_every_checkpoint_of_a_copy_reads_like_the_original(seeded, backend, kind):
+    database, _ = seeded(backend, threads=1, mode="delta")
+    template = record_template(key=f"{kind}-proof", kind=kind, dialect=backend, turns=6, snapshot_frequency=3,
+                               seed="proof", fork=True, postgres_url=database.postgres_url, digests=True)
+    assert template.forked_at == 3
+    _copy_of(template, backend, database, 6, "copy")
+    original = [(row["checkpoint_id"], turn.checkpoint_digests[row["checkpoint_id"]])
+                for turn in template.turns for row in turn.checkpoints]
+    with open_checkpointer(database) as saver:
+        reader = CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=3)
+        copied = sorted(t.config["configurable"]["checkpoint_id"] for t in saver.list(_config("copy")))
+        assert len(copied) == len(original)
+        for new_id, (old_id, digest) in zip(copied, original, strict=True):
+            got = reader.get(_config("copy", new_id)).values.get("messages") or []
+            assert messages_sha256(got) == digest, (old_id, new_id)
+            assert clock_seq_of(new_id) == clock_seq_of(old_id)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_task_ids_are_what_langgraph_computes_for_the_new_ids(seeded, backend):
+    database, _ = seeded(backend, threads=1, mode="delta")
+    template = record_template(key="delta-tasks", kind="delta", dialect=backend, turns=4, snapshot_frequency=3,
+                               seed="tasks", postgres_url=database.postgres_url)
+    _copy_of(template, backend, database, 4, "tasks")
+    with open_checkpointer(database) as saver:
+        graph = ScriptedAgent("delta", 3, saver, [], random.Random(0)).graph
+        tuples = list(saver.list(_config("tasks")))  # SqliteSaver.list holds its lock while iterating
+        checked = 0
+        for tup in tuples:
+            if not tup.pending_writes:
+                continue
+            expected = {t.id for t in graph.get_state(tup.config).tasks}
+            assert {w[0] for w in tup.pending_writes} <= expected, tup.config
+            checked += 1
+        assert checked >= 8
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ids_are_time_ordered_uuid6_with_matching_ts(seeded, backend):
+    database, report = seeded(backend, threads=10, mode="mixed")
+    with open_checkpointer(database) as saver:
+        for sample in report.samples:
+            tuples = list(saver.list(_config(sample.thread_id)))
+            by_id = {t.config["configurable"]["checkpoint_id"]: t for t in tuples}
+            for cid, tup in by_id.items():
+                assert cid[14] == "6" and cid[19] in "89ab", cid
+                assert tup.checkpoint["id"] == cid
+                assert abs(checkpoint_time(cid).timestamp() - _ts(tup.checkpoint["ts"])) < 0.001
+                assert clock_seq_of(cid) == tup.metadata["step"] & 0x3FFF
+                parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+                assert parent is None or parent < cid  # parents are older
+            assert len(by_id) == sample.checkpoints
+
+
+def _ts(value: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(value).timestamp()
+
+
+def test_uuid6_at_has_langgraphs_layout():
+    for _ in range(50):
+        real = str(uuid6(clock_seq=random.randrange(-1, 5000)))
+        node = int(real.replace("-", "")[20:], 16)
+        rebuilt = uuid6_at(unix_us_of(real), clock_seq_of(real), node)
+        # LangGraph keeps 100 ns; microseconds drop the last digit of the tick count only.
+        assert rebuilt[:13] == real[:13] and rebuilt[19:] == real[19:], (real, rebuilt)
+        assert checkpoint_time(rebuilt).replace(microsecond=0) == checkpoint_time(real).replace(microsecond=0)
+
+
+def test_patched_sqlite_checkpoint_is_the_serdes_own_bytes(tmp_path):
+    template = record_template(key="full-bytes", kind="full", dialect="sqlite", turns=3, snapshot_frequency=3,
+                               seed="bytes")
+    batch = SqliteBatch()
+    batch.add(PreparedTemplate(template), CloneSpec("t", 3, START_US, 60_000_000), random.Random(1))
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()
+    originals = [row for turn in template.turns for row in turn.checkpoints]
+    for row, original in zip(batch.checkpoints, originals, strict=True):
+        _tid, _ns, new_id, _parent, type_, value, metadata = row
+        loaded = serde.loads_typed((type_, value))
+        before = serde.loads_typed((original["type"], original["checkpoint"]))
+        assert loaded["id"] == new_id and loaded["ts"] != before["ts"]
+        assert {k: v for k, v in loaded.items() if k not in ("id", "ts")} == \
+               {k: v for k, v in before.items() if k not in ("id", "ts")}
+        assert serde.dumps_typed(loaded) == (type_, value)
+        assert metadata == original["metadata"]
+
+
+def test_plan_is_validated_with_the_bad_value_named(tmp_path):
+    from deerflow.config.database_config import DatabaseConfig
+
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path))
+    for plan, text in [(SeedPlan(threads=0, turns_min=1, turns_max=2), "threads must be >= 1; got 0"),
+                       (SeedPlan(threads=1, turns_min=3, turns_max=2), "3..2"),
+                       (SeedPlan(threads=1, turns_min=1, turns_max=2, mode="half"), "'half'")]:
+        with pytest.raises(ValueError, match=text.replace(".", r"\.")):
+            seed_threads(database, plan)
+    with pytest.raises(ValueError, match="persistent backend"):
+        seed_threads(DatabaseConfig(backend="memory"), SeedPlan(threads=1, turns_min=1, turns_max=1))
