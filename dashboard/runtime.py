@@ -54,7 +54,7 @@ class DashboardRuntime:
     _stack: contextlib.ExitStack | None = field(default=None, repr=False)
     _saver: Any = field(default=None, repr=False)
     _accessor: CheckpointStateAccessor | None = field(default=None, repr=False)
-    _seen_stat: tuple[int, int] | None = field(default=None, repr=False)
+    _seen_stat: tuple[int, ...] | None = field(default=None, repr=False)
     _disk: LoadedConfig | None = field(default=None, repr=False)
     _disk_error: str | None = field(default=None, repr=False)
 
@@ -70,8 +70,12 @@ class DashboardRuntime:
         if freeze:
             mode = freeze_checkpoint_channel_mode(mode)
             frequency = freeze_checkpoint_snapshot_frequency(frequency)
-        return cls(config=config, mode=mode, snapshot_frequency=frequency,
-                   _seen_stat=(config.mtime_ns, config.size), _disk=config)
+        try:
+            stat = Path(config.path).stat()
+            seen: tuple[int, ...] | None = (stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns)
+        except OSError:
+            seen = None
+        return cls(config=config, mode=mode, snapshot_frequency=frequency, _seen_stat=seen, _disk=config)
 
     # -- saver and accessor -----------------------------------------------
     @property
@@ -108,12 +112,13 @@ class DashboardRuntime:
     def disk_config(self) -> tuple[LoadedConfig | None, str | None]:
         """The config file as it is on disk now: ``(config, None)`` or ``(None, error text)``.
 
-        Cost: one ``stat``; the file is re-parsed only when its mtime or size changed.
+        Cost: one ``stat``; the file is re-parsed only when its mtime, size, inode or ctime changed.
         """
         path = Path(self.config.path)
         try:
             stat = path.stat()
-            key = (stat.st_mtime_ns, stat.st_size)
+            # inode and ctime too: an atomic replace or a same-size edit within one mtime tick still shows.
+            key = (stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns)
         except OSError as exc:
             return None, f"{path}: {exc.strerror or exc}"
         if key != self._seen_stat:
