@@ -342,3 +342,19 @@ def head_digest(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -
     messages = view.values.get("messages") or []
     return {**who, "checkpoint_id": view.checkpoint_id, "message_count": len(messages),
             "messages_sha256": messages_sha256(messages)}
+
+
+def thread_cadence(rt: DashboardRuntime, thread_id: str) -> Any:
+    """The snapshot cadence(s) that wrote the thread, inferred from metadata (issue 5, item 5).
+
+    Returns:
+        A :class:`deerflow.census.CadenceInference` (``exact`` cadences proven by
+        snapshots, else a ``lower_bound``), or ``None`` for a thread without
+        delta counters or on a saver without SQL tables.
+    """
+    from deerflow.census import infer_cadences
+
+    try:
+        return infer_cadences(rt.saver, [thread_id]).get(thread_id)
+    except TypeError:
+        return None

@@ -121,6 +121,8 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     return render(request, "threads/detail.html", {
         "thread_id": thread_id,
         "summary": summary,
+        "cadence": services.thread_cadence(rt, thread_id),
+        "fleet_snapshot_frequency": rt.snapshot_frequency if rt.mode == "delta" else None,
         "state": state,
         "messages": state.values.get("messages") or [],
         "channels": _channels(state.values),

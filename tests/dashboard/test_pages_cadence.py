@@ -1,0 +1,41 @@
+"""The thread page shows the snapshot cadence inferred from the thread's metadata (issue 5, item 5)."""
+
+import re
+
+import pytest
+
+
+def _cadence_text(html: str) -> str:
+    match = re.search(r'<span class="cadence" id="cadence"[^>]*>(.*?)</span>\s*\n\s*{?', html, re.S)
+    assert match, "no cadence on the page"
+    return " ".join(re.sub(r"<[^>]+>", " ", match.group(1)).split())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("thread_id, expected", [
+    ("delta-f3-40t", "written at snapshot cadence 3 (exact)"),
+    ("delta-f100-150t", "written at snapshot cadence 100 (exact)"),
+    ("markerless-delta-f10-13t", "written at snapshot cadence 10 (exact)"),
+    ("delta-f10-1t", "written at snapshot cadence ≥ 3 (no snapshot yet: lower bound)"),
+])
+def test_thread_page_shows_the_inferred_cadence(sqlite_fixture_db, runtime_for, staff_client, thread_id, expected):
+    runtime_for(sqlite_fixture_db, "delta", 10)
+    response = staff_client.get(f"/threads/{thread_id}/")
+    assert response.status_code == 200
+    assert expected in _cadence_text(response.content.decode())
+
+
+@pytest.mark.django_db
+def test_a_cadence_other_than_the_process_is_flagged(sqlite_fixture_db, runtime_for, staff_client):
+    runtime_for(sqlite_fixture_db, "delta", 10)
+    html = staff_client.get("/threads/delta-f3-40t/").content.decode()
+    assert "this process froze 10" in html
+    html = staff_client.get("/threads/delta-f10-50t/").content.decode()
+    assert "this process froze" not in html
+
+
+@pytest.mark.django_db
+def test_full_threads_show_no_cadence(sqlite_fixture_db, runtime_for, staff_client):
+    runtime_for(sqlite_fixture_db, "delta", 10)
+    html = staff_client.get("/threads/full-tools-30t/").content.decode()
+    assert 'id="cadence"' not in html
