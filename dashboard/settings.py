@@ -119,7 +119,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem://")
-    else {}
+    # Redis redelivers a task whose worker died without acknowledging it (acks_late)
+    # after this many seconds; it must exceed the longest single-thread conversion.
+    else {"visibility_timeout": env_int("DASHBOARD_TASK_VISIBILITY_TIMEOUT_S", 900, minimum=60)}
 )
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # Kombu's filesystem transport (the embedded default) needs its folders to exist.
