@@ -229,6 +229,11 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
     if isinstance(values.get("messages"), _DeltaSnapshot):
         # Old LangGraph readers hand a full-mode process the raw snapshot object.
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
+    if "messages" in values and not isinstance(values["messages"], list):
+        # e.g. Postgres's inline snapshot marker (True) whose blob row is gone: never render it as messages.
+        raise IncompleteHistoryError(thread_id, resolved_id, checkpoint_ns,
+                                     reason=f"the stored messages value is a {type(values['messages']).__name__}, "
+                                            "not a message list (a snapshot blob is missing)")
     parent = snapshot.parent_config["configurable"]["checkpoint_id"] if snapshot.parent_config else None
     return StateView(
         thread_id=thread_id,
