@@ -43,10 +43,6 @@ pytestmark = pytest.mark.slow
 
 THREAD = "delta-f10-50t"
 #: Found by these tests (deerflow/convert is not changed here; reported with a reproduction).
-VERIFY_BUG = ("on Postgres the conversion's verification re-lists the thread under READ COMMITTED and sees "
-              "checkpoints a writer committed after the analysis: status verification_failed ('still carries "
-              "delta storage after rewrite', hint 'Report the thread shape'), no retry, instead of "
-              "changed_during_conversion and a retry")
 
 
 def writer_graph(saver: Any) -> Any:
@@ -295,14 +291,11 @@ def test_a_writer_appending_for_the_whole_conversion(postgres_fixture_db_rw, man
     # What the converter should also do: notice the writer and retry (changed_during_conversion), never
     # report a verification failure that the writer caused.
     wrong = [s for s in statuses if s[0] not in ("converted", "changed_during_conversion", "already_full")]
-    if wrong:
-        pytest.xfail(f"{len(wrong)} of {len(reports)} conversions ended {sorted({s[0] for s in wrong})} "
-                     f"instead of retrying (known bug: {VERIFY_BUG}): {statuses}")
+    assert not wrong, f"conversions must retry (changed_during_conversion), not fail, under a live writer: {statuses}"
     assert reports[0].attempts >= 2, statuses  # the forced overlap was noticed and retried
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason=f"known bug: {VERIFY_BUG}")
 def test_a_turn_committed_during_the_rewrite_is_retried(postgres_fixture_db_rw, manifest, writer_factory,
                                                         monkeypatch):
     """Deterministic: one turn commits right after the conversion rewrote the rows and before it verifies
