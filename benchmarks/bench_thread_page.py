@@ -8,7 +8,7 @@ thread read by a delta-mode process. For each, interleaved repeats of
   cheaper of reading the head by thread (``live``) or by its resolved checkpoint id;
 * ``page``: what the thread page costs before rendering -- ``services.read_state``
   (drift check, gates, lineage checks, materialization) plus
-  ``services.thread_summary`` (the thread's live inventory row);
+  ``services.thread_summary`` for the head it read (the thread's inventory row);
 
 and ``thread_page_ratio_vs_get_state`` is the worst case's median ratio. The
 full page through the view (template, storage chart) is reported beside it.
@@ -16,6 +16,7 @@ full page through the view (template, storage chart) is reported beside it.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from typing import Any
@@ -29,15 +30,25 @@ def _config(thread_id: str) -> dict[str, Any]:
 
 
 def _interleaved(fns: dict[str, Any], repeats: int) -> dict[str, float]:
-    """Median milliseconds of each function, calls interleaved so drift hits all alike."""
+    """Median milliseconds of each function, calls interleaved so drift hits all alike.
+
+    The collector runs between rounds, not inside a timed call (one caller's
+    garbage must not be charged to the next).
+    """
     times: dict[str, list[float]] = {k: [] for k in fns}
     for fn in fns.values():
         fn()  # warm up
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+    gc.disable()
+    try:
+        for i in range(repeats):
+            order = list(fns.items()) if i % 2 == 0 else list(reversed(fns.items()))
+            for name, fn in order:
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+            gc.collect()
+    finally:
+        gc.enable()
     return {k: round(statistics.median(v) * 1000, 3) for k, v in times.items()}
 
 
@@ -73,9 +84,9 @@ def _case(ctx: Context, name: str, rt: Any, thread_id: str, repeats: int) -> flo
     medians = _interleaved({
         "get_state_live": lambda: graph.get_state(_config(thread_id)),
         "get_state_at_id": lambda: graph.get_state(head),
-        "page": lambda: (services.read_state(rt, thread_id), services.thread_summary(rt, thread_id)),
-        "view": _view(rt, thread_id),
+        "page": lambda: services.thread_summary(rt, thread_id, head=services.read_state(rt, thread_id)),
     }, repeats)
+    medians["view"] = _interleaved({"view": _view(rt, thread_id)}, max(5, repeats // 3))["view"]
     # The cheaper of LangGraph's two ways to read the head is the baseline (the conservative ratio).
     medians["get_state"] = min(medians["get_state_live"], medians["get_state_at_id"])
     ratio = round(medians["page"] / medians["get_state"], 3)
@@ -91,11 +102,12 @@ def _case(ctx: Context, name: str, rt: Any, thread_id: str, repeats: int) -> flo
 def run(ctx: Context) -> None:
     """Seed one long thread per kind and compare; the worst ratio is the headline."""
     turns = 120 if ctx.full else 40
-    repeats = 25 if ctx.full else 11
+    repeats = 41 if ctx.full else 15
     with scratch_database(ctx, "page") as database:
         threads = {}
         for kind in ("delta", "full", "mixed"):
-            report = seed_threads(database, SeedPlan(threads=12, turns_min=turns, turns_max=turns, mode=kind,
+            report = seed_threads(database, SeedPlan(threads=40 if kind == "mixed" else 4, turns_min=turns,
+                                                     turns_max=turns, mode=kind,
                                                      snapshot_frequency=10, seed=f"page-{kind}", templates=4,
                                                      fork_rate=0, text_scale=0.5))
             for sample in report.samples:

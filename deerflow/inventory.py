@@ -1,10 +1,14 @@
-"""Metadata-only inventory of a checkpoint database: threads, classes, lineage evidence.
+"""Metadata-only inventory of a checkpoint database: threads, classes, storage, lineage evidence.
 
 Nothing here materializes state: every fact comes from the ``checkpoints``
 table's ids and metadata (the DeerFlow marker and LangGraph's
-``counters_since_delta_snapshot``, spec "Marker contract"). Works on
-LangGraph's SQLite saver (metadata is JSON text in a BLOB) and Postgres saver
-(metadata is JSONB) through the saver's own connection.
+``counters_since_delta_snapshot``, spec "Marker contract") and the stored
+sizes of its rows. Works on LangGraph's SQLite saver (metadata is JSON text
+in a BLOB) and Postgres saver (metadata is JSONB) through the saver's own
+connection. Lists, sorts and the census read the thread summary
+(:mod:`deerflow.summary`), so a page costs an index range scan, not a scan
+of every checkpoint; a role that cannot use the summary gets the same answers
+aggregated live (:func:`list_threads_naive` is the pre-summary baseline).
 
 Thread classes (used by the list, the census and the API):
 

@@ -30,6 +30,8 @@ from deerflow.lineage import LineageGap, find_lineage_gap
 from deerflow.prefetch import reuse_tuple
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
+    CHECKPOINT_MODE_METADATA_KEY,
+    COUNTERS_METADATA_KEY,
     INTERNAL_CHECKPOINT_MODE_KEY,
     checkpoint_metadata_uses_delta,
 )
@@ -303,24 +305,46 @@ def list_threads(rt: DashboardRuntime, **filters: Any) -> tuple[list[inventory.T
     return inventory.list_threads(rt.saver, **filters)
 
 
-def thread_summary(rt: DashboardRuntime, thread_id: str) -> inventory.ThreadSummary:
-    """The inventory row of one thread: the summary's row while it still describes the head (one
-    query), else computed now from the thread's own rows, and the summary's copy healed.
+def thread_summary(rt: DashboardRuntime, thread_id: str, *, head: StateView | None = None) -> inventory.ThreadSummary:
+    """The inventory row of one thread: the summary's row while it still describes the head, else
+    computed now from the thread's own rows (and the summary's copy healed).
+
+    Args:
+        head: the root-namespace head just materialized (``read_state`` without a
+            checkpoint id), if the caller has it: a row already shown for that very
+            head (same id, same marker and counters on it) is answered from memory.
 
     Raises:
         ThreadNotFoundError: the thread has no checkpoints.
     """
+    facts = None
+    if head is not None and head.checkpoint_ns == "":
+        counters = head.metadata.get(COUNTERS_METADATA_KEY)
+        facts = (head.checkpoint_id, head.metadata.get(CHECKPOINT_MODE_METADATA_KEY) == CHECKPOINT_MODE_DELTA,
+                 isinstance(counters, dict) and "messages" in counters)
+        if (cached := storage.summary_cache.get(rt, thread_id, *facts)) is not None:
+            return cached
     try:
-        current = inventory.current_summary(rt.saver, thread_id)
+        summary = inventory.current_summary(rt.saver, thread_id)
     except TypeError:  # no SQL tables (memory saver)
-        current = None
-    if current is not None:
-        return current
-    summary = inventory.get_thread_summary(rt.saver, thread_id)
+        summary = None
     if summary is None:
-        raise ThreadNotFoundError(thread_id)
-    storage.heal_summary(rt, summary)
+        summary = inventory.get_thread_summary(rt.saver, thread_id)
+        if summary is None:
+            raise ThreadNotFoundError(thread_id)
+        storage.heal_summary(rt, summary)
+    storage.summary_cache.put(rt, summary)
     return summary
+
+
+def thread_summary_or_none(rt: DashboardRuntime, thread_id: str) -> inventory.ThreadSummary | None:
+    """:func:`thread_summary`, or ``None`` when it cannot be read (for error pages)."""
+    from dashboard.errors import HANDLED
+
+    try:
+        return thread_summary(rt, thread_id)
+    except HANDLED:
+        return None
 
 
 def head_digest(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -> dict[str, Any]:

@@ -9,6 +9,8 @@ its live aggregate, and chart a thread's bytes per checkpoint.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from dashboard.runtime import DashboardRuntime
@@ -16,10 +18,49 @@ from dashboard.threads.charts import Chart, bytes_chart
 from deerflow import footprint, inventory
 from deerflow import summary as summary_table
 
-__all__ = ["REFRESH_LAG_S", "freshness", "heal_summary", "refresh_inventory", "storage_chart", "storage_totals"]
+__all__ = ["REFRESH_LAG_S", "SummaryCache", "freshness", "heal_summary", "refresh_inventory", "storage_chart",
+           "storage_totals", "summary_cache"]
 
 #: Seconds behind the watermark every refresh rescans (rows committed late, clock skew between writers).
 REFRESH_LAG_S = 120.0
+
+
+class SummaryCache:
+    """Recently shown thread rows, keyed by saver and thread, valid while the thread's head is unchanged.
+
+    The thread page already holds the head it materialized (id and metadata);
+    a row cached for that same head id, with the same DeerFlow marker and
+    LangGraph counters on it, is the row the summary would answer -- without
+    a query. A new head, or a rewrite of the head's metadata under the same id
+    (conversion, revert), misses. Bounded (least recently used dropped).
+    """
+
+    def __init__(self, size: int = 2048):
+        self.size = size
+        self._rows: OrderedDict[tuple[int, str], inventory.ThreadSummary] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, rt: DashboardRuntime, thread_id: str, head_id: str, marker: bool, counters: bool
+            ) -> inventory.ThreadSummary | None:
+        """The cached row if it was computed for exactly this head, else ``None``."""
+        with self._lock:
+            row = self._rows.get((id(rt.saver), thread_id))
+            if row is None or (row.head_checkpoint_id, row.head_marker, row.head_counters) != (head_id, marker, counters):
+                return None
+            self._rows.move_to_end((id(rt.saver), thread_id))
+            return row
+
+    def put(self, rt: DashboardRuntime, row: inventory.ThreadSummary) -> None:
+        """Remember ``row`` (a current row of its thread)."""
+        with self._lock:
+            self._rows[(id(rt.saver), row.thread_id)] = row
+            self._rows.move_to_end((id(rt.saver), row.thread_id))
+            while len(self._rows) > self.size:
+                self._rows.popitem(last=False)
+
+
+#: The process's cache of thread-page rows.
+summary_cache = SummaryCache()
 
 
 def freshness(rt: DashboardRuntime) -> summary_table.Freshness | None:

@@ -112,12 +112,13 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     if request.GET.get("fragment") == "storage":  # loaded after the page: one scan of the thread's rows
         return render(request, "threads/_storage.html", {
             "chart": storage.storage_chart(rt, thread_id, checkpoint_ns), "checkpoint_ns": checkpoint_ns})
-    summary = None
+    checkpoint_id = form.cleaned_data["checkpoint_id"] or None
     try:
-        summary = services.thread_summary(rt, thread_id)
-        state = services.read_state(rt, thread_id, form.cleaned_data["checkpoint_id"] or None, checkpoint_ns)
+        state = services.read_state(rt, thread_id, checkpoint_id, checkpoint_ns)
+        # The head just read validates a summary row already shown for it (no query then).
+        summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
     except HANDLED as exc:
-        return render_error(request, exc, thread_id=thread_id, summary=summary)
+        return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
     return render(request, "threads/detail.html", {
         "thread_id": thread_id,
         "summary": summary,

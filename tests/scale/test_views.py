@@ -109,3 +109,19 @@ def test_audit_page_shows_storage_per_mode(sqlite_fixture_db, runtime_for, staff
     modes = {tr.attrs["data-mode"]: [td.text for td in tr.find_all("td")] for tr in table.find_all("tr")
              if tr.attrs.get("data-mode")}
     assert modes["full"][1] == "8" and modes["delta"][1] == "19"
+
+
+def test_thread_page_row_follows_a_conversion_of_the_same_head(sqlite_fixture_db_rw, runtime_for):
+    from dashboard.threads import services
+    from deerflow.convert import convert_thread
+
+    rt = runtime_for(sqlite_fixture_db_rw, "delta")
+    head = services.read_state(rt, "delta-f10-9t")
+    before = services.thread_summary(rt, "delta-f10-9t", head=head)
+    assert services.thread_summary(rt, "delta-f10-9t", head=head) is before  # answered from memory
+    assert before.mode == "delta" and before.replay_depth is not None
+    assert convert_thread(sqlite_fixture_db_rw, "delta-f10-9t").status == "converted"  # same ids, new metadata
+    head = services.read_state(rt, "delta-f10-9t")
+    after = services.thread_summary(rt, "delta-f10-9t", head=head)
+    assert (after.mode, after.thread_class, after.replay_depth) == ("full", "full", None)
+    assert after.checkpoint_count == before.checkpoint_count and after.bytes_total > before.bytes_total
