@@ -24,8 +24,15 @@ REQUIRED_KEYS = {
 }
 
 
+def _shown(results: dict[str, Any], key: str) -> Any:
+    value = results.get(key, "not measured")
+    if key.startswith("convert_peak_rss_mb_") and results.get(key.replace("_rss_mb_", "_rss_capped_")):
+        return f">= {value} (child stopped at this resident-set cap)"
+    return value
+
+
 def _rows(results: dict[str, Any], keys: list[str]) -> list[str]:
-    return [f"| `{k}` | {results.get(k, 'not measured')} | {REQUIRED_KEYS.get(k, '')} |" for k in keys]
+    return [f"| `{k}` | {_shown(results, k)} | {REQUIRED_KEYS.get(k, '')} |" for k in keys]
 
 
 def write_report(run: dict[str, Any]) -> tuple[Path, Path]:
