@@ -5,21 +5,30 @@ before using full mode"), done per thread in one transaction
 (:mod:`deerflow.convert.storage`):
 
 1. lock the thread and record its watermark (checkpoint count, newest id);
-2. read every namespace with the session's saver and materialize ``messages``
-   in one pass (:mod:`deerflow.convert.onepass`); blocking findings stop here;
-3. optionally compare every checkpoint with LangGraph's own delta reader
-   (the integrity check; a difference stops here and is reported);
-4. copy the thread's original rows to the backup tables;
-5. re-``put`` each checkpoint that needs it through the saver's own
-   serializer: ``channel_values["messages"]`` = the full list, the DeerFlow
-   marker and LangGraph's ``messages`` counter removed from metadata; every
-   other channel, pending write, parent link and id untouched;
-6. read every checkpoint back through the full-mode path (the stored value a
-   full-mode reader uses, plus a full-mode accessor read of each namespace
-   head) and compare canonical digests; any difference rolls back;
-7. compare the watermark; a thread that received new checkpoints meanwhile
+2. read each namespace through the saver a page at a time
+   (:mod:`deerflow.convert.reading`), sharing one object per distinct message
+   (:class:`~deerflow.convert.encoding.SharingDecoder`);
+3. optionally walk it once without writing and compare every checkpoint with
+   LangGraph's own delta reader (the integrity check; a difference or a
+   blocking finding stops here and is reported);
+4. walk the checkpoint tree once (:mod:`deerflow.convert.onepass`) and, as each
+   checkpoint's value is known, re-``put`` it through the saver:
+   ``channel_values["messages"]`` = the full list (each distinct message
+   serialized once, :class:`~deerflow.convert.encoding.MessageEncoder`), the
+   DeerFlow marker and LangGraph's ``messages`` counter removed from metadata;
+   every other channel, pending write, parent link and id untouched. Before
+   the first rewrite the thread's original rows are copied to the backup
+   tables. Only the values of open branch points stay in memory;
+5. verify: every byte string the saver sent is what the database now holds
+   (SHA-256 per rewritten row), no analyzed checkpoint keeps delta metadata, and a
+   full-mode accessor read of each namespace head gives the materialized
+   digest; any difference rolls back;
+6. compare the watermark; a thread that received new checkpoints meanwhile
    is rolled back and retried;
-8. commit.
+7. commit.
+
+A blocking finding discovered while writing rolls the transaction back, so
+nothing is ever half-converted.
 """
 
 from __future__ import annotations
@@ -29,18 +38,19 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
+from deerflow.convert.encoding import MessageDigester, MessageEncoder, RecordingSerializer, SharingDecoder
 from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace, stored_seed
+from deerflow.convert.reading import iter_checkpoints
 from deerflow.convert.storage import ConversionSession, open_session
-from deerflow.digest import canonical_messages, messages_sha256
+from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
     COUNTERS_METADATA_KEY,
@@ -98,38 +108,17 @@ class ThreadReport:
 
 @dataclass
 class _Entry:
+    """One analyzed checkpoint, as the walk hands it on (its value is dropped once used)."""
+
     ns: str
-    tup: Any
+    tup: Any  # the saver's CheckpointTuple, pending writes dropped
     value: list[Any] | None
     rewrite: bool
     digest: str | None = None  # messages_sha256(value); None when the value is unknown
-    target_version: Any = None  # the messages version the rewrite stores under (see _plan_versions)
 
-
-class _DigestCache:
-    """:func:`deerflow.digest.messages_sha256` with each message's canonical JSON made once.
-
-    The one-pass values of neighbouring checkpoints share message objects, so
-    hashing N checkpoints costs O(total messages) JSON encodings only once per
-    distinct message. ``json.dumps`` of a list with ``separators=(',', ':')``
-    is ``'[' + ','.join(items) + ']'``, so the digest is the same bytes.
-    The cache keeps a reference to every message it saw (ids stay unique).
-    """
-
-    def __init__(self) -> None:
-        self._json: dict[int, tuple[Any, str]] = {}
-
-    def __call__(self, messages: list[Any]) -> str:
-        parts = []
-        for m in messages:
-            hit = self._json.get(id(m))
-            if hit is None or hit[0] is not m:
-                text = json.dumps(canonical_messages([m])[0], sort_keys=True, ensure_ascii=False,
-                                  separators=(",", ":"))
-                hit = (m, text)
-                self._json[id(m)] = hit
-            parts.append(hit[1])
-        return hashlib.sha256(("[" + ",".join(parts) + "]").encode("utf-8")).hexdigest()
+    @property
+    def checkpoint_id(self) -> str:
+        return self.tup.config["configurable"]["checkpoint_id"]
 
 
 class _Abort(Exception):
@@ -158,51 +147,112 @@ def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _needs_rewrite(tup: Any, value: list[Any]) -> bool:
-    stored = tup.checkpoint["channel_values"].get("messages")
-    metadata_delta = tup.metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or (
+def _metadata_delta(tup: Any) -> bool:
+    return tup.metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or (
         isinstance(tup.metadata.get(COUNTERS_METADATA_KEY), dict)
         and "messages" in tup.metadata[COUNTERS_METADATA_KEY]
     )
-    plain = isinstance(stored, list)
-    has_version = "messages" in tup.checkpoint.get("channel_versions", {})
-    return metadata_delta or (not plain and (bool(value) or has_version))
 
 
-def _load(session: ConversionSession, thread_id: str, report: ThreadReport) -> list[_Entry]:
-    # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
-    # task_path (a property of the task) is read only to flag order-unknown parallel writes.
-    paths = session.task_paths(thread_id)
-    digests = _DigestCache()
-    entries: list[_Entry] = []
-    for ns in session.namespaces(thread_id):
-        tuples = {t.config["configurable"]["checkpoint_id"]: t
-                  for t in session.saver.list(_config(thread_id, ns))}
-        nodes = [
-            CheckpointNode(
+def _plain(tup: Any) -> bool:
+    return isinstance(tup.checkpoint["channel_values"].get("messages"), list)
+
+
+def _has_version(tup: Any) -> bool:
+    return "messages" in (tup.checkpoint.get("channel_versions") or {})
+
+
+def _needs_rewrite(tup: Any, value: list[Any]) -> bool:
+    return _metadata_delta(tup) or (not _plain(tup) and (bool(value) or _has_version(tup)))
+
+
+def _rewrites_version(tup: Any) -> bool:
+    """True when a conversion re-``put``s this checkpoint with a ``messages`` version, whatever its value."""
+    return _has_version(tup) and (_metadata_delta(tup) or not _plain(tup))
+
+
+def _share_decoded_messages(session: ConversionSession) -> None:
+    if not isinstance(session.saver.serde, SharingDecoder):
+        session.saver.serde = SharingDecoder(session.saver.serde)
+
+
+class _Walk:
+    """One pass over a thread: read each namespace through the saver, materialize, hand on each checkpoint.
+
+    Decodes through a :class:`SharingDecoder` (installed on the session's
+    saver), so snapshots and writes share one object per distinct message;
+    shares one :class:`MessageDigester` across namespaces, and keeps the report's counts, findings and head digest up to
+    date as checkpoints pass. Iterating twice reads the thread twice.
+    """
+
+    def __init__(self, session: ConversionSession, thread_id: str, report: ThreadReport):
+        self.session, self.thread_id, self.report = session, thread_id, report
+        _share_decoded_messages(session)
+        self.digest = MessageDigester()
+        # Called with (checkpoint_ns, tuples by id) after a namespace is read, before its checkpoints are handed on.
+        self.on_namespace: Callable[[str, dict[str, Any]], None] | None = None
+
+    def _namespace(self, ns: str, paths: dict[tuple[str, str, str], str]) -> tuple[dict[str, Any], list[CheckpointNode]]:
+        # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
+        # task_path (a property of the task) is read only to flag order-unknown parallel writes.
+        tuples: dict[str, Any] = {}
+        nodes: list[CheckpointNode] = []
+        for tup in iter_checkpoints(self.session.saver, self.thread_id, ns):
+            cid = tup.config["configurable"]["checkpoint_id"]
+            values = tup.checkpoint["channel_values"]
+            writes = [(w[0], w[2], paths.get((ns, cid, w[0])))
+                      for w in tup.pending_writes or [] if w[1] == "messages"]
+            tuples[cid] = tup._replace(pending_writes=None)
+            nodes.append(CheckpointNode(
                 checkpoint_id=cid,
-                parent_id=t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None,
-                stored=t.checkpoint["channel_values"].get("messages"),
-                writes=[(w[0], w[2], paths.get((ns, cid, w[0])))
-                        for w in t.pending_writes or [] if w[1] == "messages"],
-                version=(t.checkpoint.get("channel_versions") or {}).get("messages"),
-            )
-            for cid, t in tuples.items()
-        ]
-        for item in materialize_namespace(nodes):
-            if isinstance(item, Finding):
-                report.findings.append({**asdict(item), "checkpoint_ns": ns})
-                continue
-            assert isinstance(item, Materialized)
-            tup = tuples[item.checkpoint_id]
-            rewrite = item.messages is not None and _needs_rewrite(tup, item.messages)
-            digest = None if item.messages is None else digests(item.messages)
-            entries.append(_Entry(ns, tup, item.messages, rewrite, digest))
-    return entries
+                parent_id=tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None,
+                stored=values.get("messages"),
+                writes=writes,
+                version=(tup.checkpoint.get("channel_versions") or {}).get("messages"),
+            ))
+        return tuples, nodes
+
+    def __iter__(self) -> Iterator[_Entry]:
+        report, session = self.report, self.session
+        report.findings, report.checkpoints_total, report.checkpoints_to_rewrite = [], 0, 0
+        report.head_messages_sha256 = None
+        head = session.query("SELECT MAX(checkpoint_id) AS head FROM checkpoints WHERE thread_id = ? "
+                             "AND checkpoint_ns = ''", [self.thread_id])[0]["head"]
+        paths = session.task_paths(self.thread_id)
+        for ns in session.namespaces(self.thread_id):
+            tuples, nodes = self._namespace(ns, paths)
+            if self.on_namespace is not None:
+                self.on_namespace(ns, tuples)
+            for item in materialize_namespace(nodes):
+                if isinstance(item, Finding):
+                    report.findings.append({**asdict(item), "checkpoint_ns": ns})
+                    if item.blocking and item.kind in ("dangling_parent", "cycle"):
+                        report.checkpoints_total += 1  # stored but never reached by the walk
+                    continue
+                assert isinstance(item, Materialized)
+                tup = tuples.pop(item.checkpoint_id)
+                rewrite = item.messages is not None and _needs_rewrite(tup, item.messages)
+                digest = None if item.messages is None else self.digest(item.messages)
+                report.checkpoints_total += 1
+                report.checkpoints_to_rewrite += rewrite
+                if ns == "" and item.checkpoint_id == head:
+                    report.head_messages_sha256 = digest
+                yield _Entry(ns, tup, item.messages, rewrite, digest)
+
+    def raise_if_blocked(self) -> None:
+        """Raises ``_Abort("blocked")`` when the last pass reported a blocking finding."""
+        blocking = [f for f in self.report.findings if f["blocking"]]
+        if blocking:
+            raise _Abort("blocked", f"{len(blocking)} blocking finding(s); first: {blocking[0]['detail']}",
+                         "The thread's history cannot be replayed completely; it stays in delta mode.")
 
 
-def _check_against_langgraph(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> None:
+def _check_against_langgraph(session: ConversionSession, thread_id: str,
+                             digests: list[tuple[str, str, str | None]]) -> None:
     """The integrity check: every checkpoint's one-pass digest against LangGraph's own delta reader.
+
+    Args:
+        digests: ``[(checkpoint_ns, checkpoint_id, one-pass digest)]`` in walk order.
 
     Raises:
         _Abort: ``integrity_mismatch`` at the first checkpoint (walk order) where the
@@ -212,24 +262,22 @@ def _check_against_langgraph(session: ConversionSession, thread_id: str, entries
             raised or returned something that is not a message list).
     """
     accessor = CheckpointStateAccessor.bind(session.saver, mode="delta")
-    for e in entries:
-        cid = e.tup.config["configurable"]["checkpoint_id"]
+    for ns, cid, ours in digests:
         error = None
         try:
-            snapshot = accessor.get(_config(thread_id, e.ns, cid))
+            snapshot = accessor.get(_config(thread_id, ns, cid))
             theirs: str | None = messages_sha256(snapshot.values.get("messages") or [])
         except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported
             theirs, error = None, f"{type(exc).__name__}: {exc}"
-        ours = e.digest
         if theirs != ours:
-            difference = {"checkpoint_id": cid, "checkpoint_ns": e.ns, "onepass_sha256": ours,
+            difference = {"checkpoint_id": cid, "checkpoint_ns": ns, "onepass_sha256": ours,
                           "langgraph_sha256": theirs}
             if error is not None:
                 difference["langgraph_error"] = error
             raise _Abort(
                 "integrity_mismatch",
                 f"one-pass materialization differs from LangGraph's reader at checkpoint {cid}"
-                + (f" (namespace {e.ns})" if e.ns else "")
+                + (f" (namespace {ns})" if ns else "")
                 + (f"; LangGraph's reader failed: {error}" if error else ""),
                 "The stored delta history does not replay consistently. Inspect the thread's history; "
                 "do not convert until an operator has decided which value is right.",
@@ -237,8 +285,8 @@ def _check_against_langgraph(session: ConversionSession, thread_id: str, entries
             )
 
 
-def _plan_versions(session: ConversionSession, entries: list[_Entry]) -> None:
-    """Choose the ``messages`` version each rewritten checkpoint stores its value under.
+class _VersionPlan:
+    """The ``messages`` version each rewritten checkpoint stores its value under, decided in walk order.
 
     SQLite stores values inline, so every checkpoint keeps its version.
     Postgres keeps one blob per ``(namespace, version)``: checkpoints normally
@@ -247,27 +295,35 @@ def _plan_versions(session: ConversionSession, entries: list[_Entry]) -> None:
     version yet read differently; the later one (in walk order) then gets its
     own version ``<version>~dfa<n>``, which sorts right after the original and
     before every later version (StateGraph nodes trigger on their own
-    ``branch:to:*`` channels, so ``next`` is unchanged). Sets
-    ``_Entry.target_version``; writes nothing.
+    ``branch:to:*`` channels, so ``next`` is unchanged).
     """
-    version_digest: dict[tuple[str, str], str | None] = {}
-    for e in entries:
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self._digest: dict[tuple[str, str], str | None] = {}
+
+    def target(self, e: _Entry) -> Any:
+        """The version ``e`` is rewritten under (``None`` when it has no ``messages`` version)."""
         versions = e.tup.checkpoint.get("channel_versions") or {}
-        if not e.rewrite or "messages" not in versions:
-            continue
+        if "messages" not in versions:
+            return None
         version = versions["messages"]
-        if session.dialect != "postgres":
-            e.target_version = version
-            continue
+        if self.dialect != "postgres":
+            return version
         candidate, n = str(version), 0
-        while version_digest.setdefault((e.ns, candidate), e.digest) != e.digest:
+        while self._digest.setdefault((e.ns, candidate), e.digest) != e.digest:
             n += 1
             candidate = f"{version}~dfa{n}"
-        e.target_version = candidate
+        return candidate
 
 
-def _rewritten(thread_id: str, e: _Entry) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _rewritten(thread_id: str, e: _Entry, target_version: Any,
+               encoder: MessageEncoder) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(config, checkpoint, metadata, new_versions)`` to ``put`` for one rewritten checkpoint.
+
+    ``channel_values["messages"]`` is the value encoded by ``encoder`` (the
+    same bytes once serialized); ``new_versions`` names ``messages`` when the
+    checkpoint has a version.
 
     Raises:
         _Abort: ``blocked`` when the checkpoint has messages but no ``messages`` channel version.
@@ -278,10 +334,10 @@ def _rewritten(thread_id: str, e: _Entry) -> tuple[dict[str, Any], dict[str, Any
     versions = checkpoint.get("channel_versions") or {}
     new_versions: dict[str, Any] = {}
     if "messages" in versions:
-        checkpoint["channel_values"]["messages"] = e.value
-        if e.target_version != versions["messages"]:
-            checkpoint["channel_versions"] = {**versions, "messages": e.target_version}
-        new_versions["messages"] = e.target_version
+        checkpoint["channel_values"]["messages"] = encoder.encode(e.value or [])
+        if target_version != versions["messages"]:
+            checkpoint["channel_versions"] = {**versions, "messages": target_version}
+        new_versions["messages"] = target_version
     elif e.value:
         raise _Abort("blocked", f"checkpoint {checkpoint['id']} has messages but no channel version",
                      "Leave this thread in delta mode and report the thread shape.")
@@ -291,125 +347,188 @@ def _rewritten(thread_id: str, e: _Entry) -> tuple[dict[str, Any], dict[str, Any
     return _config(thread_id, e.ns, parent), checkpoint, _clean_metadata(tup.metadata), new_versions
 
 
-def _estimate_after(session: ConversionSession, thread_id: str, entries: list[_Entry], bytes_before: int) -> int:
-    """Bytes the thread will occupy after conversion: ``bytes_before`` minus what is replaced plus what is written.
+class _Estimate:
+    """Bytes the thread will occupy after conversion, accumulated as rewritten checkpoints pass.
 
-    Each rewritten ``checkpoints`` row is built and serialized as the saver's
-    ``put`` stores it (SQLite: the checkpoint blob and metadata JSON;
-    Postgres: the two JSONB documents, sized by the server) and replaces the
-    stored row. On Postgres each planned ``messages`` blob (one per namespace
-    and version) also replaces the blob stored at the original version.
+    ``bytes_before`` minus what is replaced plus what is written. Each
+    rewritten ``checkpoints`` row is built and serialized as the saver's ``put``
+    stores it (SQLite: the checkpoint blob and metadata JSON; Postgres: the two
+    JSONB documents, sized by the server) and replaces the stored row. On
+    Postgres each planned ``messages`` blob (one per namespace and version) also
+    replaces the blob stored at the original version.
     """
-    serde = session.saver.serde
-    _plan_versions(session, entries)
-    rewrites = [e for e in entries if e.rewrite]
-    sizes = session.checkpoint_row_sizes(thread_id)
-    removed = sum(sizes.get((e.ns, e.tup.config["configurable"]["checkpoint_id"]), 0) for e in rewrites)
-    added = 0
-    if session.dialect == "sqlite":
-        for e in rewrites:
-            config, checkpoint, metadata, _versions = _rewritten(thread_id, e)
-            added += len(serde.dumps_typed(checkpoint)[1]) + len(
-                json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore"))
-        return bytes_before - removed + added
-    from psycopg.types.json import Jsonb
 
-    documents: list[Any] = []
-    for e in rewrites:
-        config, checkpoint, metadata, _versions = _rewritten(thread_id, e)
+    def __init__(self, session: ConversionSession, thread_id: str, bytes_before: int):
+        self.session, self.thread_id = session, thread_id
+        self.serde = session.saver.serde
+        self.encoder = MessageEncoder(self.serde)
+        self.plan = _VersionPlan(session.dialect)
+        self.sizes = session.checkpoint_row_sizes(thread_id)
+        self.blobs = session.messages_blob_sizes(thread_id)
+        self.total = bytes_before
+        self._documents: list[Any] = []
+        self._old_seen: set[tuple[str, str]] = set()
+        self._new_seen: set[tuple[str, str]] = set()
+
+    def add(self, e: _Entry) -> None:
+        """Account for one rewritten checkpoint."""
+        target = self.plan.target(e)
+        config, checkpoint, metadata, _versions = _rewritten(self.thread_id, e, target, self.encoder)
+        self.total -= self.sizes.get((e.ns, e.checkpoint_id), 0)
+        if self.session.dialect == "sqlite":
+            self.total += len(self.serde.dumps_typed(checkpoint)[1]) + len(
+                json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore"))
+            return
+        from psycopg.types.json import Jsonb
+
         inline = {k: v for k, v in checkpoint["channel_values"].items()
                   if v is None or isinstance(v, (str, int, float, bool))}
-        documents.append(Jsonb({**checkpoint, "channel_values": inline}))
-        documents.append(Jsonb(get_serializable_checkpoint_metadata(config, metadata)))
-    if documents:
-        added += int(session.query("SELECT COALESCE(SUM(pg_column_size(d)), 0) AS b FROM unnest(?::jsonb[]) AS d",
-                                   [documents])[0]["b"])
-    blobs = session.messages_blob_sizes(thread_id)
-    old_seen: set[tuple[str, str]] = set()
-    new_seen: set[tuple[str, str]] = set()
-    for e in rewrites:
-        if e.target_version is None:
-            continue
+        self._documents += [Jsonb({**checkpoint, "channel_values": inline}),
+                            Jsonb(get_serializable_checkpoint_metadata(config, metadata))]
+        if len(self._documents) >= 512:
+            self._flush()
+        if target is None:
+            return
         old = (e.ns, str(e.tup.checkpoint["channel_versions"]["messages"]))
-        if old not in old_seen:
-            old_seen.add(old)
-            removed += blobs.get(old, 0)
-        new = (e.ns, str(e.target_version))
-        if new not in new_seen:
-            new_seen.add(new)
-            added += len(serde.dumps_typed(e.value)[1])
-    return bytes_before - removed + added
+        if old not in self._old_seen:
+            self._old_seen.add(old)
+            self.total -= self.blobs.get(old, 0)
+        new = (e.ns, str(target))
+        if new not in self._new_seen:
+            self._new_seen.add(new)
+            self.total += len(self.serde.dumps_typed(checkpoint["channel_values"]["messages"])[1])
+
+    def _flush(self) -> None:
+        if self._documents:
+            self.total += int(self.session.query(
+                "SELECT COALESCE(SUM(pg_column_size(d)), 0) AS b FROM unnest(?::jsonb[]) AS d",
+                [self._documents])[0]["b"])
+            self._documents = []
+
+    def result(self) -> int:
+        """The estimated bytes after conversion."""
+        self._flush()
+        return self.total
 
 
-def _write(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> None:
-    _plan_versions(session, entries)
-    cleared: set[tuple[str, str]] = set()
-    for e in entries:
-        if not e.rewrite:
-            continue
-        config, checkpoint, metadata, new_versions = _rewritten(thread_id, e)
-        if session.dialect == "postgres" and "messages" in new_versions:
-            key = (e.ns, str(new_versions["messages"]))
-            if key not in cleared:
-                # The saver's blob upsert keeps an existing row (ON CONFLICT DO NOTHING): clear it first.
-                session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
-                                "AND channel = 'messages' AND version = ?", [thread_id, e.ns, key[1]])
-                cleared.add(key)
+class _Writer:
+    """Rewrites checkpoints through the saver as the walk hands them on, recording what the saver sent.
+
+    The first rewrite copies the thread's original rows to a new backup (same
+    transaction). The saver's serializer is wrapped in a
+    :class:`RecordingSerializer` so every rewritten row's bytes can be checked
+    against the database afterwards (:meth:`verify`).
+    """
+
+    def __init__(self, session: ConversionSession, thread_id: str, note: str):
+        self.session, self.thread_id, self.note = session, thread_id, note
+        self.serde = RecordingSerializer(session.saver.serde)
+        session.saver.serde = self.serde
+        self.encoder = MessageEncoder(self.serde.inner)
+        self.plan = _VersionPlan(session.dialect)
+        self.backup_id: str | None = None
+        # Postgres: (ns, version) -> (sha256, bytes) of the messages blob; SQLite: (ns, checkpoint_id) -> checkpoint blob.
+        self.sent: dict[tuple[str, str], tuple[str, int]] = {}
+        self.versions: dict[tuple[str, str], str | None] = {}  # (ns, checkpoint_id) -> messages version written
+        self.analyzed: set[tuple[str, str]] = set()
+        self.heads: dict[str, tuple[str, str | None]] = {}  # ns -> (newest analyzed checkpoint id, digest)
+
+    def begin_namespace(self, ns: str, tuples: dict[str, Any]) -> None:
+        """Postgres: delete the ``messages`` blobs this namespace's rewrites will replace, in one statement.
+
+        The saver's blob upsert keeps an existing row (``ON CONFLICT DO
+        NOTHING``), so the original rows at those versions must go first; which
+        checkpoints are rewritten with a version does not depend on their
+        values (:func:`_rewrites_version`), and split versions (``~dfa<n>``)
+        are new. The deletion is part of the conversion's transaction.
+        """
+        versions = sorted({str(t.checkpoint["channel_versions"]["messages"])
+                           for t in tuples.values() if _rewrites_version(t)})
+        if self.session.dialect == "postgres" and versions:
+            self._back_up()
+            self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
+                                 "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])
+
+    def _back_up(self) -> None:
+        """Copy the thread's original rows to a new backup, once, before anything is changed."""
+        if self.backup_id is None:
+            self.session.ensure_backup_tables()
+            self.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+            backups.copy_to_backup(self.session, self.backup_id, self.thread_id, note=self.note)
+
+    def see(self, e: _Entry) -> None:
+        """Note an analyzed checkpoint (rewritten or not) for the verification."""
+        self.analyzed.add((e.ns, e.checkpoint_id))
+        if e.ns not in self.heads or e.checkpoint_id > self.heads[e.ns][0]:
+            self.heads[e.ns] = (e.checkpoint_id, e.digest)
+
+    def write(self, e: _Entry) -> None:
+        """Back up the thread (first call only), then re-``put`` one checkpoint with its full value."""
+        session = self.session
+        self._back_up()
+        target = self.plan.target(e)
+        config, checkpoint, metadata, new_versions = _rewritten(self.thread_id, e, target, self.encoder)
+        self.versions[(e.ns, e.checkpoint_id)] = None if target is None else str(target)
+        blob_key = (e.ns, str(target))
+        if session.dialect == "postgres" and blob_key in self.sent:
+            new_versions = {}  # same namespace, version and value: the blob is already written
+        self.serde.last = None
         session.saver.put(config, checkpoint, metadata, new_versions)
+        if session.dialect == "sqlite":
+            self.sent[(e.ns, e.checkpoint_id)] = self.serde.last
+        elif new_versions:
+            self.sent[blob_key] = self.serde.last
 
+    def verify(self) -> None:
+        """Compare the database with what was sent, then read each namespace head in full mode.
 
-def _verify(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> None:
-    expected = {(e.ns, e.tup.config["configurable"]["checkpoint_id"]): e.digest for e in entries}
-    accessor = CheckpointStateAccessor.bind(session.saver, mode="full")
-    for ns in {e.ns for e in entries}:
-        for tup in session.saver.list(_config(thread_id, ns)):
-            cid = tup.config["configurable"]["checkpoint_id"]
-            if (ns, cid) not in expected:
+        Raises:
+            _Abort: ``verification_failed`` naming the first checkpoint (or blob) that differs.
+        """
+        session, thread_id = self.session, self.thread_id
+
+        def fail(error: str, difference: dict[str, Any]) -> _Abort:
+            return _Abort("verification_failed", error, "Nothing was changed (rolled back). Report the thread shape.",
+                          difference)
+
+        if session.dialect == "postgres":
+            stored = {(r["checkpoint_ns"], r["version"]): (r["h"], int(r["n"])) for r in session.query(
+                "SELECT checkpoint_ns, version, encode(sha256(blob), 'hex') AS h, COALESCE(length(blob), 0) AS n FROM checkpoint_blobs "
+                "WHERE thread_id = ? AND channel = 'messages'", [thread_id])}
+            rows = session.query("SELECT checkpoint_ns, checkpoint_id, checkpoint->'channel_versions'->>'messages' AS v, "
+                                 "metadata FROM checkpoints WHERE thread_id = ?", [thread_id])
+        else:
+            stored, rows = {}, []
+            for ns, cid, blob, metadata in session.conn.execute(
+                    "SELECT checkpoint_ns, checkpoint_id, checkpoint, metadata FROM checkpoints WHERE thread_id = ?",
+                    [thread_id]):
+                if (ns, cid) in self.sent:
+                    stored[(ns, cid)] = (hashlib.sha256(blob or b"").hexdigest(), len(blob or b""))
+                rows.append({"checkpoint_ns": ns, "checkpoint_id": cid, "metadata": json.loads(metadata or b"{}")})
+        for key, sent in self.sent.items():
+            if stored.get(key) != sent:
+                raise fail(f"stored bytes of {key[1]} differ from what the saver wrote",
+                           {"checkpoint_ns": key[0], "key": key[1], "sent_sha256": sent[0],
+                            "stored_sha256": (stored.get(key) or (None,))[0]})
+        for row in rows:
+            key = (row["checkpoint_ns"], row["checkpoint_id"])
+            if key not in self.analyzed:
                 continue  # written by someone else after the analysis; the watermark check decides
-            stored = tup.checkpoint["channel_values"].get("messages")
-            if isinstance(stored, _DeltaSnapshot) or checkpoint_metadata_uses_delta(tup.metadata):
-                raise _Abort("verification_failed", f"checkpoint {cid} still carries delta storage after rewrite",
-                             "Nothing was changed (rolled back). Report the thread shape.",
-                             {"checkpoint_id": cid, "checkpoint_ns": ns})
-            got = messages_sha256(stored if isinstance(stored, list) else [])
-            want = expected.get((ns, cid))
+            if checkpoint_metadata_uses_delta(row["metadata"]):
+                raise fail(f"checkpoint {key[1]} still carries delta metadata after rewrite",
+                           {"checkpoint_id": key[1], "checkpoint_ns": key[0]})
+            if session.dialect == "postgres" and key in self.versions and row["v"] != self.versions[key]:
+                raise fail(f"checkpoint {key[1]} points at messages version {row['v']!r}, "
+                           f"not the rewritten {self.versions[key]!r}",
+                           {"checkpoint_id": key[1], "checkpoint_ns": key[0]})
+        accessor = CheckpointStateAccessor.bind(session.saver, mode="full")
+        for ns, (cid, want) in self.heads.items():
+            head = accessor.get(_config(thread_id, ns, cid))
+            got = messages_sha256(head.values.get("messages") or [])
             if want is not None and got != want:
-                raise _Abort("verification_failed", f"full-mode read of {cid} differs from the materialized value",
-                             "Nothing was changed (rolled back). Report the thread shape.",
-                             {"checkpoint_id": cid, "checkpoint_ns": ns, "expected_sha256": want, "full_mode_sha256": got})
-        newest = max(cid for (n, cid) in expected if n == ns)  # the head as analyzed, not a newcomer's
-        head = accessor.get(_config(thread_id, ns, newest))
-        cid = head.config["configurable"]["checkpoint_id"]
-        got = messages_sha256(head.values.get("messages") or [])
-        if got != expected.get((ns, cid), got):
-            raise _Abort("verification_failed", f"full-mode accessor read of head {cid} differs",
-                         "Nothing was changed (rolled back).",
-                         {"checkpoint_id": cid, "checkpoint_ns": ns, "expected_sha256": expected[(ns, cid)],
-                          "full_mode_sha256": got})
-
-
-def _head_digest(session: ConversionSession, thread_id: str, entries: list[_Entry]) -> str | None:
-    """Digest at the root namespace's head (its newest checkpoint, as LangGraph picks it);
-    ``None`` when that checkpoint has no trustworthy value (unreachable or blocked)."""
-    head = session.query("SELECT MAX(checkpoint_id) AS head FROM checkpoints WHERE thread_id = ? "
-                         "AND checkpoint_ns = ''", [thread_id])[0]["head"]
-    for e in entries:
-        if e.ns == "" and e.tup.config["configurable"]["checkpoint_id"] == head:
-            return e.digest
-    return None
-
-
-def _analyze(session: ConversionSession, thread_id: str, report: ThreadReport) -> list[_Entry]:
-    entries = _load(session, thread_id, report)
-    report.checkpoints_total = len(entries) + sum(
-        1 for f in report.findings if f["blocking"] and f["kind"] in ("dangling_parent", "cycle"))
-    report.checkpoints_to_rewrite = sum(1 for e in entries if e.rewrite)
-    report.head_messages_sha256 = _head_digest(session, thread_id, entries)
-    blocking = [f for f in report.findings if f["blocking"]]
-    if blocking:
-        raise _Abort("blocked", f"{len(blocking)} blocking finding(s); first: {blocking[0]['detail']}",
-                     "The thread's history cannot be replayed completely; it stays in delta mode.")
-    return entries
+                raise fail(f"full-mode accessor read of head {cid} differs",
+                           {"checkpoint_id": cid, "checkpoint_ns": ns, "expected_sha256": want,
+                            "full_mode_sha256": got})
 
 
 def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool = True) -> ThreadReport:
@@ -435,13 +554,20 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
             if session.watermark(thread_id)[0] == 0:
                 raise _Abort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
             report.bytes_before = session.stored_bytes(thread_id)
-            entries = _analyze(session, thread_id, report)
+            walk = _Walk(session, thread_id, report)
+            estimate = _Estimate(session, thread_id, report.bytes_before)
+            digests = []
+            for e in walk:
+                digests.append((e.ns, e.checkpoint_id, e.digest))
+                if e.rewrite:
+                    estimate.add(e)
+            walk.raise_if_blocked()
             if not report.checkpoints_to_rewrite:
                 report.status, report.bytes_after = "already_full", report.bytes_before
             else:
                 if integrity:
-                    _check_against_langgraph(session, thread_id, entries)
-                report.bytes_after = _estimate_after(session, thread_id, entries, report.bytes_before)
+                    _check_against_langgraph(session, thread_id, digests)
+                report.bytes_after = estimate.result()
                 report.status = "needs_conversion"
         except _Abort as exc:
             _record(report, exc)
@@ -464,6 +590,10 @@ def convert_thread(
     before_commit: Callable[[ConversionSession], None] | None = None,
 ) -> ThreadReport:
     """Convert one thread from delta to full storage, verified, in one transaction.
+
+    Memory holds one object per distinct message of the thread, lists of
+    references for the stored snapshots, and the values of open branch points
+    (not one full list per checkpoint).
 
     Args:
         database: the checkpoint database (sqlite or postgres).
@@ -500,28 +630,35 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     if mark[0] == 0:
         raise _Abort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
     report.bytes_before = session.stored_bytes(thread_id)
-    entries = _analyze(session, thread_id, report)
+    walk = _Walk(session, thread_id, report)
+    if integrity:
+        digests = [(e.ns, e.checkpoint_id, e.digest) for e in walk]
+        walk.raise_if_blocked()
+        if not report.checkpoints_to_rewrite:
+            report.status, report.bytes_after = "already_full", report.bytes_before
+            return
+        _check_against_langgraph(session, thread_id, digests)
+    writer = _Writer(session, thread_id, note)
+    walk.on_namespace = writer.begin_namespace
+    for e in walk:
+        writer.see(e)
+        if e.rewrite:
+            writer.write(e)
+    walk.raise_if_blocked()  # a blocking finding met while writing: the rollback undoes every write
     if not report.checkpoints_to_rewrite:
         report.status, report.bytes_after = "already_full", report.bytes_before
         return
-    if integrity:
-        _check_against_langgraph(session, thread_id, entries)
-    session.ensure_backup_tables()
-    backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-    backups.copy_to_backup(session, backup_id, thread_id, note=note)
-    _write(session, thread_id, entries)
     # A writer that committed meanwhile (Postgres READ COMMITTED) would show up in the verification
     # as unconverted rows: that is a retry, not a verification failure.
     _check_watermark(session, thread_id, mark)
-    _verify(session, thread_id, entries)
+    writer.verify()
     if before_commit is not None:
         before_commit(session)
     _check_watermark(session, thread_id, mark)
     report.bytes_after = session.stored_bytes(thread_id)
-    report.backup_id = backup_id
+    report.backup_id = writer.backup_id
     report.status = "converted"
     session.commit()
-
 
 
 def _check_watermark(session: ConversionSession, thread_id: str, mark: tuple[int, str | None]) -> None:
@@ -557,14 +694,15 @@ def revert_thread(database: DatabaseConfig, backup_id: str) -> ThreadReport:
                 backups.restore_rows(session, backup_id)
             except backups.BackupNotFoundError as exc:
                 raise _Abort("not_found", str(exc), "Only an active backup can be restored.") from exc
-            entries = _analyze(session, info.thread_id, report)
-            for e in entries:
-                key = (e.ns, e.tup.config["configurable"]["checkpoint_id"])
+            walk = _Walk(session, info.thread_id, report)
+            for e in walk:
+                key = (e.ns, e.checkpoint_id)
                 if key in converted and converted[key] != e.digest:
                     raise _Abort("verification_failed", f"restored checkpoint {key[1]} reads differently",
                                  "Nothing was changed (rolled back).",
                                  {"checkpoint_id": key[1], "checkpoint_ns": key[0],
                                   "converted_sha256": converted[key], "restored_sha256": e.digest})
+            walk.raise_if_blocked()
             report.bytes_after = session.stored_bytes(info.thread_id)
             report.status = "reverted"
             session.commit()
@@ -575,11 +713,18 @@ def revert_thread(database: DatabaseConfig, backup_id: str) -> ThreadReport:
 
 
 def _stored_digests(session: ConversionSession, thread_id: str) -> dict[tuple[str, str], str]:
+    """``{(checkpoint_ns, checkpoint_id): digest}`` of every checkpoint that stores its full value.
+
+    Reads a page at a time and decodes each distinct message once, so a
+    converted (full-mode) thread never sits in memory whole.
+    """
     out = {}
+    _share_decoded_messages(session)
+    digest = MessageDigester()
     for ns in session.namespaces(thread_id):
-        for tup in session.saver.list(_config(thread_id, ns)):
+        for tup in iter_checkpoints(session.saver, thread_id, ns):
             stored = tup.checkpoint["channel_values"].get("messages")
             is_seed, value, _ = stored_seed(stored)
             if is_seed and isinstance(value, list):
-                out[(ns, tup.config["configurable"]["checkpoint_id"])] = messages_sha256(value)
+                out[(ns, tup.config["configurable"]["checkpoint_id"])] = digest(value)
     return out

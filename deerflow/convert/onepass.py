@@ -52,6 +52,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import BaseMessage, BaseMessageChunk, RemoveMessage
 from langgraph.channels.binop import _get_overwrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
@@ -144,7 +145,37 @@ def replay(base: list[Any], values: list[Any]) -> list[Any]:
             base = copy.copy(ow_value) if ow_value is not None else []
             start = i + 1
     remaining = values[start:]
-    return merge_message_writes(base, remaining) if remaining else list(base)
+    if not remaining:
+        return list(base)
+    appended = _appended(base, remaining)
+    return appended if appended is not None else merge_message_writes(base, remaining)
+
+
+_NOT_PLAIN = (BaseMessageChunk, RemoveMessage)
+
+
+def _plain_types(messages: list[Any]) -> bool:
+    return all(issubclass(t, BaseMessage) and not issubclass(t, _NOT_PLAIN) for t in {type(m) for m in messages})
+
+
+def _appended(base: list[Any], values: list[Any]) -> list[Any] | None:
+    """``base + new messages`` when the writes only append messages with new ids, else ``None``.
+
+    That is what :func:`merge_message_writes` returns in that case (every
+    message already a plain message with an id, none removed, none replacing
+    another): the common step of a conversation, done with set operations
+    instead of rebuilding the reducer's id index in Python.
+    """
+    new: list[Any] = []
+    for value in values:
+        new.extend(value if isinstance(value, list) else [value])
+    if not new or not _plain_types(new) or not _plain_types(base):
+        return None
+    ids = {m.id for m in new}
+    base_ids = {m.id for m in base}
+    if len(ids) != len(new) or None in ids or "" in ids or None in base_ids or "" in base_ids:
+        return None
+    return base + new if ids.isdisjoint(base_ids) else None
 
 
 def _order_unknown(node: CheckpointNode) -> bool:

@@ -19,12 +19,13 @@ tables keep their meaning.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.sqlread import Tx
 
 __all__ = ["ConversionSession", "open_session"]
 
@@ -67,8 +68,11 @@ class _NoCommitConnection(sqlite3.Connection):
             self.execute("COMMIT")
 
 
-class ConversionSession:
+class ConversionSession(Tx):
     """One connection, one transaction, and a saver bound to it.
+
+    ``query`` and ``execute`` (``?`` placeholders on both dialects) come from
+    :class:`deerflow.sqlread.Tx`.
 
     Attributes:
         dialect: ``"sqlite"`` or ``"postgres"``.
@@ -76,25 +80,8 @@ class ConversionSession:
     """
 
     def __init__(self, dialect: str, conn: Any, saver: Any):
-        self.dialect = dialect
-        self.conn = conn
+        super().__init__(dialect, conn)
         self.saver = saver
-
-    def _sql(self, sql: str) -> str:
-        return sql if self.dialect == "sqlite" else sql.replace("%", "%%").replace("?", "%s")
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        """Rows as dicts (``?`` placeholders on both dialects)."""
-        cur = self.conn.execute(self._sql(sql), tuple(params))
-        if self.dialect == "sqlite":
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        return list(cur.fetchall())
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run a statement; returns the affected row count."""
-        cur = self.conn.execute(self._sql(sql), tuple(params))
-        return cur.rowcount
 
     def ensure_backup_tables(self) -> None:
         """Create this package's backup tables if missing (inside the transaction)."""

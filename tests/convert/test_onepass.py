@@ -5,20 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Overwrite
 
-from deerflow.convert.converter import _DigestCache
+from deerflow.agents.thread_state import merge_message_writes
+from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.onepass import (
     CheckpointNode,
     Finding,
     Materialized,
+    _appended,
     materialize_namespace,
     replay,
     stored_seed,
 )
-from deerflow.digest import messages_sha256
+from deerflow.digest import canonical_messages, messages_sha256
+from tests.deerflow.test_thread_state import SETTINGS, TEXTS, _draw_writes, _message
 
 H0, A0, H1, A1 = (HumanMessage("q0", id="h0"), AIMessage("a0", id="a0"), HumanMessage("q1", id="h1"),
                   AIMessage("a1", id="a1"))
@@ -106,8 +111,59 @@ def test_order_unknown_needs_several_pathless_tasks():
 
 
 def test_digest_cache_equals_messages_sha256():
-    cache = _DigestCache()
+    cache = MessageDigester()
     odd = AIMessage([{"type": "text", "text": "x\x00 \U0001F600"}], id="odd",
                     tool_calls=[{"name": "t", "args": {"k": "\u00e9"}, "id": "c"}])
-    for messages in ([], [H0], [H0, A0, odd], [odd, H0, odd]):
-        assert cache(messages) == messages_sha256(messages)
+    # Prefix extensions (the incremental path), a shorter list, a branch, an empty list, a repeat.
+    sequences = ([], [H0], [H0, A0], [H0, A0, odd], [H0, A0, odd, H1], [H0], [H0, A1], [odd, H0, odd], [],
+                 [odd, H0, odd], [odd, H0, odd, A1])
+    for messages in sequences:
+        assert cache(messages) == messages_sha256(messages), messages
+
+
+def test_digest_cache_ignores_a_list_changed_after_it_was_hashed():
+    cache = MessageDigester()
+    messages = [H0, A0]
+    cache(messages)
+    messages[1] = A1  # the caller reuses its list: the cached prefix must not be trusted
+    assert cache(messages + [H1]) == messages_sha256([H0, A1, H1])
+
+
+# -- replay's append-only shortcut --------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.data())
+def test_replay_equals_merge_message_writes(data):
+    state = merge_message_writes([], _draw_writes(data, [], allow_idless=False, max_writes=3))
+    if data.draw(st.booleans(), label="appends only"):
+        writes: list[Any] = []
+        for i in range(data.draw(st.integers(1, 4), label="n_writes")):
+            kinds = st.sampled_from(["human", "ai", "tool", "system", "system", "dict"])
+            write = [_message(data.draw(kinds, label="kind"), f"new-{i}-{j}", data.draw(st.sampled_from(TEXTS)))
+                     for j in range(data.draw(st.integers(1, 3), label="n_msgs"))]
+            writes.append(write[0] if len(write) == 1 and data.draw(st.booleans(), label="bare") else write)
+    else:
+        writes = _draw_writes(data, state, allow_idless=True)
+    assert canonical_messages(replay(state, writes)) == canonical_messages(merge_message_writes(state, writes))
+
+
+def test_the_shortcut_takes_only_plain_appends_with_new_ids():
+    base = [H0, A0]
+    fresh = [H1, AIMessage("a1", id="a1")]
+    assert _appended(base, [fresh]) == [H0, A0, H1, fresh[1]]
+    assert _appended(base, [H1]) == [H0, A0, H1]  # a bare message write
+    refused = {
+        "replaces an id": [[AIMessage("again", id="a0")]],
+        "removes": [[RemoveMessage(id="h0")]],
+        "a message-like dict": [[{"role": "user", "content": "x", "id": "d"}]],
+        "no id": [[HumanMessage("no id")]],
+        "a chunk": [[AIMessageChunk("part", id="k")]],
+        "one id twice": [[H1], [HumanMessage("q1 again", id="h1")]],
+        "nothing": [],
+    }
+    for why, writes in refused.items():
+        assert _appended(base, writes) is None, why
+    assert _appended([{"role": "user", "content": "x", "id": "d"}], [[H1]]) is None  # base not plain
+    assert _appended([HumanMessage("no id")], [[H1]]) is None
+    assert _appended([ToolMessage("r", tool_call_id="c", id="t")], [[H1]]) == [ToolMessage("r", tool_call_id="c", id="t"), H1]

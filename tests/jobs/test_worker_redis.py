@@ -123,7 +123,7 @@ def _assert_full_mode_reads_manifest_heads(database: DatabaseConfig) -> None:
     from dashboard.runtime import DashboardRuntime, install_runtime
     from dashboard.threads import services as thread_services
     from deerflow.config import load_config
-    from tests.dashboard.conftest import write_config
+    from tests.configs import write_config
 
     path = write_config(Path(database.sqlite_dir).parent / "config.full.yaml", database, "full")
     rt = DashboardRuntime.from_config(load_config(path))
@@ -137,7 +137,7 @@ def _assert_full_mode_reads_manifest_heads(database: DatabaseConfig) -> None:
         install_runtime(old)
 
 
-KILL_THREAD = "delta-f10-200t"  # 752 checkpoints: long enough to be killed mid-conversion
+KILL_THREAD = "delta-f10-200t"  # 752 checkpoints: the conversion holds the write lock for a while
 
 LAUNCH_ONE = """
 import json
@@ -155,18 +155,30 @@ def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home
     """SIGKILL the child converting a thread: its transaction rolls back, the task is redelivered
     (acks_late + reject_on_worker_lost), the row is reclaimed, and the thread ends fully converted."""
     import signal
-    import time
 
     proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % KILL_THREAD], home["env"])
     job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
     query = "SELECT * FROM jobs_threadresult WHERE job_id = ?"
 
-    def running_a_while():
+    checkpoints_db = home["root"] / "data" / "deerflow.db"
+
+    def inside_the_conversion_transaction():
+        # The converter holds SQLite's write lock from BEGIN IMMEDIATE to its commit: while the row
+        # is running and the lock is taken, the child is mid-conversion (not before, not after).
         rows = _dashboard_rows(home["var"], query, [job_id])
-        return rows and rows[0]["status"] == "running" and rows[0]
-    victim = helpers.wait_until(running_a_while, timeout=60, proc=worker, what="the thread to start")["worker_pid"]
-    time.sleep(4)
-    assert _dashboard_rows(home["var"], query, [job_id])[0]["status"] == "running", "finished before the kill"
+        if not (rows and rows[0]["status"] == "running"):
+            return False
+        probe = sqlite3.connect(str(checkpoints_db), timeout=0)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.rollback()
+            return False
+        except sqlite3.OperationalError as exc:
+            return "locked" in str(exc) and rows[0]
+        finally:
+            probe.close()
+    victim = helpers.wait_until(inside_the_conversion_transaction, timeout=60, interval=0.02, proc=worker,
+                                what="the conversion's transaction")["worker_pid"]
     os.kill(victim, signal.SIGKILL)
 
     def finished():
