@@ -1,15 +1,18 @@
-"""Shared fixtures: the real DeerFlow data on SQLite and Postgres, and a clean mode freeze."""
+"""Shared fixtures: the real DeerFlow data on SQLite and Postgres, a clean mode freeze, frozen dashboard runtimes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.runtime.checkpoint_mode import _reset_checkpoint_mode_freeze_for_tests
 from tests import fixtures_real
+from tests.configs import write_config
 
 
 @pytest.fixture(autouse=True)
@@ -47,33 +50,68 @@ def sqlite_fixture_db_rw(tmp_path: Path) -> DatabaseConfig:
     return DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "data"))
 
 
-@pytest.fixture(scope="session")
-def postgres_fixture_db() -> Iterator[DatabaseConfig]:
-    """The fixture Postgres dump restored into a fresh database for this session (do not write)."""
-    name, url = fixtures_real.create_database("dfa_fixture")
+@contextmanager
+def _postgres_database(prefix: str, *, restore: bool) -> Iterator[DatabaseConfig]:
+    """A new Postgres database (the fixture dump restored into it when ``restore``), dropped afterwards."""
+    name, url = fixtures_real.create_database(prefix)
     try:
-        fixtures_real.restore_postgres(url)
+        if restore:
+            fixtures_real.restore_postgres(url)
         yield DatabaseConfig(backend="postgres", postgres_url=url)
     finally:
         fixtures_real.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def postgres_fixture_db() -> Iterator[DatabaseConfig]:
+    """The fixture Postgres dump restored into a fresh database for this session (do not write)."""
+    with _postgres_database("dfa_fixture", restore=True) as database:
+        yield database
 
 
 @pytest.fixture
 def postgres_fixture_db_rw() -> Iterator[DatabaseConfig]:
     """A private, writable restore of the fixture dump for one test."""
-    name, url = fixtures_real.create_database("dfa_fixture_rw")
-    try:
-        fixtures_real.restore_postgres(url)
-        yield DatabaseConfig(backend="postgres", postgres_url=url)
-    finally:
-        fixtures_real.drop_database(name)
+    with _postgres_database("dfa_fixture_rw", restore=True) as database:
+        yield database
 
 
 @pytest.fixture
 def empty_postgres_db() -> Iterator[DatabaseConfig]:
     """An empty Postgres database (LangGraph tables created by the saver's setup on demand)."""
-    name, url = fixtures_real.create_database("dfa_empty")
-    try:
-        yield DatabaseConfig(backend="postgres", postgres_url=url)
-    finally:
-        fixtures_real.drop_database(name)
+    with _postgres_database("dfa_empty", restore=False) as database:
+        yield database
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
+def fixture_backend(request) -> tuple[str, DatabaseConfig]:
+    """``(backend name, database block)`` of the read-only real fixture, once per backend."""
+    return request.param, request.getfixturevalue(f"{request.param}_fixture_db")
+
+
+@pytest.fixture
+def runtime_for(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Factory: ``runtime_for(database, mode="delta", snapshot_frequency=10)`` installs a frozen dashboard runtime.
+
+    Writes a real config.yaml and freezes the (test-reset) process on it,
+    exactly as a dashboard process does at start-up; closes every runtime and
+    uninstalls it afterwards.
+    """
+    from dashboard.runtime import DashboardRuntime, install_runtime
+    from deerflow.config import load_config
+
+    made: list[DashboardRuntime] = []
+
+    def make(database: DatabaseConfig, mode: str = "delta", snapshot_frequency: int = 10) -> DashboardRuntime:
+        _reset_checkpoint_mode_freeze_for_tests()
+        path = write_config(tmp_path / f"config-{len(made)}.yaml", database, mode, snapshot_frequency)
+        rt = DashboardRuntime.from_config(load_config(path))
+        install_runtime(rt)
+        made.append(rt)
+        return rt
+
+    yield make
+    for rt in made:
+        rt.close()
+    install_runtime(None)

@@ -6,7 +6,6 @@ import pytest
 from django.test import Client
 
 from deerflow.config.database_config import DatabaseConfig
-from tests.dashboard.conftest import runtime_for  # noqa: F401 - fixture re-exported for this module
 
 pytestmark = pytest.mark.django_db
 

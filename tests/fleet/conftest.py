@@ -1,7 +1,6 @@
 """Fleet test fixtures: frozen runtimes on real databases, registry rows, personas, API tokens.
 
-``fleet_runtime`` writes a real config.yaml and freezes the (test-reset)
-process on it, exactly as a dashboard process does at start-up. ``process_row``
+``runtime_for`` (``tests/conftest.py``) freezes the process on a real config.yaml. ``process_row``
 creates :class:`ProcessRecord` rows the way heartbeats leave them, so the audit's
 findings can be checked one at a time.
 """
@@ -15,13 +14,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from django.test import Client
 from django.utils import timezone
 
 from dashboard.fleet.control import LiveCheck
-from dashboard.runtime import DashboardRuntime, install_runtime
-from deerflow.config import load_config
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer
 
@@ -49,39 +45,6 @@ def private_broker(tmp_path: Path) -> Iterator[None]:
         app.conf.update(**saved)
 
 
-def write_config(path: Path, database: DatabaseConfig, mode: str, snapshot_frequency: int = 10) -> Path:
-    """Write a DeerFlow-style config.yaml for ``database`` in ``mode``; returns its path."""
-    block = {"backend": database.backend, "checkpoint_channel_mode": mode,
-             "checkpoint_delta": {"snapshot_frequency": snapshot_frequency}}
-    if database.backend == "sqlite":
-        block["sqlite_dir"] = database.sqlite_dir
-    if database.backend == "postgres":
-        block["postgres_url"] = database.postgres_url
-    path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def fleet_runtime(tmp_path: Path) -> Iterator[Callable[..., DashboardRuntime]]:
-    """Factory: ``fleet_runtime(database, mode="delta", snapshot_frequency=10)`` installs a frozen runtime."""
-    made: list[DashboardRuntime] = []
-
-    def make(database: DatabaseConfig, mode: str = "delta", snapshot_frequency: int = 10) -> DashboardRuntime:
-        from deerflow.runtime.checkpoint_mode import _reset_checkpoint_mode_freeze_for_tests
-
-        _reset_checkpoint_mode_freeze_for_tests()
-        path = write_config(tmp_path / f"config-{len(made)}.yaml", database, mode, snapshot_frequency)
-        rt = DashboardRuntime.from_config(load_config(path))
-        install_runtime(rt)
-        made.append(rt)
-        return rt
-
-    yield make
-    for rt in made:
-        rt.close()
-    install_runtime(None)
-
-
 @pytest.fixture
 def empty_sqlite_db(tmp_path: Path) -> DatabaseConfig:
     """A fresh SQLite checkpoint database with LangGraph's tables and no threads."""
@@ -89,13 +52,6 @@ def empty_sqlite_db(tmp_path: Path) -> DatabaseConfig:
     with open_checkpointer(database, create=True):
         pass
     return database
-
-
-@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
-                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
-def fixture_backend(request) -> tuple[str, DatabaseConfig]:
-    """``(backend name, database block)`` of the read-only real fixture, once per backend."""
-    return request.param, request.getfixturevalue(f"{request.param}_fixture_db")
 
 
 _pids = itertools.count(41000)

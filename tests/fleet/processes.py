@@ -18,7 +18,9 @@ from pathlib import Path
 
 from celery import Celery
 
+from deerflow.config.database_config import DatabaseConfig
 from tests import fixtures_real
+from tests.configs import write_config
 from tests.integration import helpers
 
 READY_TIMEOUT = 90
@@ -68,7 +70,8 @@ class FleetHome:
 
     def config(self, name: str, mode: str, snapshot_frequency: int) -> Path:
         """Write ``root/<name>`` for the shared checkpoint database; returns its path."""
-        return helpers.write_config(self.root / name, self.data_dir, mode, snapshot_frequency)
+        return write_config(self.root / name, DatabaseConfig(backend="sqlite", sqlite_dir=str(self.data_dir)), mode,
+                            snapshot_frequency)
 
     def env(self, config_path: Path, **extra: str) -> dict[str, str]:
         url = helpers.redis_url(self.redis_db)

@@ -22,9 +22,9 @@ def run(*args: str) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
-def test_json_threads_match_the_manifest(fleet_runtime, fixture_backend, manifest):
+def test_json_threads_match_the_manifest(runtime_for, fixture_backend, manifest):
     backend, database = fixture_backend
-    fleet_runtime(database, "delta", 10)
+    runtime_for(database, "delta", 10)
     code, out = run("--json", "--threads")
     body = json.loads(out)
     assert code == (1 if any(f["severity"] == "error" for f in body["findings"]) else 0)
@@ -45,14 +45,14 @@ def test_json_threads_match_the_manifest(fleet_runtime, fixture_backend, manifes
     assert body["census"]["migrated"] == 1 and body["census"]["inconsistent"] == 1
 
 
-def test_json_without_threads(fleet_runtime, sqlite_fixture_db):
-    fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_json_without_threads(runtime_for, sqlite_fixture_db):
+    runtime_for(sqlite_fixture_db, "delta", 10)
     _code, out = run("--json")
     assert "threads" not in json.loads(out)
 
 
-def test_exit_code_follows_error_findings(fleet_runtime, empty_sqlite_db, process_row):
-    fleet_runtime(empty_sqlite_db, "delta", 10)
+def test_exit_code_follows_error_findings(runtime_for, empty_sqlite_db, process_row):
+    runtime_for(empty_sqlite_db, "delta", 10)
     process_row("web")
     code, out = run()
     assert code == 0
@@ -69,8 +69,8 @@ def test_exit_code_follows_error_findings(fleet_runtime, empty_sqlite_db, proces
     assert [f["code"] for f in json.loads(out)["findings"] if f["severity"] == "error"] == ["cadence_mismatch"]
 
 
-def test_text_threads_listing(fleet_runtime, sqlite_fixture_db):
-    fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_text_threads_listing(runtime_for, sqlite_fixture_db):
+    runtime_for(sqlite_fixture_db, "delta", 10)
     _code, out = run("--threads")
     assert "  delta-f3-40t  delta  cadence=3\n" in out + "\n"
     assert "  delta-f10-1t  delta  cadence=3 (lower bound)" in out

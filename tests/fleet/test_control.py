@@ -12,7 +12,9 @@ import pytest
 from celery import Celery
 
 from dashboard.fleet.control import LiveCheck, deerflow_facts, live_check
+from deerflow.config.database_config import DatabaseConfig
 from tests import fixtures_real
+from tests.configs import write_config
 from tests.integration import helpers
 
 
@@ -67,7 +69,7 @@ def test_embedded_filesystem_broker_broadcasts_to_a_real_worker(tmp_path):
     """The embedded default (Kombu's filesystem transport) can broadcast: a real worker answers."""
     fixtures_real.restore_sqlite(tmp_path / "data")
     (tmp_path / "var").mkdir()
-    config = helpers.write_config(tmp_path / "config.yaml", tmp_path / "data", "delta", 10)
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "data")))
     env = helpers.dashboard_env(config_path=config, var_dir=tmp_path / "var")  # no CELERY_BROKER_URL
     helpers.run_manage(["migrate", "--noinput"], env)
     argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", "--pool=solo",

@@ -17,8 +17,8 @@ KEYS = {"role", "host", "pid", "mode", "snapshot_frequency", "config_path", "con
         "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency", "disk_error"}
 
 
-def test_facts_of_a_frozen_process(fleet_runtime, sqlite_fixture_db):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 25)
+def test_facts_of_a_frozen_process(runtime_for, sqlite_fixture_db):
+    rt = runtime_for(sqlite_fixture_db, "delta", 25)
     facts = process_facts(rt, role="worker", queues=["dashboard", "checkpoints.delta"])
     assert set(facts) == KEYS
     path = rt.config.path
@@ -32,8 +32,8 @@ def test_facts_of_a_frozen_process(fleet_runtime, sqlite_fixture_db):
     assert facts["max_supersteps"] == 5000
 
 
-def test_facts_follow_the_file_on_disk_but_not_the_frozen_values(fleet_runtime, sqlite_fixture_db):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_facts_follow_the_file_on_disk_but_not_the_frozen_values(runtime_for, sqlite_fixture_db):
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     path = rt.config.path
     data = yaml.safe_load(path.read_text())
     data["database"]["checkpoint_channel_mode"] = "full"

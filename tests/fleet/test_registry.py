@@ -40,8 +40,8 @@ def test_save_facts_creates_then_refreshes_one_row():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_registration_heartbeats_and_stops(fleet_runtime, sqlite_fixture_db):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_registration_heartbeats_and_stops(runtime_for, sqlite_fixture_db):
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     registration = Registration(rt, "web", None, interval_s=0.2).start()
     try:
         row = ProcessRecord.objects.get(instance_id=registration.instance_id)
@@ -74,9 +74,9 @@ def test_registration_heartbeats_and_stops(fleet_runtime, sqlite_fixture_db):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_forked_child_does_not_mark_the_parent_stopped(fleet_runtime, sqlite_fixture_db):
+def test_forked_child_does_not_mark_the_parent_stopped(runtime_for, sqlite_fixture_db):
     # A prefork pool child inherits the parent's atexit hook; stop() must be a no-op there.
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     registration = register(rt, "worker", queues=["dashboard"], interval_s=30)
     assert registration is not None
     try:

@@ -34,8 +34,8 @@ def parse(html: str) -> _Links:
 
 
 @pytest.fixture
-def rt(fleet_runtime, sqlite_fixture_db):
-    return fleet_runtime(sqlite_fixture_db, "delta", 10)
+def rt(runtime_for, sqlite_fixture_db):
+    return runtime_for(sqlite_fixture_db, "delta", 10)
 
 
 def test_audit_page_is_for_staff(rt, outsider_user):

@@ -2,7 +2,6 @@
 
 from tests.dashboard.conftest import (  # noqa: F401 - pytest fixtures re-exported for this package
     outsider_user,
-    runtime_for,
     staff_client,
     staff_user,
 )

@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from deerflow.config.database_config import DatabaseConfig
 from tests import fixtures_real
+from tests.configs import write_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -41,18 +41,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def write_config(path: Path, sqlite_dir: Path, mode: str, snapshot_frequency: int = 10) -> Path:
-    """Write a DeerFlow-style config.yaml (sqlite backend) in ``mode``; returns its path.
-
-    Same layout as ``tests/dashboard/conftest.py::write_config`` (DeerFlow's own
-    ``database:`` keys), restricted to the SQLite backend these tests use.
-    """
-    block = {"backend": "sqlite", "sqlite_dir": str(sqlite_dir), "checkpoint_channel_mode": mode,
-             "checkpoint_delta": {"snapshot_frequency": snapshot_frequency}}
-    path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
-    return path
-
-
 def dashboard_home(root: Path, mode: str) -> tuple[Path, Path]:
     """A private copy of the fixture SQLite under ``root/data`` and a ``mode`` config.yaml for it.
 
@@ -62,7 +50,7 @@ def dashboard_home(root: Path, mode: str) -> tuple[Path, Path]:
     fixtures_real.restore_sqlite(root / "data")
     var_dir = root / "var"
     var_dir.mkdir(exist_ok=True)
-    return write_config(root / "config.yaml", root / "data", mode), var_dir
+    return write_config(root / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(root / "data")), mode), var_dir
 
 
 def dashboard_env(*, config_path: Path, var_dir: Path, **extra: str) -> dict[str, str]:

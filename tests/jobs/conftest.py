@@ -18,7 +18,6 @@ from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.services import run_inline
 from dashboard.runtime import DashboardRuntime
 from deerflow.config.database_config import DatabaseConfig
-from tests.dashboard.conftest import runtime_for  # noqa: F401 - fixture re-exported for this package
 
 #: Small threads of the real fixture kept in :func:`small_db` (seconds to convert, not minutes).
 SMALL_THREADS = ["delta-f10-1t", "delta-f10-9t", "delta-f10-10t", "delta-f10-fork", "markerless-delta-f10-13t",
@@ -42,7 +41,7 @@ def small_db(sqlite_fixture_db_rw: DatabaseConfig) -> DatabaseConfig:
 
 
 @pytest.fixture
-def delta_rt(runtime_for, small_db) -> DashboardRuntime:  # noqa: F811 - pytest fixture injection
+def delta_rt(runtime_for, small_db) -> DashboardRuntime:
     """This process frozen in delta mode on :func:`small_db` (what a delta worker is)."""
     return runtime_for(small_db, "delta")
 

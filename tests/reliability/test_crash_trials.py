@@ -52,10 +52,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import list_backups
+from tests.configs import write_config
 from tests.integration import helpers
 from tests.reliability import support
 
@@ -363,17 +363,6 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _write_config(path: Path, database: DatabaseConfig) -> Path:
-    block: dict[str, Any] = {"backend": database.backend, "checkpoint_channel_mode": "delta",
-                             "checkpoint_delta": {"snapshot_frequency": 10}}
-    if database.backend == "sqlite":
-        block["sqlite_dir"] = database.sqlite_dir
-    else:
-        block["postgres_url"] = database.postgres_url
-    path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
-    return path
-
-
 def _dash(var_dir: Path, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
     with closing(sqlite3.connect(var_dir / "dash.sqlite3", timeout=10)) as conn:
         conn.row_factory = sqlite3.Row
@@ -414,7 +403,7 @@ def test_sigkill_celery_worker(lab: Lab, manifest: dict, ledger: list[Trial], tm
         url = helpers.redis_url(redis_db)
         var_dir = tmp_path / "var"
         var_dir.mkdir()
-        env = helpers.dashboard_env(config_path=_write_config(tmp_path / "config.yaml", database), var_dir=var_dir,
+        env = helpers.dashboard_env(config_path=write_config(tmp_path / "config.yaml", database), var_dir=var_dir,
                                     CELERY_BROKER_URL=url, CELERY_RESULT_BACKEND=url)
         helpers.run_manage(["migrate", "--noinput", "-v0"], env)
         created = helpers.run_manage(["shell", "-c", CREATE_JOBS % json.dumps(threads)], env)

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer
-from tests.dashboard.conftest import write_config
+from tests.configs import write_config
 
 pytestmark = pytest.mark.django_db
 
