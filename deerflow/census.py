@@ -36,9 +36,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from deerflow.inventory import SqlReader, checkpoint_time, reader_for
+from deerflow import summary as summary_table
+from deerflow.inventory import checkpoint_time, reader_for
+from deerflow.summary.cadences import counter_expr, snapshot_sql
 
-__all__ = ["CadenceInference", "WriterFacts", "infer_cadences", "recent_writer_facts"]
+__all__ = ["CadenceInference", "CadenceOutliers", "WriterFacts", "cadence_outliers", "infer_cadences",
+           "recent_writer_facts"]
 
 #: LangGraph's default ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``.
 DEFAULT_MAX_SUPERSTEPS = 5000
@@ -74,28 +77,6 @@ class CadenceInference:
         return len(self.exact) == 1
 
 
-def _counter_expr(reader: SqlReader, alias: str, index: int) -> str:
-    if reader.dialect == "sqlite":
-        return (f"CAST(json_extract(CAST({alias}.metadata AS TEXT), "
-                f"'$.counters_since_delta_snapshot.messages[{index}]') AS INTEGER)")
-    return f"(({alias}.metadata->'counters_since_delta_snapshot'->'messages'->>{index})::bigint)"
-
-
-def _snapshot_sql(r: SqlReader, where: str) -> str:
-    """Cadence snapshots ``S`` (see the module docstring) with the parent's counters ``u``, ``s``."""
-    u_p, s_p = _counter_expr(r, "p", 0), _counter_expr(r, "p", 1)
-    return (
-        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
-        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
-        f"AND p.checkpoint_id = c.parent_checkpoint_id "
-        f"WHERE NOT {r.counters('c')} AND {r.counters('p')} "
-        f"AND NOT ({r.marker('p')} AND NOT {r.marker('c')}) "
-        f"AND NOT EXISTS (SELECT 1 FROM checkpoints o WHERE o.thread_id = c.thread_id "
-        f"AND o.checkpoint_ns = c.checkpoint_ns AND o.parent_checkpoint_id = c.parent_checkpoint_id "
-        f"AND o.checkpoint_id < c.checkpoint_id) {where}"
-    )
-
-
 def _cadence_of(row: dict[str, Any], max_supersteps: int) -> int | None:
     """``u + 1`` for a snapshot row, ``None`` when the supersteps bound may have caused it."""
     if row["s"] is not None and int(row["s"]) + 1 >= max_supersteps:
@@ -103,43 +84,126 @@ def _cadence_of(row: dict[str, Any], max_supersteps: int) -> int | None:
     return int(row["u"]) + 1
 
 
+def _summary_cadences_ready(saver: Any) -> bool:
+    """True when ``dfa_thread_cadences`` is readable and filled by a refresh since it was (re)built."""
+    if not summary_table.readable(saver):
+        return False
+    r = reader_for(saver)
+    exists = r.query("SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = 'dfa_thread_cadences'"
+                     if r.dialect == "sqlite" else "SELECT to_regclass('dfa_thread_cadences') IS NOT NULL AS x")
+    return bool(exists[0]["x"]) and r.query(
+        "SELECT watermark FROM dfa_summary_state WHERE id = 1")[0]["watermark"] is not None
+
+
 def infer_cadences(saver: Any, thread_ids: list[str] | None = None,
-                   max_supersteps: int = DEFAULT_MAX_SUPERSTEPS) -> dict[str, CadenceInference]:
+                   max_supersteps: int = DEFAULT_MAX_SUPERSTEPS, *, use_summary: bool = True) -> dict[str, CadenceInference]:
     """Infer each delta thread's snapshot cadence from its checkpoint metadata.
 
     Args:
         saver: SQLite or Postgres saver.
         thread_ids: restrict to these threads (default: every thread).
         max_supersteps: the supersteps bound in force (snapshots caused by it are ignored).
+        use_summary: read the per-thread facts the summary refresh keeps
+            (:mod:`deerflow.summary.cadences`) when they are available, instead
+            of scanning ``checkpoints`` (same result, as of the last refresh).
 
     Returns:
         ``{thread_id: CadenceInference}`` for threads with any counters.
     """
     r = reader_for(saver)
-    where, params = "", []
-    if thread_ids is not None:
-        if not thread_ids:
-            return {}
-        where = f"AND c.thread_id IN ({', '.join('?' for _ in thread_ids)})"
-        params = list(thread_ids)
-    u_c = _counter_expr(r, "c", 0)
-    bounds = r.query(
-        f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
-        f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
-    snaps = r.query(_snapshot_sql(r, where), params)
     out: dict[str, CadenceInference] = {}
-    for row in bounds:
-        out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
-    for row in snaps:
-        inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
-        inf.snapshots += 1
-        k = _cadence_of(row, max_supersteps)
-        if k is not None and k not in inf.exact:
-            inf.exact.append(k)
+    if thread_ids is not None and not thread_ids:
+        return out
+    if use_summary and _summary_cadences_ready(saver):
+        where, params = "", []
+        if thread_ids is not None:
+            where, params = f"WHERE thread_id IN ({', '.join('?' for _ in thread_ids)})", list(thread_ids)
+        for row in r.query("SELECT thread_id, kind, cadence, snapshots, min_supersteps FROM dfa_thread_cadences "
+                           f"{where} ORDER BY thread_id, kind, cadence", params):
+            inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
+            if row["kind"] == "bound":
+                inf.lower_bound = int(row["cadence"])
+                continue
+            inf.snapshots += int(row["snapshots"])
+            if int(row["min_supersteps"]) + 1 < max_supersteps:
+                inf.exact.append(int(row["cadence"]))
+    else:
+        where, params = "", []
+        if thread_ids is not None:
+            where = f"AND c.thread_id IN ({', '.join('?' for _ in thread_ids)})"
+            params = list(thread_ids)
+        u_c = counter_expr(r, "c", 0)
+        bounds = r.query(
+            f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
+            f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
+        for row in bounds:
+            out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
+        for row in r.query(snapshot_sql(r, where), params):
+            inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
+            inf.snapshots += 1
+            k = _cadence_of(row, max_supersteps)
+            if k is not None and k not in inf.exact:
+                inf.exact.append(k)
     for inf in out.values():
         inf.exact.sort()
         if inf.exact:
             inf.lower_bound = None
+    return out
+
+
+@dataclass
+class CadenceOutliers:
+    """Threads whose proven cadences disagree, counted, with a few examples.
+
+    Attributes:
+        multiple: threads with several proven cadences (count).
+        differs: threads with a proven cadence other than the fleet's (count; 0 without a fleet cadence).
+        multiple_examples, differs_examples: up to ``limit`` of each, by thread id.
+    """
+
+    multiple: int = 0
+    differs: int = 0
+    multiple_examples: list[CadenceInference] = field(default_factory=list)
+    differs_examples: list[CadenceInference] = field(default_factory=list)
+
+
+def cadence_outliers(saver: Any, fleet: int | None, max_supersteps: int = DEFAULT_MAX_SUPERSTEPS,
+                     *, limit: int = 10) -> CadenceOutliers:
+    """Threads written at several cadences, and at a cadence other than ``fleet``, for the audit.
+
+    Reads the summary's per-thread facts with two aggregate queries when they
+    are available (cost independent of the number of checkpoints); otherwise
+    infers every thread's cadences by scanning (:func:`infer_cadences`).
+
+    Args:
+        saver: SQLite or Postgres saver.
+        fleet: the cadence the live delta processes froze (``None``: no comparison).
+        max_supersteps: the supersteps bound in force.
+        limit: examples kept per kind (count).
+    """
+    out = CadenceOutliers()
+    if not _summary_cadences_ready(saver):
+        cadences = infer_cadences(saver, max_supersteps=max_supersteps, use_summary=False)
+        multi = [c for c in cadences.values() if len(c.exact) > 1]
+        off = [c for c in cadences.values() if fleet is not None and c.exact and any(k != fleet for k in c.exact)]
+        return CadenceOutliers(len(multi), len(off), sorted(multi, key=lambda c: c.thread_id)[:limit],
+                               sorted(off, key=lambda c: c.thread_id)[:limit])
+    r = reader_for(saver)
+    proven = "FROM dfa_thread_cadences WHERE kind = 'exact' AND min_supersteps + 1 < ?"
+    multi_sql = f"SELECT thread_id {proven} GROUP BY thread_id HAVING COUNT(*) > 1"
+    out.multiple = int(r.query(f"SELECT COUNT(*) AS n FROM ({multi_sql}) m", [max_supersteps])[0]["n"])
+    examples = [row["thread_id"] for row in r.query(f"{multi_sql} ORDER BY thread_id LIMIT {int(limit)}",
+                                                     [max_supersteps])]
+    if fleet is not None:
+        off_sql = f"SELECT DISTINCT thread_id {proven} AND cadence <> ?"
+        out.differs = int(r.query(f"SELECT COUNT(*) AS n FROM ({off_sql}) d", [max_supersteps, fleet])[0]["n"])
+        off_ids = [row["thread_id"] for row in r.query(f"{off_sql} ORDER BY thread_id LIMIT {int(limit)}",
+                                                        [max_supersteps, fleet])]
+    else:
+        off_ids = []
+    named = infer_cadences(saver, sorted(set(examples) | set(off_ids)), max_supersteps)
+    out.multiple_examples = [named[t] for t in examples if t in named]
+    out.differs_examples = [named[t] for t in off_ids if t in named]
     return out
 
 
@@ -194,7 +258,7 @@ def recent_writer_facts(saver: Any, since_checkpoint_id: str,
     facts.plain = facts.checkpoints - facts.delta_marked - facts.counters_only
     newest = checkpoint_time(row["newest"])
     facts.last_write_at = newest.isoformat() if newest else None
-    for snap in r.query(_snapshot_sql(r, "AND c.checkpoint_id > ?"), [since_checkpoint_id]):
+    for snap in r.query(snapshot_sql(r, "AND c.checkpoint_id > ?"), [since_checkpoint_id]):
         k = _cadence_of(snap, max_supersteps)
         if k is not None:
             facts.cadences[k] = facts.cadences.get(k, 0) + 1

@@ -23,7 +23,7 @@ from dashboard.threads.forms import form_errors
 def audit(request: HttpRequest) -> JsonResponse:
     """``{"processes", "live", "findings", "census", "cadences", "writers", "readiness"[, "threads"]}``."""
     with_threads = request.GET.get("threads") in ("1", "true", "yes")
-    return JsonResponse(run_audit(get_runtime()).as_dict(with_threads=with_threads))
+    return JsonResponse(run_audit(get_runtime(), with_threads=with_threads).as_dict(with_threads=with_threads))
 
 
 def _csrf_rejection(request: HttpRequest) -> JsonResponse | None:

@@ -312,23 +312,20 @@ def _fleet_cadence(rows: list[dict[str, Any]]) -> int | None:
     return cadences.most_common(1)[0][0] if cadences else None
 
 
-def _cadence_findings(cadences: dict[str, census_mod.CadenceInference], fleet: int | None) -> list[Finding]:
+def _cadence_findings(outliers: census_mod.CadenceOutliers, fleet: int | None) -> list[Finding]:
     findings = []
-    multi = [c for c in cadences.values() if len(c.exact) > 1]
-    if multi:
+    if outliers.multiple:
         findings.append(Finding(
-            "warning", "thread_multiple_cadences", f"{len(multi)} thread(s) were written at several cadences",
-            ", ".join(f"{c.thread_id}: {c.exact}" for c in multi[:10]),
+            "warning", "thread_multiple_cadences", f"{outliers.multiple} thread(s) were written at several cadences",
+            ", ".join(f"{c.thread_id}: {c.exact}" for c in outliers.multiple_examples),
             "Processes with different snapshot_frequency wrote these threads; align config.yaml everywhere."))
-    if fleet is not None:
-        off = [c for c in cadences.values() if c.exact and any(k != fleet for k in c.exact)]
-        if off:
-            findings.append(Finding(
-                "warning", "thread_cadence_differs",
-                f"{len(off)} thread(s) were written at a cadence other than the fleet's {fleet}",
-                ", ".join(f"{c.thread_id}: {c.exact}" for c in off[:10]),
-                "A writer with another snapshot_frequency shares this database (the mismatch the runtime "
-                "cannot see). Find it with the writers section below."))
+    if fleet is not None and outliers.differs:
+        findings.append(Finding(
+            "warning", "thread_cadence_differs",
+            f"{outliers.differs} thread(s) were written at a cadence other than the fleet's {fleet}",
+            ", ".join(f"{c.thread_id}: {c.exact}" for c in outliers.differs_examples),
+            "A writer with another snapshot_frequency shares this database (the mismatch the runtime "
+            "cannot see). Find it with the writers section below."))
     return findings
 
 
@@ -386,35 +383,54 @@ def _window_start(hours: int) -> str:
     return str(uuid.UUID(hexid))
 
 
-def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int | None = None) -> Audit:
-    """Compute the whole audit now (registry, live check, census, cadences, writers, readiness)."""
+def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int | None = None,
+              with_threads: bool = False) -> Audit:
+    """Compute the whole audit now (registry, live check, census, cadences, writers, readiness).
+
+    Reads the thread summary and its per-thread cadence facts (a few aggregate
+    queries) and the recent-writes window; never scans ``checkpoints`` as a
+    whole, so the page can refresh every few seconds on a database of any size.
+
+    Args:
+        rt: the frozen runtime (its saver is the checkpoint database).
+        live: a finished live check (default: broadcast one now).
+        hours: the recent-writes window (default ``DASHBOARD_WRITER_WINDOW_H``; hours).
+        with_threads: also list every thread with its inferred cadence (``threads`` and
+            ``cadences.by_thread``): one row per thread, for ``GET /api/audit?threads=1`` and
+            ``audit_modes --threads``.
+    """
     now = timezone.now()
     hours = hours or settings.DASHBOARD_WRITER_WINDOW_H
     rows = [_process_row(p, now) for p in ProcessRecord.objects.all()]
     live = live if live is not None else live_check()
     live_only = _live_only_rows(live, rows) if live.supported else []
     serving = rows + live_only
-    counts, summaries = thread_census(rt)
+    counts, summaries = thread_census(rt, with_threads=with_threads)
     # Snapshots the supersteps bound may have caused prove no cadence: use the smallest bound in the fleet.
     bound = min([r["max_supersteps"] for r in serving if r["state"] == "live" and r["max_supersteps"]]
                 or [max_supersteps()])
-    cadences = census_mod.infer_cadences(rt.saver, max_supersteps=bound)
-    writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
     fleet = _fleet_cadence(serving)
+    outliers = census_mod.cadence_outliers(rt.saver, fleet, bound)
+    writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
     findings = (_process_findings(serving) + _live_findings(live, rows, live_only)
-                + _cadence_findings(cadences, fleet) + _writer_findings(writers, serving, hours))
+                + _cadence_findings(outliers, fleet) + _writer_findings(writers, serving, hours))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
-    threads = [{"thread_id": s.thread_id, "class": s.thread_class,
-                "inferred_snapshot_frequency": cadences[s.thread_id].inferred if s.thread_id in cadences else None,
-                "inferred_exact": cadences[s.thread_id].is_exact if s.thread_id in cadences else False}
-               for s in summaries]
+    cadences: dict[str, Any] = {"fleet": fleet, "threads_with_several": outliers.multiple,
+                                "threads_differing_from_fleet": outliers.differs}
+    threads = []
+    if with_threads:
+        inferred = census_mod.infer_cadences(rt.saver, max_supersteps=bound)
+        cadences["by_thread"] = {k: {"exact": v.exact, "lower_bound": v.lower_bound}
+                                 for k, v in sorted(inferred.items())}
+        threads = [{"thread_id": s.thread_id, "class": s.thread_class,
+                    "inferred_snapshot_frequency": inferred[s.thread_id].inferred if s.thread_id in inferred else None,
+                    "inferred_exact": inferred[s.thread_id].is_exact if s.thread_id in inferred else False}
+                   for s in summaries]
     return Audit(
         generated_at=now.isoformat(), processes=rows,
         live={"supported": live.supported, "error": live.error, "answered": sorted(live.replies),
               "unregistered": [r["name"] for r in live_only]},
-        findings=findings, census=counts,
-        cadences={"fleet": fleet, "by_thread": {k: {"exact": v.exact, "lower_bound": v.lower_bound}
-                                                for k, v in sorted(cadences.items())}},
+        findings=findings, census=counts, cadences=cadences,
         writers={"window_hours": hours, **writers.as_dict()},
         readiness=_readiness(counts, serving, writers), threads=threads, storage=thread_storage.storage_totals(rt),
     )

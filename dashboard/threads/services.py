@@ -384,6 +384,6 @@ def thread_cadence(rt: DashboardRuntime, thread_id: str) -> Any:
     from deerflow.census import infer_cadences
 
     try:
-        return infer_cadences(rt.saver, [thread_id]).get(thread_id)
+        return infer_cadences(rt.saver, [thread_id], use_summary=False).get(thread_id)
     except TypeError:
         return None

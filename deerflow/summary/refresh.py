@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for
+from deerflow.summary.cadences import replace_cadences
 from deerflow.summary.rows import recompute, upsert_rows
 from deerflow.summary.schema import access, ensure_schema
 
@@ -115,6 +116,7 @@ def _full(tx: Tx, reader: SqlReader) -> tuple[int, str | None]:
     # Read the high-water mark first: the aggregate below sees at least these rows.
     mark = tx.query("SELECT MAX(checkpoint_id) AS m FROM checkpoints")[0]["m"]
     count = upsert_rows(tx, reader, "thread_id IS NOT NULL", [])
+    replace_cadences(tx, reader, "thread_id IS NOT NULL", [])
     tx.execute("DELETE FROM dfa_thread_summary WHERE NOT EXISTS ("
                "SELECT 1 FROM checkpoints c WHERE c.thread_id = dfa_thread_summary.thread_id)")
     return count, mark

@@ -69,13 +69,21 @@ def _migrations(dialect: str) -> list[str]:
     # The watermark scan over LangGraph's table: an index only (needs the table's owner; optional).
     steps.append(f"CREATE INDEX {concurrently}IF NOT EXISTS dfa_checkpoints_checkpoint_id_idx "
                  "ON checkpoints (checkpoint_id)")
+    # Cadence facts per thread (deerflow.summary.cadences), filled by the next full refresh.
+    steps.append(f"""CREATE TABLE IF NOT EXISTS dfa_thread_cadences (
+        thread_id TEXT NOT NULL, kind TEXT NOT NULL, cadence {big} NOT NULL, snapshots {big} NOT NULL,
+        min_supersteps {big}, PRIMARY KEY (thread_id, kind, cadence))""")
+    steps.append("CREATE INDEX IF NOT EXISTS dfa_tc_kind_cadence_idx ON dfa_thread_cadences (kind, cadence, thread_id)")
+    steps.append("UPDATE dfa_summary_state SET watermark = NULL WHERE id = 1")  # rebuild every thread's facts
     return steps
 
 
 #: Migrations per dialect; the position is the version (LangGraph's convention). Never edit, only append.
 MIGRATIONS = {"sqlite": _migrations("sqlite"), "postgres": _migrations("postgres")}
-#: Versions whose failure for lack of privilege is logged and retried later instead of raised.
-OPTIONAL_STEPS = frozenset({len(MIGRATIONS["postgres"]) - 1})
+#: Versions whose failure for lack of privilege is logged and retried later instead of raised
+#: (the index on LangGraph's ``checkpoints``, which needs the table's owner).
+OPTIONAL_STEPS = frozenset({MIGRATIONS["postgres"].index(next(
+    s for s in MIGRATIONS["postgres"] if "dfa_checkpoints_checkpoint_id_idx" in s))})
 _READY: weakref.WeakSet[Any] = weakref.WeakSet()
 _ACCESS: weakref.WeakKeyDictionary[Any, tuple[str, float]] = weakref.WeakKeyDictionary()
 _MIGRATE_LOCK = "dfa.summary.migrate"

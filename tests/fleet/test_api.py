@@ -17,8 +17,8 @@ AUDIT_KEYS = {"generated_at", "processes", "live", "findings", "census", "cadenc
 
 
 @pytest.fixture
-def rt(fleet_runtime, sqlite_fixture_db):
-    return fleet_runtime(sqlite_fixture_db, "delta", 10)
+def rt(runtime_for, sqlite_fixture_db):
+    return runtime_for(sqlite_fixture_db, "delta", 10)
 
 
 def bearer(token: str) -> dict:
@@ -65,8 +65,7 @@ def test_audit_shape_for_staff_session_and_token(rt, staff_client, api_token, pr
         # The embedded filesystem broker broadcasts; no worker runs on this test's private one.
         assert body["live"] == {"supported": True, "error": None, "answered": [], "unregistered": []}
         assert all(set(f) == {"severity", "code", "message", "evidence", "hint"} for f in body["findings"])
-        assert body["cadences"]["fleet"] == 10
-        assert body["cadences"]["by_thread"]["delta-f100-150t"] == {"exact": [100], "lower_bound": None}
+        assert body["cadences"] == {"fleet": 10, "threads_with_several": 0, "threads_differing_from_fleet": 2}
 
 
 def test_audit_threads_only_when_asked(rt, staff_client):
@@ -77,6 +76,8 @@ def test_audit_threads_only_when_asked(rt, staff_client):
     assert by_id["markerless-delta-f10-13t"] == {"thread_id": "markerless-delta-f10-13t", "class": "inconsistent",
                                                  "inferred_snapshot_frequency": 10, "inferred_exact": True}
     assert by_id["delta-f10-1t"]["inferred_exact"] is False
+    by_thread = staff_client.get("/api/audit?threads=1").json()["cadences"]["by_thread"]
+    assert by_thread["delta-f100-150t"] == {"exact": [100], "lower_bound": None}
 
 
 def test_audit_is_get_only(rt, staff_client):

@@ -32,9 +32,9 @@ def only(audit, code: str):
 
 
 @pytest.fixture
-def rt(fleet_runtime, empty_sqlite_db):
+def rt(runtime_for, empty_sqlite_db):
     """The dashboard's own runtime on an empty checkpoint database (the data adds no findings)."""
-    return fleet_runtime(empty_sqlite_db, "delta", 10)
+    return runtime_for(empty_sqlite_db, "delta", 10)
 
 
 # -- serving processes must agree ---------------------------------------------------------------
@@ -237,8 +237,8 @@ def fresh_writes(sqlite_fixture_db_rw: DatabaseConfig) -> DatabaseConfig:
     return sqlite_fixture_db_rw
 
 
-def test_delta_writes_with_an_all_full_fleet(fleet_runtime, fresh_writes, process_row):
-    rt = fleet_runtime(fresh_writes, "full")
+def test_delta_writes_with_an_all_full_fleet(runtime_for, fresh_writes, process_row):
+    rt = runtime_for(fresh_writes, "full")
     process_row("web", mode="full")
     process_row("worker", mode="full")
     audit = run_audit(rt, live=NO_LIVE, hours=1)
@@ -254,17 +254,17 @@ def test_delta_writes_with_an_all_full_fleet(fleet_runtime, fresh_writes, proces
     assert not audit.readiness["to_full"][2]["ok"]
 
 
-def test_delta_writes_with_a_delta_fleet_are_expected(fleet_runtime, fresh_writes, process_row):
-    rt = fleet_runtime(fresh_writes, "delta", 4)
+def test_delta_writes_with_a_delta_fleet_are_expected(runtime_for, fresh_writes, process_row):
+    rt = runtime_for(fresh_writes, "delta", 4)
     process_row("web", snapshot_frequency=4)
     audit = run_audit(rt, live=NO_LIVE, hours=1)
     assert "delta_writes_full_fleet" not in codes(audit)
     assert audit.cadences["fleet"] == 4
 
 
-def test_full_writes_only_raise_nothing(fleet_runtime, empty_sqlite_db, process_row):
+def test_full_writes_only_raise_nothing(runtime_for, empty_sqlite_db, process_row):
     write_turns(empty_sqlite_db, "recent-full", 2, mode="full")
-    rt = fleet_runtime(empty_sqlite_db, "full")
+    rt = runtime_for(empty_sqlite_db, "full")
     process_row("web", mode="full")
     audit = run_audit(rt, live=NO_LIVE, hours=1)
     assert codes(audit) == ["live_check_unavailable"]
@@ -272,21 +272,24 @@ def test_full_writes_only_raise_nothing(fleet_runtime, empty_sqlite_db, process_
     assert all(item["ok"] for item in audit.readiness["to_full"])
 
 
-def test_threads_at_another_cadence_than_the_fleet(fleet_runtime, sqlite_fixture_db, process_row):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_threads_at_another_cadence_than_the_fleet(runtime_for, sqlite_fixture_db, process_row):
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     process_row("web", snapshot_frequency=10)
     audit = run_audit(rt, live=NO_LIVE)
     f = only(audit, "thread_cadence_differs")
     assert f.message == "2 thread(s) were written at a cadence other than the fleet's 10"
-    assert "delta-f3-40t: [3]" in f.evidence and "delta-f100-150t: [100]" in f.evidence
-    assert audit.cadences["fleet"] == 10
-    assert audit.cadences["by_thread"]["delta-f10-1t"] == {"exact": [], "lower_bound": 3}
+    assert f.evidence == "delta-f100-150t: [100], delta-f3-40t: [3]"
+    assert audit.cadences == {"fleet": 10, "threads_with_several": 0, "threads_differing_from_fleet": 2}
+    assert audit.threads == []  # one row per thread only when asked
+    listed = run_audit(rt, live=NO_LIVE, with_threads=True)
+    assert listed.cadences["by_thread"]["delta-f10-1t"] == {"exact": [], "lower_bound": 3}
+    assert len(listed.threads) == 27
 
 
-def test_thread_written_at_two_cadences(fleet_runtime, empty_sqlite_db, process_row):
+def test_thread_written_at_two_cadences(runtime_for, empty_sqlite_db, process_row):
     write_turns(empty_sqlite_db, "mixed", 4, snapshot_frequency=4)
     write_turns(empty_sqlite_db, "mixed", 6, snapshot_frequency=9, start=4)
-    rt = fleet_runtime(empty_sqlite_db, "delta", 9)
+    rt = runtime_for(empty_sqlite_db, "delta", 9)
     process_row("web", snapshot_frequency=9)
     audit = run_audit(rt, live=NO_LIVE, hours=1)
     assert only(audit, "thread_multiple_cadences").evidence == "mixed: [4, 9]"
@@ -295,8 +298,8 @@ def test_thread_written_at_two_cadences(fleet_runtime, empty_sqlite_db, process_
 
 # -- readiness ----------------------------------------------------------------------------------
 
-def test_readiness_checklists(fleet_runtime, sqlite_fixture_db, process_row):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_readiness_checklists(runtime_for, sqlite_fixture_db, process_row):
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     web = process_row("web")
     worker = process_row("worker")
     full_worker = process_row("worker", mode="full", stopped=True)
@@ -316,22 +319,23 @@ def test_readiness_checklists(fleet_runtime, sqlite_fixture_db, process_row):
     assert to_delta[1] == {"ok": True, "text": "processes to restart together with a delta-mode config.yaml: none"}
 
 
-def test_census_counts_every_class(fleet_runtime, sqlite_fixture_db):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_census_counts_every_class(runtime_for, sqlite_fixture_db):
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     counts, summaries = thread_census(rt)
     assert counts == {"full": 8, "delta": 17, "delta_counters_only": 0, "migrated": 1, "inconsistent": 1}
     assert sum(counts.values()) == len(summaries) == 27
 
 
-def test_as_dict_shape(fleet_runtime, sqlite_fixture_db, process_row):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_as_dict_shape(runtime_for, sqlite_fixture_db, process_row):
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     process_row("web")
     audit = run_audit(rt, live=NO_LIVE)
     out = audit.as_dict()
     assert set(out) == {"generated_at", "processes", "live", "findings", "census", "cadences", "writers",
                         "readiness"}
     assert set(out["findings"][0]) == {"severity", "code", "message", "evidence", "hint"}
-    threads = audit.as_dict(with_threads=True)["threads"]
+    assert audit.as_dict(with_threads=True)["threads"] == []  # not computed unless asked for
+    threads = run_audit(rt, live=NO_LIVE, with_threads=True).as_dict(with_threads=True)["threads"]
     assert len(threads) == 27
     by_id = {t["thread_id"]: t for t in threads}
     assert by_id["delta-f3-40t"] == {"thread_id": "delta-f3-40t", "class": "delta",
@@ -352,12 +356,13 @@ def test_processes_with_different_supersteps_bounds(rt, process_row):
                          f"5000: {web.name}; 50: {worker.name}")
 
 
-def test_cadence_inference_uses_the_fleets_smallest_supersteps_bound(fleet_runtime, sqlite_fixture_db, process_row):
-    rt = fleet_runtime(sqlite_fixture_db, "delta", 10)
+def test_cadence_inference_uses_the_fleets_smallest_supersteps_bound(runtime_for, sqlite_fixture_db, process_row):
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
     process_row("web", max_supersteps=5000)
-    assert run_audit(rt, live=NO_LIVE).cadences["by_thread"]["delta-f3-40t"] == {"exact": [3], "lower_bound": None}
+    assert run_audit(rt, live=NO_LIVE, with_threads=True).cadences["by_thread"]["delta-f3-40t"] == {
+        "exact": [3], "lower_bound": None}
     # A process whose bound is 1 could have snapshotted anywhere: no snapshot proves a cadence then.
     process_row("worker", max_supersteps=1)
-    audit = run_audit(rt, live=NO_LIVE)
+    audit = run_audit(rt, live=NO_LIVE, with_threads=True)
     assert audit.cadences["by_thread"]["delta-f3-40t"] == {"exact": [], "lower_bound": 3}
     assert "thread_cadence_differs" not in codes(audit)

@@ -84,6 +84,19 @@ def fixture_saver(fixture_backend):
         yield backend, saver
 
 
+@pytest.fixture(params=["summary", "scan"])
+def infer(request):
+    """``census.infer_cadences`` through the summary's cadence facts, or by scanning ``checkpoints``."""
+    from_summary = request.param == "summary"
+
+    def run(saver, *args, **kwargs):
+        got = census.infer_cadences(saver, *args, use_summary=from_summary, **kwargs)
+        assert census._summary_cadences_ready(saver) is True  # so the summary path really was available
+        return got
+
+    return run
+
+
 def test_manifest_expectations_cover_every_class_the_spec_names(manifest):
     expected = {t["thread_id"]: expected_class(t, "sqlite") for t in manifest["threads"]}
     assert expected["migrated-full20-delta20"] == "migrated"
@@ -106,9 +119,9 @@ def test_census_classes_match_manifest_for_every_thread(fixture_saver, manifest)
     assert got == expected
 
 
-def test_inferred_cadences_match_manifest_for_every_thread(fixture_saver, manifest):
+def test_inferred_cadences_match_manifest_for_every_thread(fixture_saver, manifest, infer):
     backend, saver = fixture_saver
-    inferred = census.infer_cadences(saver)
+    inferred = infer(saver)
     with_counters = {t["thread_id"] for t in manifest["threads"]
                      if t["backend_independent"]["marker_summary"]["with_counters_since_delta_snapshot"]}
     assert set(inferred) == with_counters
@@ -139,18 +152,18 @@ def test_inferred_cadences_match_manifest_for_every_thread(fixture_saver, manife
     assert inferred["delta-f3-40t"].exact == [3] and inferred["delta-f100-150t"].exact == [100]
 
 
-def test_infer_cadences_restricted_to_thread_ids(fixture_saver):
+def test_infer_cadences_restricted_to_thread_ids(fixture_saver, infer):
     _backend, saver = fixture_saver
-    got = census.infer_cadences(saver, ["delta-f3-40t", "delta-f10-1t", "full-tools-30t", "no-such-thread"])
+    got = infer(saver, ["delta-f3-40t", "delta-f10-1t", "full-tools-30t", "no-such-thread"])
     assert sorted(got) == ["delta-f10-1t", "delta-f3-40t"]
     assert got["delta-f3-40t"].exact == [3]
     assert census.infer_cadences(saver, []) == {}
 
 
-def test_supersteps_bound_snapshots_are_not_cadence_evidence(fixture_saver, manifest):
+def test_supersteps_bound_snapshots_are_not_cadence_evidence(fixture_saver, manifest, infer):
     backend, saver = fixture_saver
     # With a bound of 1 every snapshot could have been caused by it: nothing is exact any more.
-    got = census.infer_cadences(saver, max_supersteps=1)
+    got = infer(saver, max_supersteps=1)
     assert all(inf.exact == [] for inf in got.values())
     thread = fixtures_real.manifest_threads()["delta-f3-40t"]
     assert got["delta-f3-40t"].lower_bound == max_updates(thread, backend) + 1 == 3
@@ -196,33 +209,33 @@ def written(tmp_path: Path) -> DatabaseConfig:
     return DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "written"))
 
 
-def test_two_cadences_on_one_thread_are_both_exact(written):
+def test_two_cadences_on_one_thread_are_both_exact(written, infer):
     write_turns(written, "mixed", 4, snapshot_frequency=4)
     write_turns(written, "mixed", 6, snapshot_frequency=9, start=4)
     with open_checkpointer(written) as saver:
-        inf = census.infer_cadences(saver)["mixed"]
+        inf = infer(saver)["mixed"]
         facts = census.recent_writer_facts(saver, BEFORE_EVERYTHING)
     assert inf.exact == [4, 9]
     assert not inf.is_exact and inf.inferred is None and inf.lower_bound is None
     assert set(facts.cadences) == {4, 9}
 
 
-def test_before_the_first_snapshot_only_a_lower_bound(written):
+def test_before_the_first_snapshot_only_a_lower_bound(written, infer):
     write_turns(written, "young", 2, snapshot_frequency=10)
     with open_checkpointer(written) as saver:
-        inf = census.infer_cadences(saver)["young"]
+        inf = infer(saver)["young"]
     assert inf.exact == [] and inf.snapshots == 0
     assert inf.lower_bound == 5  # two turns: [4, 6] at the head, so the cadence is at least 5
     assert inf.inferred == 5 and not inf.is_exact
 
 
-def test_full_mode_write_onto_a_delta_thread_is_not_a_snapshot(written):
+def test_full_mode_write_onto_a_delta_thread_is_not_a_snapshot(written, infer):
     # A full-mode process (no marker, no counters) writes onto a marked delta thread
     # whose head carries [6, 9]. Read as a snapshot it would "prove" cadence 7.
     write_turns(written, "flipped", 3, snapshot_frequency=10)
     write_turns(written, "flipped", 1, mode="full", start=50)
     with open_checkpointer(written) as saver:
-        inf = census.infer_cadences(saver)["flipped"]
+        inf = infer(saver)["flipped"]
         facts = census.recent_writer_facts(saver, BEFORE_EVERYTHING)
         summary = inventory.get_thread_summary(saver, "flipped")
     assert inf.exact == [] and inf.snapshots == 0 and inf.lower_bound == 7
@@ -240,7 +253,7 @@ def _branch_graph(saver, snapshot_frequency: int):
 
 
 @pytest.mark.parametrize("variant", ["replay-from-input", "fork-with-new-input"])
-def test_forced_snapshot_at_a_fork_is_not_cadence_evidence(written, variant):
+def test_forced_snapshot_at_a_fork_is_not_cadence_evidence(written, variant, infer):
     # Cadence 4: three turns pass one genuine snapshot. Then a run starts from an earlier
     # checkpoint that already has a child; LangGraph snapshots the new branch's first
     # checkpoint whatever the counters say ([2, 4] there, which would read as cadence 3).
@@ -251,7 +264,7 @@ def test_forced_snapshot_at_a_fork_is_not_cadence_evidence(written, variant):
             "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' AND "
             "json_extract(CAST(metadata AS TEXT), '$.source') = 'input' ORDER BY checkpoint_id", ["forked"])]
         assert len(inputs) == 3
-        assert census.infer_cadences(saver)["forked"].exact == [4]
+        assert infer(saver)["forked"].exact == [4]
         graph = _branch_graph(saver, 4)
         config = inject_checkpoint_mode({"configurable": {"thread_id": "forked", "checkpoint_id": inputs[1]}},
                                         "delta")
@@ -259,7 +272,7 @@ def test_forced_snapshot_at_a_fork_is_not_cadence_evidence(written, variant):
             graph.invoke(None, config)
         else:
             graph.invoke({"messages": [HumanMessage(content="other question", id="human-branch")]}, config)
-        inf = census.infer_cadences(saver)["forked"]
+        inf = infer(saver)["forked"]
         facts = census.recent_writer_facts(saver, BEFORE_EVERYTHING)
         children = reader.query(
             "SELECT CAST(metadata AS TEXT) AS m FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
@@ -272,12 +285,65 @@ def test_forced_snapshot_at_a_fork_is_not_cadence_evidence(written, variant):
     assert set(facts.cadences) == {4}
 
 
-def test_markerless_writer_is_counters_only_with_its_cadence(written):
+def test_markerless_writer_is_counters_only_with_its_cadence(written, infer):
     write_turns(written, "plain-langgraph", 7, snapshot_frequency=5, marker=False)
     with open_checkpointer(written) as saver:
-        inf = census.infer_cadences(saver)["plain-langgraph"]
+        inf = infer(saver)["plain-langgraph"]
         facts = census.recent_writer_facts(saver, BEFORE_EVERYTHING)
         summary = inventory.get_thread_summary(saver, "plain-langgraph")
     assert inf.exact == [5]
     assert facts.delta_marked == 0 and facts.counters_only > 0 and facts.cadences == {5: inf.snapshots}
     assert summary.thread_class == "delta_counters_only"
+
+
+# -- the summary's cadence facts: what the audit reads at any scale --------------------------------
+
+def test_cadence_outliers_from_the_summary_equal_a_scan(fixture_saver, monkeypatch):
+    _backend, saver = fixture_saver
+    fast = census.cadence_outliers(saver, 10)
+    assert (fast.multiple, fast.differs) == (0, 2)
+    assert [(c.thread_id, c.exact) for c in fast.differs_examples] == [("delta-f100-150t", [100]),
+                                                                       ("delta-f3-40t", [3])]
+    assert census.cadence_outliers(saver, 10, limit=1).differs_examples[0].thread_id == "delta-f100-150t"
+    assert census.cadence_outliers(saver, None).differs == 0
+    assert census.cadence_outliers(saver, 10, max_supersteps=1).differs == 0  # nothing proven under bound 1
+    monkeypatch.setattr(census, "_summary_cadences_ready", lambda saver: False)
+    slow = census.cadence_outliers(saver, 10)
+    assert (slow.multiple, slow.differs) == (fast.multiple, fast.differs)
+    assert [c.thread_id for c in slow.differs_examples] == [c.thread_id for c in fast.differs_examples]
+
+
+def test_cadence_outliers_count_threads_written_at_two_cadences(written):
+    write_turns(written, "mixed", 4, snapshot_frequency=4)
+    write_turns(written, "mixed", 6, snapshot_frequency=9, start=4)
+    write_turns(written, "steady", 12, snapshot_frequency=9)
+    with open_checkpointer(written) as saver:
+        got = census.cadence_outliers(saver, 9)
+    assert (got.multiple, got.differs) == (1, 1)
+    assert [(c.thread_id, c.exact) for c in got.multiple_examples] == [("mixed", [4, 9])]
+
+
+def test_new_checkpoints_update_the_cadence_facts_on_refresh(written):
+    write_turns(written, "young", 2, snapshot_frequency=10)
+    with open_checkpointer(written) as saver:
+        assert census.infer_cadences(saver)["young"].lower_bound == 5
+    write_turns(written, "young", 8, snapshot_frequency=10, start=2)
+    with open_checkpointer(written) as saver:  # a new saver refreshes the summary first (a few new checkpoints)
+        assert census.infer_cadences(saver)["young"].exact == [10]
+
+
+def test_a_summary_built_before_the_cadence_facts_is_rebuilt(written):
+    import sqlite3
+
+    from deerflow.summary.schema import MIGRATIONS
+
+    write_turns(written, "mixed", 4, snapshot_frequency=4)
+    with open_checkpointer(written) as saver:
+        assert census.infer_cadences(saver)["mixed"].exact == [4]
+    first = next(i for i, step in enumerate(MIGRATIONS["sqlite"]) if "dfa_thread_cadences (" in step)
+    with sqlite3.connect(Path(written.sqlite_dir) / "deerflow.db") as conn:  # the schema of an older release
+        conn.execute("DROP TABLE dfa_thread_cadences")
+        conn.execute("DELETE FROM dfa_summary_migrations WHERE v >= ?", (first,))
+    with open_checkpointer(written) as saver:
+        assert census._summary_cadences_ready(saver) is True
+        assert census.infer_cadences(saver)["mixed"].exact == [4]

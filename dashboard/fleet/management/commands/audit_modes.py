@@ -22,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--threads", action="store_true", help="include per-thread class and cadence")
 
     def handle(self, *args, json: bool = False, threads: bool = False, **options):
-        audit = run_audit(get_runtime())
+        audit = run_audit(get_runtime(), with_threads=threads)
         if json:
             self.stdout.write(_dumps(audit.as_dict(with_threads=threads)))
         else:

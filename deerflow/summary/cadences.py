@@ -1,0 +1,68 @@
+"""Per-thread cadence facts kept next to the summary, so the audit never scans ``checkpoints``.
+
+:func:`snapshot_sql` is the one definition of a *cadence snapshot* (see
+:mod:`deerflow.census` for the rule: a counter-less first child of a parent
+with counters ``[u, s]``, not a full-mode write under a marked parent). The
+refresh stores, per thread, in ``dfa_thread_cadences``:
+
+* ``kind = 'exact'``: one row per proven cadence ``u + 1`` with the number of
+  snapshots proving it and the smallest ``s`` among them (``-1`` when unknown),
+  so a reader can drop the cadences only the supersteps bound may have caused
+  (``min_supersteps + 1 >= bound``) exactly as a scan would;
+* ``kind = 'bound'``: ``max(u) + 1`` over the thread's counters, the lower bound
+  when no snapshot proves a value.
+
+The rows of a thread are replaced whenever its summary row is recomputed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deerflow.sqlread import SqlReader, Tx
+
+__all__ = ["counter_expr", "replace_cadences", "snapshot_sql"]
+
+
+def counter_expr(reader: SqlReader, alias: str, index: int) -> str:
+    """SQL for ``counters_since_delta_snapshot["messages"][index]`` of ``alias``'s metadata (an integer or NULL)."""
+    if reader.dialect == "sqlite":
+        return (f"CAST(json_extract(CAST({alias}.metadata AS TEXT), "
+                f"'$.counters_since_delta_snapshot.messages[{index}]') AS INTEGER)")
+    return f"(({alias}.metadata->'counters_since_delta_snapshot'->'messages'->>{index})::bigint)"
+
+
+def snapshot_sql(r: SqlReader, where: str) -> str:
+    """``SELECT thread_id, u, s`` of every cadence snapshot (``where``: extra ``AND ...`` on ``c``, the snapshot)."""
+    u_p, s_p = counter_expr(r, "p", 0), counter_expr(r, "p", 1)
+    return (
+        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
+        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
+        f"AND p.checkpoint_id = c.parent_checkpoint_id "
+        f"WHERE NOT {r.counters('c')} AND {r.counters('p')} "
+        f"AND NOT ({r.marker('p')} AND NOT {r.marker('c')}) "
+        f"AND NOT EXISTS (SELECT 1 FROM checkpoints o WHERE o.thread_id = c.thread_id "
+        f"AND o.checkpoint_ns = c.checkpoint_ns AND o.parent_checkpoint_id = c.parent_checkpoint_id "
+        f"AND o.checkpoint_id < c.checkpoint_id) {where}"
+    )
+
+
+def replace_cadences(tx: Tx, reader: SqlReader, where: str, params: list[Any]) -> None:
+    """Recompute the ``dfa_thread_cadences`` rows of the threads matching ``where``.
+
+    Args:
+        where: a filter on a column named ``thread_id`` (as for
+            :func:`deerflow.summary.rows.row_select_sql`), e.g. ``"thread_id IN (?, ?)"``.
+        params: its parameters (once).
+    """
+    on_c = where.replace("thread_id", "c.thread_id")
+    u_c = counter_expr(reader, "c", 0)
+    tx.execute(f"DELETE FROM dfa_thread_cadences WHERE {where}", params)
+    tx.execute(
+        "INSERT INTO dfa_thread_cadences (thread_id, kind, cadence, snapshots, min_supersteps) "
+        f"SELECT thread_id, 'exact', u + 1, COUNT(*), MIN(COALESCE(s, -1)) FROM ({snapshot_sql(reader, 'AND ' + on_c)}) sn "
+        "WHERE u IS NOT NULL GROUP BY thread_id, u + 1", params)
+    tx.execute(
+        "INSERT INTO dfa_thread_cadences (thread_id, kind, cadence, snapshots, min_supersteps) "
+        f"SELECT c.thread_id, 'bound', MAX({u_c}) + 1, 0, NULL FROM checkpoints c "
+        f"WHERE {reader.counters('c')} AND {on_c} GROUP BY c.thread_id HAVING MAX({u_c}) IS NOT NULL", params)
