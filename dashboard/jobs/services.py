@@ -337,7 +337,8 @@ def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") 
 
     Returns:
         :class:`Run`; ``ran`` is false when another process holds the row,
-        the row already finished, or the job is not running (paused/cancelled).
+        the row already finished, or the job is not running (paused/cancelled) and the row is no dead
+        worker's started thread.
 
     Raises:
         TransientDatabaseError: a retryable database error; the row is back to ``queued``.
@@ -367,12 +368,22 @@ def _identity(rt: DashboardRuntime, worker_node: str) -> dict[str, Any]:
 
 
 def _claim(rt: DashboardRuntime, result_id: int, *, reclaim: bool, worker_node: str) -> int | None:
-    """The claim number (``attempts``) if this process won the row, else ``None``."""
-    statuses = [Result.QUEUED, Result.RUNNING] if reclaim or _owner_died(result_id) else [Result.QUEUED]
+    """The claim number (``attempts``) if this process won the row, else ``None``.
+
+    A queued row is claimed while its job runs. A ``running`` row whose worker
+    died (``reclaim``: a redelivery after the worker was lost; or a dead local
+    pid) is claimed while the job runs, is paused or is being cancelled: that
+    thread had started, and pause and cancel let started threads finish, so
+    the redelivered task finishes it instead of leaving it ``running`` for ever.
+    """
+    dead_owner = reclaim or _owner_died(result_id)
+    claim = {"status": Result.RUNNING, "attempts": F("attempts") + 1, "started_at": timezone.now(),
+             "finished_at": None, **_identity(rt, worker_node)}
     with transaction.atomic():
-        n = Result.objects.filter(pk=result_id, status__in=statuses, job__state=State.RUNNING).update(
-            status=Result.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(), finished_at=None,
-            **_identity(rt, worker_node))
+        n = Result.objects.filter(pk=result_id, status=Result.QUEUED, job__state=State.RUNNING).update(**claim)
+        if not n and dead_owner:
+            n = Result.objects.filter(pk=result_id, status=Result.RUNNING, job__state__in=(
+                State.RUNNING, State.PAUSED, State.CANCELLING)).update(**claim)
         if not n:
             return None
         return Result.objects.values_list("attempts", flat=True).get(pk=result_id)

@@ -187,6 +187,50 @@ def test_cancel_of_a_job_with_a_running_thread_waits_for_it(delta_rt):
     assert sorted(job.results.values_list("status", flat=True)) == ["running", "skipped", "skipped"]
 
 
+def _killed_mid_thread(result_id: int) -> None:
+    """The row as a worker killed while running it leaves it (another host: only a redelivery reclaims it)."""
+    ThreadResult.objects.filter(pk=result_id).update(status="running", attempts=1, worker_host="gone-host",
+                                                     worker_pid=4242)
+
+
+def test_a_thread_killed_while_its_job_was_paused_is_finished_by_the_redelivery(delta_rt):
+    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, max_in_flight=1)
+    (result_id, _), = services.claim_batch(job.pk).sends
+    _killed_mid_thread(result_id)
+    services.pause(job)
+
+    assert not services.run_thread(result_id).ran  # not a redelivery: a live worker elsewhere may own it
+    run = services.run_thread(result_id, reclaim=True)  # the redelivery after the worker was lost
+    assert run.ran and run.result.status == "needs_conversion" and run.result.attempts == 2
+    job.refresh_from_db()
+    assert job.state == "paused" and services.claim_batch(job.pk).sends == []  # paused: nothing new starts
+    assert sorted(job.results.values_list("status", flat=True)) == ["needs_conversion", "pending", "pending"]
+    services.resume(job)
+    job = services.run_inline(job)
+    assert job.state == "succeeded"
+    assert list(job.results.values_list("status", flat=True)) == ["needs_conversion"] * 3
+
+
+def test_a_thread_killed_while_its_job_was_cancelling_is_finished_and_the_job_ends(delta_rt):
+    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, max_in_flight=1)
+    (result_id, _), = services.claim_batch(job.pk).sends
+    _killed_mid_thread(result_id)
+    assert services.cancel(job).state == "cancelling"  # waits for the started thread
+
+    run = services.run_thread(result_id, reclaim=True)
+    assert run.ran and run.result.status == "needs_conversion"
+    assert services.claim_batch(job.pk).state == "cancelled"
+    assert sorted(job.results.values_list("status", flat=True)) == ["needs_conversion", "skipped", "skipped"]
+
+
+def test_a_redelivery_never_restarts_a_thread_that_finished(delta_rt):
+    job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
+    (result_id, _), = services.claim_batch(job.pk).sends
+    assert services.run_thread(result_id).ran
+    again = services.run_thread(result_id, reclaim=True)
+    assert not again.ran and again.result.attempts == 1 and again.result.status == "needs_conversion"
+
+
 def test_retry_reruns_only_failed_threads_with_the_same_arguments(finished_job, manager):
     job = finished_job("dry_run", {"thread_ids": ["delta-f10-9t", "nope", "also-nope"]},
                        throttle_delay_s=0.0, max_in_flight=3, integrity=False)
