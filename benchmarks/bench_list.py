@@ -14,7 +14,11 @@ One scratch database grows through the scales (seeded with
   checkpoint per request), ``list_speedup_vs_naive_<n>`` the ratio;
 * ``census_s_<n>``: :func:`deerflow.inventory.class_counts` (one ``GROUP BY`` on
   the summary) vs ``census_naive_s_<n>`` (one aggregate over every checkpoint,
-  classified in Python), and their ratio.
+  classified in Python), and their ratio;
+* ``audit_cadences_ms_<n>``: the audit's cadence findings from the summary's
+  per-thread facts (:func:`deerflow.census.cadence_outliers`) vs
+  ``audit_cadences_scan_ms_<n>``, the same findings from a scan of every
+  checkpoint (what the audit did before), and their ratio.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections import Counter
 from typing import Any
 
 from benchmarks.common import Context, median_ms, runtime_for, scratch_database, timed
+from deerflow import census as census_mod
 from deerflow import inventory, summary
 from deerflow.savers import open_checkpointer
 from deerflow.seed import SeedPlan, seed_threads
@@ -84,6 +89,13 @@ def _naive_census(saver: Any) -> dict[str, int]:
     return {c: counts.get(c, 0) for c in inventory.THREAD_CLASSES}
 
 
+def _scan_outliers(saver: Any, fleet: int) -> tuple[int, int]:
+    """``(threads with several cadences, threads off the fleet's)`` from a scan of every checkpoint."""
+    cadences = census_mod.infer_cadences(saver, use_summary=False).values()
+    return (sum(1 for c in cadences if len(c.exact) > 1),
+            sum(1 for c in cadences if c.exact and any(k != fleet for k in c.exact)))
+
+
 def label(n: int) -> str:
     """``1000`` -> ``"1k"`` (the key suffix)."""
     return f"{n // 1000}k" if n % 1000 == 0 else str(n)
@@ -115,6 +127,11 @@ def _measure(ctx: Context, database: Any, n: int) -> None:
         r[f"census_s_{k}"] = round(census, 4)
         r[f"census_naive_s_{k}"] = round(census_naive, 3)
         r[f"census_speedup_vs_naive_{k}"] = round(census_naive / census, 1)
+        fast = census_mod.cadence_outliers(saver, 10)
+        assert (fast.multiple, fast.differs) == _scan_outliers(saver, 10), "cadence facts disagree with a scan"
+        r[f"audit_cadences_ms_{k}"] = median_ms(lambda: census_mod.cadence_outliers(saver, 10), repeats)
+        r[f"audit_cadences_scan_ms_{k}"] = median_ms(lambda: _scan_outliers(saver, 10), naive_repeats, warmup=0)
+        r[f"audit_cadences_speedup_{k}"] = round(r[f"audit_cadences_scan_ms_{k}"] / r[f"audit_cadences_ms_{k}"], 1)
     rt = runtime_for(database, "delta")
     try:
         view = [_view_ms(rt, {"limit": str(PAGE)}, repeats)]
@@ -123,7 +140,8 @@ def _measure(ctx: Context, database: Any, n: int) -> None:
     finally:
         rt.close()
     ctx.log(f"  {n}: list {r[f'list_page_ms_{k}']} ms (view {r[f'list_page_view_ms_{k}']} ms, worst "
-            f"{r[f'list_page_worst_ms_{k}']} ms) vs naive {naive} ms; census {census:.4f} s vs {census_naive:.3f} s")
+            f"{r[f'list_page_worst_ms_{k}']} ms) vs naive {naive} ms; census {census:.4f} s vs {census_naive:.3f} s; "
+            f"audit cadences {r[f'audit_cadences_ms_{k}']} ms vs scan {r[f'audit_cadences_scan_ms_{k}']} ms")
 
 
 def run(ctx: Context) -> None:

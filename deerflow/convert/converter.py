@@ -181,8 +181,9 @@ class _Walk:
 
     Decodes through a :class:`SharingDecoder` (installed on the session's
     saver), so snapshots and writes share one object per distinct message;
-    shares one :class:`MessageDigester` across namespaces, and keeps the report's counts, findings and head digest up to
-    date as checkpoints pass. Iterating twice reads the thread twice.
+    hashes with one :class:`MessageDigester`; keeps the report's counts,
+    findings and head digest up to date as checkpoints pass. Iterating twice
+    reads the thread twice.
     """
 
     def __init__(self, session: ConversionSession, thread_id: str, report: ThreadReport):
