@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from dashboard.accounts.auth import api_staff_required
 from dashboard.errors import ErrorView
 from dashboard.jobs import services
-from dashboard.jobs.errors import JobError
+from dashboard.jobs.errors import EstimateJobNotFound, JobError
 from dashboard.jobs.forms import ApiJobForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
@@ -104,7 +104,7 @@ def _create_job(request: HttpRequest, form: ApiJobForm) -> ConversionJob:
     if form.cleaned_data["estimate_job"]:
         source = ConversionJob.objects.filter(pk=form.cleaned_data["estimate_job"]).first()
         if source is None:
-            raise JobError(f"No job {form.cleaned_data['estimate_job']}.", hint="Give the id of a finished dry run.")
+            raise EstimateJobNotFound(f"No job {form.cleaned_data['estimate_job']}.")
     return services.create_job(request.user, form.cleaned_data["kind"], form.selection(), source_job=source,
                                **form.options())
 

@@ -4,6 +4,8 @@
 
     JobError                      an operator request about a job that cannot be honored (data, not a crash)
     ├── InvalidSelection          the selection names nothing valid (400)
+    │   └── NotADryRun            a conversion's estimate job is not a finished dry run (400)
+    ├── EstimateJobNotFound       the API's estimate_job names no job (400)
     ├── NothingToConvert          the selection resolved to no thread (400)
     ├── EstimateRequired          a conversion without a dry-run estimate and without confirmation (400)
     ├── SizeLimitExceeded         the estimate is above the size limit and was not confirmed (409)
@@ -25,10 +27,13 @@ from dashboard.errors import ErrorView
 
 __all__ = [
     "DELTA_WORKER_COMMAND",
+    "EMPTY_LAUNCH_HINT",
+    "EstimateJobNotFound",
     "EstimateRequired",
     "InvalidSelection",
     "InvalidTransition",
     "JobError",
+    "NotADryRun",
     "NothingToConvert",
     "SizeLimitExceeded",
     "TransientDatabaseError",
@@ -79,6 +84,40 @@ class InvalidSelection(JobError):
 
     code = "invalid_selection"
     hint = "Select threads by id, by filter (mode, class, updated before/after), or backups by id."
+
+
+class NotADryRun(InvalidSelection):
+    """A conversion names, as its estimate, a job that is not a finished dry run.
+
+    The API words it for ``estimate_job``; :meth:`page_view` words it for the
+    job page's "Convert" form (``POST /jobs/<id>/convert`` on such a job).
+    """
+
+    hint = "Pass the id of a finished dry run of these threads as estimate_job, or confirmed: true."
+    page_hint = ("Open the page of a finished dry run (listed on /jobs/), check its estimate, "
+                 "and confirm the conversion there.")
+
+    def __init__(self, job_id: int):
+        super().__init__(f"Job {job_id} is not a finished dry run; it cannot estimate a conversion.")
+        self.job_id = job_id
+
+    def page_view(self) -> ErrorView:
+        """The error as the job pages show it."""
+        return ErrorView(status=self.status, code=self.code, hint=self.page_hint,
+                         detail=f"Job {self.job_id} is not a finished dry run; start a conversion from a dry run's page.")
+
+
+class EstimateJobNotFound(JobError):
+    """``estimate_job`` (API) names no job."""
+
+    code = "estimate_job_not_found"
+    hint = ("Pass the id of a finished dry run of these threads as estimate_job (GET /api/jobs lists the jobs), "
+            "or confirmed: true.")
+
+
+#: Said when "Convert to full" is launched with neither thread ids nor a filter.
+EMPTY_LAUNCH_HINT = ("Convert one thread from its page, or filter the thread list (id contains, mode, class) and use "
+                     "\"Convert matching threads to full…\"; to select every delta thread, choose Mode: delta.")
 
 
 class NothingToConvert(JobError):

@@ -6,7 +6,9 @@ from typing import Any
 
 from django import forms
 
+from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidSelection
 from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.selection import FILTER_KEYS
 from deerflow.inventory import THREAD_CLASSES
 
 __all__ = ["ApiJobForm", "ConfirmConvertForm", "JobActionForm", "LaunchForm", "PurgeBackupForm"]
@@ -28,8 +30,9 @@ class ThreadIdsField(forms.Field):
 class LaunchForm(forms.Form):
     """``POST /jobs/launch``: start the dry run (estimate) of "Convert to full".
 
-    Either ``thread_id`` (repeated) or the thread list's filter fields; an
-    empty filter means every delta thread.
+    Either ``thread_id`` (repeated) or the thread list's filter fields. Neither
+    is no selection (:meth:`selection` raises); every delta thread is the
+    explicit filter ``mode=delta``.
     """
 
     thread_id = ThreadIdsField(required=False)
@@ -41,13 +44,20 @@ class LaunchForm(forms.Form):
     skip_integrity = forms.BooleanField(required=False)
 
     def selection(self) -> dict[str, Any]:
-        """The job selection (see :mod:`dashboard.jobs.selection`)."""
+        """The job selection (see :mod:`dashboard.jobs.selection`).
+
+        Raises:
+            InvalidSelection: neither thread ids nor any filter field was given.
+        """
         data = self.cleaned_data
         if data["thread_id"]:
             return {"thread_ids": data["thread_id"]}
-        return {"filter": {k: (v.isoformat() if hasattr(v, "isoformat") else v) or None
-                           for k, v in data.items() if k in ("mode", "thread_class", "q", "updated_before",
-                                                             "updated_after")}}
+        chosen = {k: (v.isoformat() if hasattr(v, "isoformat") else v) or None
+                  for k, v in data.items() if k in FILTER_KEYS}
+        if not any(chosen.values()):
+            raise InvalidSelection("No threads chosen: give a thread id or at least one filter "
+                                   "(id contains, mode, class, updated before/after).", hint=EMPTY_LAUNCH_HINT)
+        return {"filter": chosen}
 
 
 class ConfirmConvertForm(forms.Form):

@@ -31,8 +31,11 @@ class Progress:
     Attributes:
         total: threads in the job (count).
         done: threads with an outcome, skipped ones included (count).
+        ran: threads that ran to an outcome, ``succeeded + failed`` (``done`` without the skipped ones).
         succeeded, failed, skipped, in_flight, pending: counts by outcome / stage.
-        percent: ``done / total`` in percent (0..100).
+        percent: ``done / total`` in percent (0..100): how much of the job is behind it.
+        percent_ran: ``ran / total`` in percent (0..100): what the pages' bars show, so a
+            cancelled job's skipped threads do not look converted.
         elapsed_s: seconds since the job started (to its end when finished).
         rate_per_min: threads finished per minute so far, ``None`` before the first one.
         eta_s: estimated seconds left at that rate, ``None`` when unknown or finished.
@@ -41,12 +44,14 @@ class Progress:
 
     total: int
     done: int
+    ran: int
     succeeded: int
     failed: int
     skipped: int
     in_flight: int
     pending: int
     percent: float
+    percent_ran: float
     elapsed_s: float
     rate_per_min: float | None
     eta_s: float | None
@@ -61,6 +66,10 @@ class Progress:
 
 def _counts(job: ConversionJob) -> dict[str, int]:
     return dict(job.results.values_list("status").annotate(n=Count("id")).order_by())
+
+
+def _percent(part: int, total: int) -> float:
+    return round(100.0 * part / total, 1) if total else 100.0
 
 
 def progress(job: ConversionJob) -> Progress:
@@ -80,8 +89,8 @@ def progress(job: ConversionJob) -> Progress:
     eta = None if job.finished or rate is None else (pending + in_flight) / rate * 60
     sums = job.results.exclude(status__in=ThreadResult.OPEN).aggregate(
         c=Sum("checkpoints_rewritten"), b=Sum("bytes_before"), a=Sum("bytes_after"))
-    return Progress(total=total, done=done, succeeded=ok, failed=failed, skipped=skipped, in_flight=in_flight,
-                    pending=pending, percent=round(100.0 * done / total, 1) if total else 100.0,
+    return Progress(total=total, done=done, ran=ran, succeeded=ok, failed=failed, skipped=skipped, in_flight=in_flight,
+                    pending=pending, percent=_percent(done, total), percent_ran=_percent(ran, total),
                     elapsed_s=round(elapsed, 1), rate_per_min=round(rate, 2) if rate else None,
                     eta_s=round(eta, 1) if eta is not None else None, checkpoints_rewritten=sums["c"] or 0,
                     bytes_before=sums["b"] or 0, bytes_after=sums["a"] or 0)

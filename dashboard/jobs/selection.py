@@ -36,17 +36,25 @@ def normalize(kind: str, selection: dict[str, Any]) -> dict[str, Any]:
 
     Raises:
         InvalidSelection: not exactly one of the shapes above, empty lists,
+            a filter without criteria (every delta thread is ``{"mode": "delta"}``),
             bad filter values, or backup ids for a job that is not a revert.
     """
-    keys = [k for k in ("thread_ids", "filter", "backup_ids") if selection.get(k)]
+    keys = [k for k in ("thread_ids", "filter", "backup_ids") if _given(selection.get(k))]
     if len(keys) != 1:
-        raise InvalidSelection("Give exactly one of thread_ids, filter or backup_ids.")
+        raise InvalidSelection("Give exactly one of thread_ids, filter (with at least one criterion) or backup_ids.")
     key = keys[0]
     if (key == "backup_ids") != (kind == "revert"):
         raise InvalidSelection("A revert job selects backups (backup_ids); other jobs select threads.")
     if key == "filter":
         return {"filter": _normalize_filter(selection["filter"])}
     return {key: _unique_strings(selection[key], key)}
+
+
+def _given(value: Any) -> bool:
+    """A non-empty list, or a filter with at least one criterion (an empty filter is no selection)."""
+    if isinstance(value, dict):
+        return any(v not in (None, "") for v in value.values())
+    return bool(value)
 
 
 def _unique_strings(values: Any, name: str) -> list[str]:

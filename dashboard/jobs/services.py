@@ -44,6 +44,7 @@ from dashboard.jobs.errors import (
     EstimateRequired,
     InvalidSelection,
     InvalidTransition,
+    NotADryRun,
     NothingToConvert,
     SizeLimitExceeded,
     TransientDatabaseError,
@@ -56,8 +57,8 @@ from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
 
 __all__ = [
-    "Batch", "Run", "cancel", "claim_batch", "create_job", "launch", "pause", "record_failure", "resume",
-    "retry", "revert", "run_inline", "run_thread", "unqueue",
+    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "launch", "pause", "record_failure",
+    "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
 ]
 
 log = logging.getLogger("dashboard.jobs")
@@ -86,9 +87,12 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
 
     Raises:
         InvalidSelection, NothingToConvert, EstimateRequired, SizeLimitExceeded.
+        NotADryRun: a conversion whose ``source_job`` is not a finished dry run.
     """
     if throttle_delay_s < 0 or max_in_flight < 1:
         raise InvalidSelection("throttle_delay_s must be >= 0 and max_in_flight >= 1.")
+    if kind == Kind.CONVERT and source_job is not None and not _finished_dry_run(source_job):
+        raise NotADryRun(source_job.pk)
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
     targets = sel.resolve(get_runtime(), selection)
     if not targets:
@@ -117,12 +121,36 @@ def _derived_selection(kind: str, source: ConversionJob | None) -> dict[str, Any
             raise NothingToConvert(f"Dry run {source.pk} found no thread that needs conversion.")
         return {"thread_ids": ids}
     if kind == Kind.REVERT and source.kind == Kind.CONVERT:
-        ids = list(source.results.filter(status="converted").exclude(backup_id="")
-                   .values_list("backup_id", flat=True))
-        if not ids:
-            raise NothingToConvert(f"Job {source.pk} converted no thread; there is nothing to revert.")
-        return {"backup_ids": ids}
+        return {"backup_ids": _revertible(source)}
     raise InvalidSelection(f"A {kind} job cannot be derived from a {source.kind} job.")
+
+
+def _finished_dry_run(job: ConversionJob) -> bool:
+    return job.kind == Kind.DRY_RUN and job.finished
+
+
+def _converted_backups(job: ConversionJob) -> list[str]:
+    return list(job.results.filter(status="converted").exclude(backup_id="").values_list("backup_id", flat=True))
+
+
+def active_backups(job: ConversionJob) -> list[str]:
+    """The backups conversion ``job`` wrote that are still active (not restored by a revert, not purged)."""
+    written = _converted_backups(job)
+    if not written:
+        return []
+    active = {b.backup_id for b in convert.list_backups(get_runtime().config.database) if b.status == "active"}
+    return [b for b in written if b in active]
+
+
+def _revertible(source: ConversionJob) -> list[str]:
+    """The backups a revert of ``source`` restores: those still active."""
+    if not _converted_backups(source):
+        raise NothingToConvert(f"Job {source.pk} converted no thread; there is nothing to revert.")
+    ids = active_backups(source)
+    if not ids:
+        raise InvalidSelection(f"Job {source.pk}'s backups were all restored or purged; there is nothing left "
+                               "to revert.", hint="Nothing to do: the backups page (/jobs/backups/) shows each backup's status.")
+    return ids
 
 
 def _estimate(kind: str, thread_ids: list[str], source: ConversionJob | None, confirmed: bool) -> dict[str, Any]:
@@ -133,8 +161,8 @@ def _estimate(kind: str, thread_ids: list[str], source: ConversionJob | None, co
         if not confirmed:
             raise EstimateRequired("A conversion needs a dry-run estimate or an explicit confirmation.")
         return {}
-    if source.kind != Kind.DRY_RUN or not source.finished:
-        raise InvalidSelection(f"Job {source.pk} is not a finished dry run; it cannot estimate a conversion.")
+    if not _finished_dry_run(source):
+        raise NotADryRun(source.pk)
     rows = source.results.filter(thread_id__in=thread_ids, status="needs_conversion")
     sums = rows.aggregate(n=Count("id"), c=Sum("checkpoints_rewritten"), b=Sum("bytes_before"),
                           a=Sum("bytes_after"))

@@ -21,11 +21,12 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView
 from dashboard.jobs import services
-from dashboard.jobs.errors import JobError
+from dashboard.jobs.errors import JobError, NotADryRun
 from dashboard.jobs.forms import ConfirmConvertForm, JobActionForm, LaunchForm, PurgeBackupForm
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
 from dashboard.jobs.workers import check_delta_workers
+from dashboard.outages import OUTAGES
 from dashboard.runtime import get_runtime
 from dashboard.threads.forms import form_errors
 from deerflow.convert import BackupNotFoundError, list_backups, purge_backup
@@ -80,7 +81,18 @@ def _job_context(job: ConversionJob, **extra) -> dict:
     return {"job": job, "progress": progress(job), "results": results, "derived": derived,
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
-            "over_limit": _over_limit(job, results), **extra}
+            "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **extra}
+
+
+def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
+    """``revertible``: a finished conversion with a backup still active; ``reverted_by``: its revert jobs."""
+    if job.kind != ConversionJob.Kind.CONVERT or not job.finished:
+        return {}
+    try:
+        revertible = bool(services.active_backups(job))
+    except OUTAGES:  # the checkpoint database is down: offer the button, its POST will say why it fails
+        revertible = True
+    return {"revertible": revertible, "reverted_by": [d for d in derived if d.kind == ConversionJob.Kind.REVERT]}
 
 
 def _over_limit(job: ConversionJob, results) -> bool:
@@ -139,6 +151,8 @@ def confirm_convert(request: HttpRequest, job_id: int) -> HttpResponse:
         return _invalid(request, form)
     try:
         job = services.create_job(request.user, ConversionJob.Kind.CONVERT, source_job=dry_run, **form.options())
+    except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
+        return _error(request, exc.page_view())
     except JobError as exc:
         context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
         return render(request, "jobs/detail.html", context, status=exc.status)

@@ -69,13 +69,40 @@ def test_post_convert_from_an_estimate_job(finished_job, manager):
     ({"kind": "dry_run"}, 400, "invalid_selection"),
     ({"kind": "explode", "thread_ids": ["x"]}, 400, "invalid_parameters"),
     ({"kind": "dry_run", "thread_ids": ["x"], "max_in_flight": 0}, 400, "invalid_parameters"),
-    ({"kind": "convert", "estimate_job": 999}, 400, "job_error"),
+    ({"kind": "convert", "estimate_job": 999}, 400, "estimate_job_not_found"),
+    ({"kind": "dry_run", "filter": {"mode": None, "q": ""}}, 400, "invalid_selection"),
     (["not", "an", "object"], 400, "invalid_parameters"),
 ])
 def test_post_errors_are_data(delta_rt, manager, body, status, code):
     response = _post(Client(), body, **_bearer(manager))
     assert response.status_code == status and response.json()["code"] == code
     assert response.json()["hint"]
+
+
+def test_an_unknown_estimate_job_has_its_own_code_and_hint(delta_rt, manager):
+    data = _post(Client(), {"kind": "convert", "thread_ids": ["delta-f10-1t"], "estimate_job": 999},
+                 **_bearer(manager)).json()
+    assert data == {"code": "estimate_job_not_found", "detail": "No job 999.",
+                    "hint": "Pass the id of a finished dry run of these threads as estimate_job "
+                            "(GET /api/jobs lists the jobs), or confirmed: true."}
+
+
+@pytest.mark.parametrize("with_threads", [True, False])
+def test_an_estimate_job_that_is_no_finished_dry_run_says_what_to_pass(finished_job, manager, with_threads):
+    conversion = finished_job("convert", {"thread_ids": ["delta-f10-1t"]}, confirmed=True)
+    body = {"kind": "convert", "estimate_job": conversion.pk}
+    response = _post(Client(), {**body, "thread_ids": ["delta-f10-1t"]} if with_threads else body,
+                     **_bearer(manager))
+    assert response.status_code == 400 and response.json() == {
+        "code": "invalid_selection",
+        "detail": f"Job {conversion.pk} is not a finished dry run; it cannot estimate a conversion.",
+        "hint": "Pass the id of a finished dry run of these threads as estimate_job, or confirmed: true."}
+
+
+def test_an_empty_filter_is_no_selection(delta_rt, manager):
+    data = _post(Client(), {"kind": "dry_run", "filter": {"mode": None}}, **_bearer(manager)).json()
+    assert data["detail"] == "Give exactly one of thread_ids, filter (with at least one criterion) or backup_ids."
+    assert not ConversionJob.objects.exists()
 
 
 def test_post_above_the_size_limit_is_a_409_until_confirmed(finished_job, manager):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -62,6 +64,33 @@ def test_revert_creates_a_revert_job_over_the_backups(finished_job, manager_clie
     backup = job.results.get().backup_id
     assert revert.source_job == job and revert.selection == {"backup_ids": [backup]}
     assert list(revert.results.values_list("thread_id", "backup_id")) == [("delta-f10-1t", backup)]
+
+
+def test_a_reverted_conversion_no_longer_offers_revert(finished_job, manager_client):
+    job = finished_job("convert", {"thread_ids": ["delta-f10-1t"]}, confirmed=True)
+    revert = services.run_inline(services.revert(job, None))
+    assert revert.state == "succeeded"
+
+    html = manager_client.get(f"/jobs/{job.pk}/").content
+    assert _buttons(manager_client, job) == set()
+    (note,) = re.findall(r'<span class="muted" id="reverted-by">(.*?)</span>', html.decode(), re.S)
+    assert f'Already reverted by <a href="/jobs/{revert.pk}/">job #{revert.pk}</a>' in note
+
+    again = manager_client.post(f"/jobs/{job.pk}/action", {"action": "revert"})
+    assert again.status_code == 400 and b"invalid_selection" in again.content
+    assert f"Job {job.pk}&#x27;s backups were all restored or purged; there is nothing left to revert." \
+        in again.content.decode() and "/jobs/backups/" in again.content.decode()
+
+
+def test_revert_restores_only_the_backups_still_active(finished_job, manager_client, small_db):
+    job = finished_job("convert", {"thread_ids": ["delta-f10-1t", "delta-f10-fork"]}, confirmed=True)
+    first = job.results.get(thread_id="delta-f10-1t").backup_id
+    services.run_inline(services.create_job(None, "revert", {"backup_ids": [first]}, source_job=job))
+    assert _buttons(manager_client, job) == {"revert"}  # delta-f10-fork's backup is still active
+
+    manager_client.post(f"/jobs/{job.pk}/action", {"action": "revert"})
+    newest = ConversionJob.objects.filter(kind="revert").first()
+    assert newest.selection == {"backup_ids": [job.results.get(thread_id="delta-f10-fork").backup_id]}
 
 
 def test_an_unknown_action_is_a_400(delta_rt, manager_client):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
 from dashboard.jobs import services
+from dashboard.jobs.errors import NotADryRun
 from dashboard.jobs.models import ConversionJob
 from tests.jobs.pages import form_inputs, tags
 
@@ -108,6 +111,54 @@ def test_confirmation_enforces_csrf(finished_job, manager):
     assert client.post(f"/jobs/{dry.pk}/convert", {}).status_code == 403
     token = form_inputs(client.get(f"/jobs/{dry.pk}/").content, "confirm-convert")["csrfmiddlewaretoken"]
     assert client.post(f"/jobs/{dry.pk}/convert", {"csrfmiddlewaretoken": token}).status_code == 302
+
+
+def test_the_job_page_shows_the_selection_in_words(finished_job, viewer_client):
+    by_id = finished_job("dry_run", {"thread_ids": ["delta-f10-1t", "nope"]})
+    by_filter = finished_job("dry_run", {"filter": {"q": "f10-1", "mode": "delta"}})
+
+    def shown(job) -> str:
+        body = viewer_client.get(f"/jobs/{job.pk}/").content.decode()
+        return re.search(r'<dd id="job-selection">(.*?)</dd>', body, re.S).group(1)
+
+    assert shown(by_id) == "threads: delta-f10-1t, nope"
+    assert shown(by_filter) == "filter: mode = delta, q = f10-1"
+
+
+def test_a_cancelled_job_counts_its_skipped_threads_apart(delta_rt, viewer_client):
+    job = services.create_job(None, "dry_run", {"thread_ids": THREE})
+    (first, _), = services.claim_batch(job.pk).sends
+    services.run_thread(first)
+    services.cancel(job)
+    job.refresh_from_db()
+    assert job.state == "cancelled"
+
+    listing = viewer_client.get("/jobs/").content.decode()
+    row = re.search(rf'<tr data-job-id="{job.pk}">.*?</tr>', listing, re.S).group(0)
+    assert "1 / 3 done" in row and "2 skipped" in row and "3 / 3" not in row
+    assert tags(row, "progress", value="33.3")
+    page = viewer_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "<strong>1 / 3</strong> threads done" in page and "2 skipped" in page
+    assert tags(page, "progress", id="job-progress", value="33.3")
+
+
+def test_converting_from_a_job_that_is_not_a_finished_dry_run_says_why(finished_job, manager_client):
+    conversion = finished_job("convert", {"thread_ids": ["delta-f10-1t"]}, confirmed=True)
+    response = manager_client.post(f"/jobs/{conversion.pk}/convert", {})
+
+    assert response.status_code == 400
+    (detail,) = re.findall(r'<p class="detail" id="error-detail">(.*?)</p>', response.content.decode())
+    assert detail == f"Job {conversion.pk} is not a finished dry run; start a conversion from a dry run&#x27;s page."
+    assert NotADryRun.page_hint in response.content.decode()
+    assert ConversionJob.objects.filter(kind="convert").count() == 1
+
+
+def test_converting_from_an_unfinished_dry_run_says_why(delta_rt, manager_client):
+    dry = services.create_job(None, "dry_run", {"thread_ids": THREE})
+    response = manager_client.post(f"/jobs/{dry.pk}/convert", {}, headers={"HX-Request": "true"})
+    assert response.status_code == 400
+    assert f"Job {dry.pk} is not a finished dry run" in response.content.decode()
+    assert b"<html" not in response.content  # the error fragment, for htmx
 
 
 def test_unknown_jobs_are_404_and_pages_need_staff(delta_rt, viewer_client, django_user_model):

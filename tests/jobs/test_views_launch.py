@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from dashboard.jobs.models import ConversionJob
+from tests.jobs.conftest import DELTA_SMALL
 from tests.jobs.pages import form_inputs, tags
 
 pytestmark = pytest.mark.django_db
@@ -67,6 +68,25 @@ def test_launch_of_nothing_says_so(delta_rt, manager_client):
     response = manager_client.post("/jobs/launch", {"q": "no-such-thread"})
     assert response.status_code == 400 and b"no_threads" in response.content
     assert not ConversionJob.objects.exists()
+
+
+@pytest.mark.parametrize("fields", [{}, {"mode": "", "thread_class": "", "q": "", "sort": ""}],
+                         ids=["only the csrf token", "the unfiltered thread list"])
+def test_launch_without_threads_or_filter_is_refused(delta_rt, manager_client, fields):
+    response = manager_client.post("/jobs/launch", fields, headers={"HX-Request": "true"})
+
+    body = response.content.decode()
+    assert response.status_code == 400 and "invalid_selection" in body
+    assert "No threads chosen: give a thread id or at least one filter" in body
+    assert "to select every delta thread, choose Mode: delta." in body
+    assert not ConversionJob.objects.exists()
+
+
+def test_every_delta_thread_is_an_explicit_mode_filter(delta_rt, manager_client):
+    response = manager_client.post("/jobs/launch", {"mode": "delta"})
+    job = ConversionJob.objects.get()
+    assert response.status_code == 302 and job.selection["filter"]["mode"] == "delta"
+    assert sorted(job.results.values_list("thread_id", flat=True)) == sorted(DELTA_SMALL)
 
 
 def test_a_viewer_may_not_launch(delta_rt, viewer_client):

@@ -1,6 +1,8 @@
-"""Template helpers for job pages: durations, short digests, result classes."""
+"""Template helpers for job pages: durations, selections, result classes."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django import template
 
@@ -30,3 +32,26 @@ def outcome(result) -> str:
     if result.status == "skipped":
         return "skipped"
     return "ok" if succeeded(result.job.kind, result.status) else "failed"
+
+
+#: Ids listed by :func:`selection_text` before it says how many more there are.
+IDS_SHOWN = 20
+_LISTS = (("thread_ids", "threads"), ("backup_ids", "backups"))
+
+
+@register.filter
+def selection_text(selection: dict[str, Any] | None) -> str:
+    """A job's selection in words: ``threads: a, b``, ``filter: q = f10, mode = delta`` or ``backups: …``.
+
+    Filter criteria left empty are omitted; long id lists end with ``… (N more)``.
+    """
+    selection = selection or {}
+    for key, label in _LISTS:
+        if selection.get(key):
+            ids = list(selection[key])
+            more = f" … ({len(ids) - IDS_SHOWN} more)" if len(ids) > IDS_SHOWN else ""
+            return f"{label}: {', '.join(map(str, ids[:IDS_SHOWN]))}{more}"
+    criteria = {k: v for k, v in (selection.get("filter") or {}).items() if v not in (None, "")}
+    if "filter" in selection:
+        return "filter: " + (", ".join(f"{k} = {v}" for k, v in criteria.items()) or "none (every delta thread)")
+    return "—"
