@@ -1,11 +1,14 @@
-"""Security headers (a strict Content-Security-Policy, no inline script) and the 503 answer to outages."""
+"""Security headers (a strict Content-Security-Policy, no inline script), the 503 answer to outages,
+and the one way every error is answered: JSON ``{"detail", "hint", "code"}`` under ``/api/``, the site's
+error page elsewhere (:func:`error_answer`).
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 
 log = logging.getLogger("dashboard.outages")
 #: Seconds a client should wait before retrying after an outage answer.
@@ -16,6 +19,39 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+
+
+def error_page(request: HttpRequest, view, exception: BaseException | None = None, **extra) -> HttpResponse:
+    """The error page for ``view`` (an :class:`~dashboard.errors.ErrorView`): the site's layout, or its fragment
+    for an htmx swap; plain text (still detail and hint, never a traceback) if the page itself cannot render.
+
+    When Django's own database is the one down (``exception``), the page is
+    rendered as for an anonymous user, since loading the session's user would
+    fail again.
+    """
+    from django.contrib.auth.models import AnonymousUser
+    from django.db.utils import InterfaceError, OperationalError
+    from django.shortcuts import render
+
+    htmx = getattr(request, "htmx", None)
+    fragment = bool(htmx) and not htmx.history_restore_request
+    context: dict = {"error": view, **extra}
+    if isinstance(exception, OperationalError | InterfaceError):
+        context["user"] = AnonymousUser()
+    try:
+        return render(request, "errors/_error.html" if fragment else "errors/error.html", context,
+                      status=view.status)
+    except Exception:  # the page itself needs what is down: plain text, still no traceback
+        log.exception("rendering the %s page failed", view.code)
+        return HttpResponse(f"HTTP {view.status}: {view.detail}\nWhat to do: {view.hint}\n",
+                            status=view.status, content_type="text/plain; charset=utf-8")
+
+
+def error_answer(request: HttpRequest, view, exception: BaseException | None = None, **extra) -> HttpResponse:
+    """``{"detail", "hint", "code"}`` with the view's status under ``/api/``; :func:`error_page` elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
+    return error_page(request, view, exception, **extra)
 
 
 class ContentSecurityPolicyMiddleware:
@@ -56,32 +92,9 @@ class OutageMiddleware:
         view = describe(exception)
         log.error("%s on %s %s: %s (%s: %s)", view.code, request.method, request.path, view.hint,
                   type(exception).__name__, exception)
-        if request.path.startswith("/api/"):
-            response: HttpResponse = JsonResponse(
-                {"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
-        else:
-            response = self._page(request, view, exception)
+        response = error_answer(request, view, exception)
         response["Retry-After"] = str(RETRY_AFTER_S)
         return response
-
-    @staticmethod
-    def _page(request: HttpRequest, view, exception: Exception, **extra) -> HttpResponse:
-        from django.contrib.auth.models import AnonymousUser
-        from django.db.utils import InterfaceError, OperationalError
-        from django.shortcuts import render
-
-        htmx = getattr(request, "htmx", None)
-        fragment = bool(htmx) and not htmx.history_restore_request
-        context: dict = {"error": view, **extra}
-        if isinstance(exception, OperationalError | InterfaceError):
-            context["user"] = AnonymousUser()
-        try:
-            return render(request, "errors/_error.html" if fragment else "errors/error.html", context,
-                          status=view.status)
-        except Exception:  # the page itself needs what is down: plain text, still no traceback
-            log.exception("rendering the %s page failed", view.code)
-            return HttpResponse(f"HTTP {view.status}: {view.detail}\nWhat to do: {view.hint}\n",
-                                status=view.status, content_type="text/plain; charset=utf-8")
 
 
 class DamagedCheckpointMiddleware:
@@ -123,6 +136,40 @@ class DamagedCheckpointMiddleware:
             return None
         view = describe(damaged)
         log.error("%s (%s: %s)", damaged, type(exception).__name__, exception)
-        if request.path.startswith("/api/"):
-            return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
-        return OutageMiddleware._page(request, view, exception, thread_id=thread_id)
+        return error_answer(request, view, exception, thread_id=thread_id)
+
+
+class MethodNotAllowedMiddleware:
+    """Gives Django's bare 405 (``require_GET``/``require_POST``: empty ``text/html``) the project's error format.
+
+    ``/api/`` routes answer ``{"detail", "hint", "code": "method_not_allowed"}``
+    like the thread API's own 405; pages answer the error page. The ``Allow``
+    header is kept. A 405 that already has a body is left alone.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not isinstance(response, HttpResponseNotAllowed) or response.content:
+            return response
+        allowed = [m.strip() for m in response.get("Allow", "").split(",") if m.strip()]
+        answer = error_answer(request, _not_allowed(request, allowed))
+        answer["Allow"] = ", ".join(allowed)
+        return answer
+
+
+def _not_allowed(request: HttpRequest, allowed: list[str]):
+    """The ``method_not_allowed`` :class:`~dashboard.errors.ErrorView` for ``request`` (``allowed``: methods)."""
+    from dashboard.errors import ErrorView
+
+    methods = " or ".join(allowed) or "no method"
+    if request.path.startswith("/api/"):
+        hint = f"Send {methods} to this route (the JSON API table in the README lists each route's methods)."
+    elif "GET" not in allowed:
+        hint = (f"This address only receives form submissions ({methods}); go back to the page with the form "
+                "and submit it there.")
+    else:
+        hint = f"This address only takes {methods}; open it from the navigation above."
+    return ErrorView(405, "method_not_allowed", f"Method {request.method} is not allowed at {request.path}.", hint)

@@ -50,6 +50,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Django's bare 405s (require_GET/require_POST) answered as JSON under /api/, the error page elsewhere.
+    "dashboard.middleware.MethodNotAllowedMiddleware",
     # Last, so their process_exception runs first: a damaged checkpoint answers 422 naming it,
     # outages answer 503 with a hint (dashboard.outages).
     "dashboard.middleware.DamagedCheckpointMiddleware",
@@ -104,6 +106,8 @@ WHITENOISE_USE_FINDERS = True
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
+# A failed CSRF check answers the error page (JSON under /api/) with what to do, not Django's bare page.
+CSRF_FAILURE_VIEW = "dashboard.notfound.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # Celery: the embedded default is Kombu's filesystem transport (no service

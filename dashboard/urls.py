@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from dashboard.accounts.views import LoginView
 from dashboard.health import healthz
 from dashboard.threads import views as thread_views
 
@@ -11,7 +12,7 @@ urlpatterns = [
     # Unauthenticated liveness (frozen mode only, no data): container health checks.
     path("healthz", healthz, name="healthz"),
     path("", RedirectView.as_view(pattern_name="threads:list", permanent=False), name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("threads/", include("dashboard.threads.urls")),
     # Outside /threads/ so that no thread id (which may contain "/") can shadow it.
@@ -26,4 +27,9 @@ urlpatterns = [
     path("", include("dashboard.fleet.urls")),
 ]
 
+# Django's error handlers answer in the project's format (dashboard.notfound): JSON under /api/, the error page
+# elsewhere. CSRF failures: settings.CSRF_FAILURE_VIEW; 405s: dashboard.middleware.MethodNotAllowedMiddleware.
+handler400 = "dashboard.notfound.bad_request"
+handler403 = "dashboard.notfound.permission_denied"
 handler404 = "dashboard.notfound.not_found"
+handler500 = "dashboard.notfound.server_error"

@@ -3,7 +3,9 @@
 Web processes register from ``dashboard/wsgi.py`` and Celery workers from the
 worker's main process (``dashboard/celery.py``), right after they freeze.
 A daemon thread refreshes the row every ``DASHBOARD_HEARTBEAT_S`` seconds
-(default 15); the audit shows a process stale after three missed beats.
+(default 15); the audit shows a process stale after three missed beats. A beat
+that fails because Django's database is locked or unreachable logs one warning
+line and the next beat retries; any other failure logs its traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import uuid
 from typing import Any
 
 from django.db import close_old_connections, connection
+from django.db import utils as db_utils
 from django.utils import timezone
 
 from dashboard.fleet.facts import process_facts
@@ -25,6 +28,8 @@ from dashboard.runtime import DashboardRuntime
 __all__ = ["Registration", "record_external", "register", "save_facts"]
 
 log = logging.getLogger("dashboard.fleet")
+#: Failures of a beat that the next beat normally outlives (SQLite "database is locked", a database restart).
+TRANSIENT_ERRORS = (db_utils.OperationalError, db_utils.InterfaceError)
 
 _FIELDS = ("role", "host", "pid", "mode", "snapshot_frequency", "config_path", "config_sha256",
            "max_supersteps", "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency",
@@ -53,6 +58,7 @@ class Registration:
         self.started_at = timezone.now()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._failed_beats = 0
 
     def beat(self) -> ProcessRecord:
         """Write the current facts now."""
@@ -64,11 +70,34 @@ class Registration:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            try:
-                close_old_connections()
-                self.beat()
-            except Exception:  # a failed beat must not kill the process; the audit shows it stale
-                log.exception("heartbeat failed")
+            self.beat_in_background()
+
+    def beat_in_background(self) -> bool:
+        """One beat of the heartbeat thread; never raises (the audit shows a process stale if beats keep failing).
+
+        A :data:`TRANSIENT_ERRORS` failure logs one warning line without a
+        traceback (the next beat retries); anything else logs the traceback.
+        The first beat that succeeds after failures logs that it recovered.
+
+        Returns:
+            Whether the row was written.
+        """
+        try:
+            close_old_connections()
+            self.beat()
+        except TRANSIENT_ERRORS as exc:
+            self._failed_beats += 1
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            log.warning("heartbeat failed (%s: %s); retrying in %g s", type(exc).__name__, reason, self.interval_s)
+            return False
+        except Exception:  # a failed beat must not kill the process
+            self._failed_beats += 1
+            log.exception("heartbeat failed")
+            return False
+        if self._failed_beats:
+            log.info("heartbeat recovered after %d failed beat(s)", self._failed_beats)
+            self._failed_beats = 0
+        return True
 
     def start(self) -> Registration:
         """Register now and start heartbeating in a daemon thread."""
