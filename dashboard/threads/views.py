@@ -57,9 +57,9 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _bad_params(request, form)
     filters = form.filters(settings.DASHBOARD_PAGE_SIZE)
-    rt = get_runtime()
     refreshed = None
     try:
+        rt = get_runtime()
         if request.method == "POST":
             refreshed = storage.refresh_inventory(rt)
             if not request.htmx:
@@ -107,7 +107,10 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     form = StateQueryForm(request.GET)
     if not form.is_valid():
         return _bad_params(request, form)
-    rt = get_runtime()
+    try:
+        rt = get_runtime()
+    except HANDLED as exc:
+        return render_error(request, exc, thread_id=thread_id)
     checkpoint_ns = form.cleaned_data["checkpoint_ns"] or ""
     if request.GET.get("fragment") == "storage":  # loaded after the page: one scan of the thread's rows
         return render(request, "threads/_storage.html", {

@@ -76,3 +76,22 @@ def test_worker_refuses_to_start(tmp_path, case):
     proc = subprocess.run(argv, cwd=helpers.REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     _assert_refused(proc, case, var_dir)
     assert "celery worker not started" in proc.stderr
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/threads/", "/threads/some-thread/", "/api/threads"])
+def test_a_process_started_lazily_on_a_bad_config_answers_503_config_error(tmp_path, monkeypatch, staff_client, path):
+    """``manage.py runserver`` starts the runtime on the first request: a bad file is a 503 page, not a 500."""
+    from dashboard.runtime import install_runtime
+
+    previous = install_runtime(None)
+    monkeypatch.setenv("DEER_FLOW_CONFIG_PATH", str(tmp_path / "missing.yaml"))
+    try:
+        response = staff_client.get(path)
+    finally:
+        install_runtime(previous)
+    assert response.status_code == 503
+    text = response.content.decode()
+    assert "config file not found" in text and "missing.yaml" in text
+    if path.startswith("/api/"):
+        assert response.json()["code"] == "config_error"
