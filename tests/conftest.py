@@ -1,4 +1,5 @@
-"""Shared fixtures: the real DeerFlow data on SQLite and Postgres, a clean mode freeze, frozen dashboard runtimes."""
+"""Shared fixtures: the real DeerFlow data on SQLite and Postgres, a clean mode freeze, frozen dashboard runtimes,
+and personas."""
 
 from __future__ import annotations
 
@@ -115,3 +116,65 @@ def runtime_for(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     for rt in made:
         rt.close()
     install_runtime(None)
+
+
+# -- personas: staff (may browse), viewer (staff, no jobs permission), manager (staff with
+# jobs.manage_conversions), outsider (logged in, not staff); anonymous is a bare Client().
+
+def _user(django_user_model: Any, name: str, *, staff: bool, manage: bool = False) -> Any:
+    user = django_user_model.objects.create_user(name, password=f"{name}-pass", is_staff=staff)
+    if manage:
+        from django.contrib.auth.models import Permission
+
+        user.user_permissions.add(Permission.objects.get(codename="manage_conversions"))
+    return user
+
+
+def _logged_in(user: Any) -> Any:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    """A staff user named ``staff`` (password ``staff-pass``)."""
+    return _user(django_user_model, "staff", staff=True)
+
+
+@pytest.fixture
+def outsider_user(django_user_model):
+    """A logged-in but non-staff user named ``outsider``."""
+    return _user(django_user_model, "outsider", staff=False)
+
+
+@pytest.fixture
+def manager(django_user_model):
+    """Staff with ``jobs.manage_conversions`` (may launch and act on jobs)."""
+    return _user(django_user_model, "manager", staff=True, manage=True)
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """Staff without the permission: may look, may not launch."""
+    return _user(django_user_model, "viewer", staff=True)
+
+
+@pytest.fixture
+def staff_client(staff_user):
+    """A Django test client logged in as ``staff`` (CSRF checks off, as the test client defaults)."""
+    return _logged_in(staff_user)
+
+
+@pytest.fixture
+def manager_client(manager):
+    """A Django test client logged in as ``manager``."""
+    return _logged_in(manager)
+
+
+@pytest.fixture
+def viewer_client(viewer):
+    """A Django test client logged in as ``viewer``."""
+    return _logged_in(viewer)

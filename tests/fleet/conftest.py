@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from dashboard.fleet.control import LiveCheck
@@ -108,26 +107,6 @@ def process_row(db) -> Callable[..., object]:
 
 #: A live check that could not run (the audit then relies on heartbeats only).
 NO_LIVE = LiveCheck(False, error="not asked in this test")
-
-
-@pytest.fixture
-def staff_user(django_user_model):
-    """A staff user named ``staff``."""
-    return django_user_model.objects.create_user("staff", password="staff-pass", is_staff=True)
-
-
-@pytest.fixture
-def outsider_user(django_user_model):
-    """A logged-in but non-staff user."""
-    return django_user_model.objects.create_user("outsider", password="outsider-pass", is_staff=False)
-
-
-@pytest.fixture
-def staff_client(staff_user) -> Client:
-    """A test client logged in as staff (CSRF checks off, as Django's test client defaults)."""
-    client = Client()
-    client.force_login(staff_user)
-    return client
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ an empty 405 or "CSRF verification failed ... DEBUG=True".
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
 from django.test import Client
 
@@ -17,21 +16,6 @@ from dashboard.notfound import CSRF_API_HINT, CSRF_PAGE_HINT
 from tests.dashboard.html import parse
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def manager(django_user_model):
-    """Staff with ``jobs.manage_conversions`` (may launch and act on jobs)."""
-    user = django_user_model.objects.create_user("manager", password="manager-pass", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="manage_conversions"))
-    return user
-
-
-@pytest.fixture
-def manager_client(manager) -> Client:
-    client = Client()
-    client.force_login(manager)
-    return client
 
 
 def error_card(response, status: int, code: str) -> tuple[str, str]:

@@ -1,7 +1,6 @@
-"""Fixtures for the jobs app: a small writable checkpoint database, runtimes, and personas.
+"""Fixtures for the jobs app: a small writable checkpoint database and a delta runtime on it.
 
-Personas: ``manager`` (staff with ``jobs.manage_conversions``), ``viewer``
-(staff without it), ``outsider`` (logged in, not staff), anonymous.
+Personas (``manager``, ``viewer``, ``outsider``...) live in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -11,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Permission
-from django.test import Client
 
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.services import run_inline
@@ -44,39 +41,6 @@ def small_db(sqlite_fixture_db_rw: DatabaseConfig) -> DatabaseConfig:
 def delta_rt(runtime_for, small_db) -> DashboardRuntime:
     """This process frozen in delta mode on :func:`small_db` (what a delta worker is)."""
     return runtime_for(small_db, "delta")
-
-
-def _user(django_user_model, name: str, *, staff: bool, manage: bool):
-    user = django_user_model.objects.create_user(name, password=f"{name}-pass", is_staff=staff)
-    if manage:
-        user.user_permissions.add(Permission.objects.get(codename="manage_conversions"))
-    return user
-
-
-@pytest.fixture
-def manager(django_user_model):
-    """Staff with ``jobs.manage_conversions``."""
-    return _user(django_user_model, "manager", staff=True, manage=True)
-
-
-@pytest.fixture
-def viewer(django_user_model):
-    """Staff without the permission: may look, may not launch."""
-    return _user(django_user_model, "viewer", staff=True, manage=False)
-
-
-@pytest.fixture
-def manager_client(manager) -> Client:
-    client = Client()
-    client.force_login(manager)
-    return client
-
-
-@pytest.fixture
-def viewer_client(viewer) -> Client:
-    client = Client()
-    client.force_login(viewer)
-    return client
 
 
 @pytest.fixture

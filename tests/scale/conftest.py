@@ -18,7 +18,6 @@ from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.seed import SeedPlan, SeedReport, seed_threads
 from tests import fixtures_real
-from tests.dashboard.conftest import staff_client, staff_user  # noqa: F401 - shared fixtures
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 
