@@ -305,14 +305,15 @@ def test_a_turn_committed_during_the_rewrite_is_retried(postgres_fixture_db_rw, 
     db = postgres_fixture_db_rw
     original = checkpoint_rows(db)
     writer = writer_factory(db)
-    real_write = converter._write
+    real_check = converter._check_watermark
 
-    def write_then_a_turn_commits(session: Any, thread_id: str, entries: list[Any]) -> None:
-        real_write(session, thread_id, entries)
+    def rewritten_then_a_turn_commits(session: Any, thread_id: str, mark: Any) -> None:
+        # The first watermark check comes right after the last rewritten checkpoint, before verifying.
         if not writer.turns:
             writer.turn()
+        real_check(session, thread_id, mark)
 
-    monkeypatch.setattr(converter, "_write", write_then_a_turn_commits)
+    monkeypatch.setattr(converter, "_check_watermark", rewritten_then_a_turn_commits)
     report = convert_thread(db, THREAD)
     monkeypatch.undo()
     # holds today: the failed attempt wrote nothing and the turn is intact
