@@ -39,6 +39,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -412,6 +413,14 @@ class _Estimate:
         return self.total
 
 
+class _DeferredSync:
+    """The ``pipe`` handed to the pipelined ``PostgresSaver``: its per-``put`` ``sync()`` does not wait
+    (:meth:`_Writer.pipelined` syncs the real pipeline)."""
+
+    def sync(self) -> None:
+        """Nothing: the writer decides when to wait."""
+
+
 class _Writer:
     """Rewrites checkpoints through the saver as the walk hands them on, recording what the saver sent.
 
@@ -421,10 +430,17 @@ class _Writer:
     against the database afterwards (:meth:`verify`).
     """
 
+    #: Postgres: rewritten checkpoints queued in the pipeline before waiting for the server (count).
+    PIPELINE_DEPTH = 32
+
     def __init__(self, session: ConversionSession, thread_id: str, note: str):
         self.session, self.thread_id, self.note = session, thread_id, note
         self.serde = RecordingSerializer(session.saver.serde)
         session.saver.serde = self.serde
+        self.saver = session.saver  # the saver that puts; a pipelined twin inside pipelined()
+        self._pipeline: Any = None
+        self._stack: ExitStack | None = None
+        self._queued = 0
         self.encoder = MessageEncoder(self.serde.inner)
         self.plan = _VersionPlan(session.dialect)
         self.backup_id: str | None = None
@@ -433,6 +449,33 @@ class _Writer:
         self.versions: dict[tuple[str, str], str | None] = {}  # (ns, checkpoint_id) -> messages version written
         self.analyzed: set[tuple[str, str]] = set()
         self.heads: dict[str, tuple[str, str | None]] = {}  # ns -> (newest analyzed checkpoint id, digest)
+
+    @contextmanager
+    def pipelined(self) -> Iterator[None]:
+        """Postgres: from the first rewrite on (after the backup), queue the rewrites in psycopg's
+        pipeline mode, waiting for the server every :data:`PIPELINE_DEPTH` checkpoints instead of
+        after each ``put``.
+
+        The puts go through a second ``PostgresSaver`` on the session's
+        connection, given the pipeline, so its ``put`` is LangGraph's own; only
+        the wait it does after each one is deferred. A failed statement raises
+        at the next wait, which rolls the whole conversion back. SQLite: as is.
+        """
+        with ExitStack() as stack:
+            self._stack = stack
+            try:
+                yield
+                if self._pipeline is not None:
+                    self._pipeline.sync()
+            finally:
+                self.saver, self._pipeline, self._stack = self.session.saver, None, None
+
+    def _pipelining(self) -> None:
+        if self._pipeline is None and self._stack is not None and self.session.dialect == "postgres":
+            from langgraph.checkpoint.postgres import PostgresSaver
+
+            self._pipeline = self._stack.enter_context(self.session.conn.pipeline())
+            self.saver = PostgresSaver(self.session.conn, pipe=_DeferredSync(), serde=self.serde)
 
     def begin_namespace(self, ns: str, tuples: dict[str, Any]) -> None:
         """Postgres: delete the ``messages`` blobs this namespace's rewrites will replace, in one statement.
@@ -467,6 +510,7 @@ class _Writer:
         """Back up the thread (first call only), then re-``put`` one checkpoint with its full value."""
         session = self.session
         self._back_up()
+        self._pipelining()  # after the backup: its statements need their row counts
         target = self.plan.target(e)
         config, checkpoint, metadata, new_versions = _rewritten(self.thread_id, e, target, self.encoder)
         self.versions[(e.ns, e.checkpoint_id)] = None if target is None else str(target)
@@ -474,7 +518,11 @@ class _Writer:
         if session.dialect == "postgres" and blob_key in self.sent:
             new_versions = {}  # same namespace, version and value: the blob is already written
         self.serde.last = None
-        session.saver.put(config, checkpoint, metadata, new_versions)
+        self.saver.put(config, checkpoint, metadata, new_versions)
+        if self._pipeline is not None:
+            self._queued += 1
+            if self._queued % self.PIPELINE_DEPTH == 0:
+                self._pipeline.sync()
         if session.dialect == "sqlite":
             self.sent[(e.ns, e.checkpoint_id)] = self.serde.last
         elif new_versions:
@@ -641,10 +689,11 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
         _check_against_langgraph(session, thread_id, digests)
     writer = _Writer(session, thread_id, note)
     walk.on_namespace = writer.begin_namespace
-    for e in walk:
-        writer.see(e)
-        if e.rewrite:
-            writer.write(e)
+    with writer.pipelined():
+        for e in walk:
+            writer.see(e)
+            if e.rewrite:
+                writer.write(e)
     walk.raise_if_blocked()  # a blocking finding met while writing: the rollback undoes every write
     if not report.checkpoints_to_rewrite:
         report.status, report.bytes_after = "already_full", report.bytes_before
