@@ -110,40 +110,56 @@ def infer_cadences(saver: Any, thread_ids: list[str] | None = None,
     Returns:
         ``{thread_id: CadenceInference}`` for threads with any counters.
     """
-    r = reader_for(saver)
-    out: dict[str, CadenceInference] = {}
     if thread_ids is not None and not thread_ids:
-        return out
+        return {}
+    r = reader_for(saver)
     if use_summary and _summary_cadences_ready(saver):
-        where, params = "", []
-        if thread_ids is not None:
-            where, params = f"WHERE thread_id IN ({', '.join('?' for _ in thread_ids)})", list(thread_ids)
-        for row in r.query("SELECT thread_id, kind, cadence, snapshots, min_supersteps FROM dfa_thread_cadences "
-                           f"{where} ORDER BY thread_id, kind, cadence", params):
-            inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
-            if row["kind"] == "bound":
-                inf.lower_bound = int(row["cadence"])
-                continue
-            inf.snapshots += int(row["snapshots"])
-            if int(row["min_supersteps"]) + 1 < max_supersteps:
-                inf.exact.append(int(row["cadence"]))
-    else:
-        where, params = "", []
-        if thread_ids is not None:
-            where = f"AND c.thread_id IN ({', '.join('?' for _ in thread_ids)})"
-            params = list(thread_ids)
-        u_c = counter_expr(r, "c", 0)
-        bounds = r.query(
-            f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
-            f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
-        for row in bounds:
-            out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
-        for row in r.query(snapshot_sql(r, where), params):
-            inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
-            inf.snapshots += 1
-            k = _cadence_of(row, max_supersteps)
-            if k is not None and k not in inf.exact:
-                inf.exact.append(k)
+        return _from_summary(r, thread_ids, max_supersteps)
+    return _from_scan(r, thread_ids, max_supersteps)
+
+
+def _from_summary(r: Any, thread_ids: list[str] | None, max_supersteps: int) -> dict[str, CadenceInference]:
+    """:func:`infer_cadences` from ``dfa_thread_cadences`` (the caller checked it is ready)."""
+    out: dict[str, CadenceInference] = {}
+    where, params = "", []
+    if thread_ids is not None:
+        where, params = f"WHERE thread_id IN ({', '.join('?' for _ in thread_ids)})", list(thread_ids)
+    for row in r.query("SELECT thread_id, kind, cadence, snapshots, min_supersteps FROM dfa_thread_cadences "
+                       f"{where} ORDER BY thread_id, kind, cadence", params):
+        inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
+        if row["kind"] == "bound":
+            inf.lower_bound = int(row["cadence"])
+            continue
+        inf.snapshots += int(row["snapshots"])
+        if int(row["min_supersteps"]) + 1 < max_supersteps:
+            inf.exact.append(int(row["cadence"]))
+    return _settled(out)
+
+
+def _from_scan(r: Any, thread_ids: list[str] | None, max_supersteps: int) -> dict[str, CadenceInference]:
+    """:func:`infer_cadences` by scanning ``checkpoints`` (their metadata only)."""
+    out: dict[str, CadenceInference] = {}
+    where, params = "", []
+    if thread_ids is not None:
+        where = f"AND c.thread_id IN ({', '.join('?' for _ in thread_ids)})"
+        params = list(thread_ids)
+    u_c = counter_expr(r, "c", 0)
+    bounds = r.query(
+        f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
+        f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
+    for row in bounds:
+        out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
+    for row in r.query(snapshot_sql(r, where), params):
+        inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
+        inf.snapshots += 1
+        k = _cadence_of(row, max_supersteps)
+        if k is not None and k not in inf.exact:
+            inf.exact.append(k)
+    return _settled(out)
+
+
+def _settled(out: dict[str, CadenceInference]) -> dict[str, CadenceInference]:
+    """Exact cadences sorted; no lower bound where an exact cadence is proven."""
     for inf in out.values():
         inf.exact.sort()
         if inf.exact:
@@ -201,7 +217,7 @@ def cadence_outliers(saver: Any, fleet: int | None, max_supersteps: int = DEFAUL
                                                         [max_supersteps, fleet])]
     else:
         off_ids = []
-    named = infer_cadences(saver, sorted(set(examples) | set(off_ids)), max_supersteps)
+    named = _from_summary(r, sorted(set(examples) | set(off_ids)), max_supersteps) if examples or off_ids else {}
     out.multiple_examples = [named[t] for t in examples if t in named]
     out.differs_examples = [named[t] for t in off_ids if t in named]
     return out

@@ -62,6 +62,12 @@ def _as_ext(item: bytes) -> ormsgpack.Ext | None:
     return ormsgpack.Ext(code, item[start:])
 
 
+def _extends(messages: list[Any], last: list[Any]) -> bool:
+    """True when ``messages`` starts with every item of the non-empty ``last`` (the same objects)."""
+    k = len(last)
+    return bool(k) and len(messages) >= k and messages[k - 1] is last[-1] and messages[:k] == last
+
+
 class SharingDecoder:
     """The saver's serializer, decoding each distinct serialized message once.
 
@@ -150,9 +156,8 @@ class MessageEncoder:
         its parent's list plus a few messages.
         """
         last, last_encoded = self._last
-        k = len(last)
-        if k and len(messages) >= k and messages[k - 1] is last[-1] and messages[:k] == last:
-            encoded = last_encoded + [self._one(m) for m in messages[k:]]
+        if _extends(messages, last):
+            encoded = last_encoded + [self._one(m) for m in messages[len(last):]]
         else:
             encoded = [self._one(m) for m in messages]
         self._last = (list(messages), encoded)
@@ -185,7 +190,7 @@ class MessageDigester:
         """Hex SHA-256 of the canonical JSON of ``messages``."""
         last, state = self._last
         k = len(last)
-        if k and len(messages) >= k and messages[k - 1] is last[-1] and messages[:k] == last:
+        if _extends(messages, last):
             h = state.copy()
         else:
             h, k = hashlib.sha256(b"["), 0
