@@ -22,7 +22,7 @@ from deerflow.errors import (
 )
 from deerflow.inventory import InvalidCursorError
 
-__all__ = ["ErrorView", "HANDLED", "OUTAGES", "describe"]
+__all__ = ["ErrorView", "HANDLED", "OUTAGES", "describe", "invalid_parameters"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,27 @@ class ErrorView:
     code: str
     detail: str
     hint: str
+
+    def as_json(self) -> dict[str, str]:
+        """The API's error body: ``{"detail", "hint", "code"}``."""
+        return {"detail": self.detail, "hint": self.hint, "code": self.code}
+
+
+def invalid_parameters(form, *, what: str = "query parameters",
+                       hint: str = "Fix or drop the listed parameters.") -> ErrorView:
+    """The 400 ``invalid_parameters`` answer for a Django form that did not validate.
+
+    Args:
+        form: a bound form whose ``is_valid()`` returned ``False``.
+        what: what was submitted, for the detail (``"Invalid <what>: field: message; ..."``).
+        hint: what the user should do.
+    """
+    return ErrorView(400, "invalid_parameters", f"Invalid {what}: {form_errors(form)}", hint)
+
+
+def form_errors(form) -> str:
+    """All of a form's errors as one line: ``field: message; ...``."""
+    return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
 
 
 def _mismatch(exc: CheckpointModeMismatchError) -> ErrorView:

@@ -47,10 +47,16 @@ def error_page(request: HttpRequest, view, exception: BaseException | None = Non
                             status=view.status, content_type="text/plain; charset=utf-8")
 
 
+def json_error(view) -> JsonResponse:
+    """The API's answer for ``view`` (an :class:`~dashboard.errors.ErrorView`): ``{"detail", "hint", "code"}``
+    with the view's status."""
+    return JsonResponse(view.as_json(), status=view.status)
+
+
 def error_answer(request: HttpRequest, view, exception: BaseException | None = None, **extra) -> HttpResponse:
-    """``{"detail", "hint", "code"}`` with the view's status under ``/api/``; :func:`error_page` elsewhere."""
+    """:func:`json_error` under ``/api/``; :func:`error_page` elsewhere."""
     if request.path.startswith("/api/"):
-        return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
+        return json_error(view)
     return error_page(request, view, exception, **extra)
 
 

@@ -6,9 +6,11 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
 from dashboard.accounts.models import ApiToken
+from dashboard.errors import ErrorView
+from dashboard.middleware import json_error
 
 __all__ = ["api_staff_required", "staff_required"]
 
@@ -35,18 +37,16 @@ def api_staff_required(view: Callable) -> Callable:
         if raw is not None:
             user = ApiToken.authenticate(raw)
             if user is None:
-                return JsonResponse({"detail": "Invalid or revoked API token.",
-                                     "hint": "Create a new token with: python manage.py create_api_token <username>"},
-                                    status=401)
+                return json_error(ErrorView(401, "invalid_token", "Invalid or revoked API token.",
+                                            "Create a new token with: python manage.py create_api_token <username>"))
             request.user = user
             request._dont_enforce_csrf_checks = True
         elif not request.user.is_authenticated:
-            return JsonResponse({"detail": "Authentication required.",
-                                 "hint": "Log in as a staff user or send Authorization: Bearer <token>."},
-                                status=401)
+            return json_error(ErrorView(401, "authentication_required", "Authentication required.",
+                                        "Log in as a staff user or send Authorization: Bearer <token>."))
         if not request.user.is_staff:
-            return JsonResponse({"detail": "Staff access required.",
-                                 "hint": "Ask an administrator to mark your account as staff."}, status=403)
+            return json_error(ErrorView(403, "staff_required", "Staff access required.",
+                                        "Ask an administrator to mark your account as staff."))
         return view(request, *args, **kwargs)
 
     return wrapper

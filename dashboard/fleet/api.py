@@ -10,12 +10,13 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.auth import api_staff_required
+from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.fleet.audit import run_audit
 from dashboard.fleet.forms import ExternalHeartbeatForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.registry import record_external
+from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
-from dashboard.threads.forms import form_errors
 
 
 @require_GET
@@ -36,9 +37,9 @@ def _csrf_rejection(request: HttpRequest) -> JsonResponse | None:
     rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
     if rejected is None:
         return None
-    return JsonResponse({"detail": "CSRF verification failed.",
-                         "hint": "Send Authorization: Bearer <token> (no CSRF token needed), or the CSRF token "
-                                 "of your session in the X-CSRFToken header.", "code": "csrf_failed"}, status=403)
+    return json_error(ErrorView(403, "csrf_failed", "CSRF verification failed.",
+                                "Send Authorization: Bearer <token> (no CSRF token needed), or the CSRF token "
+                                "of your session in the X-CSRFToken header."))
 
 
 @csrf_exempt  # checked in the view: only session-authenticated requests need a CSRF token
@@ -52,21 +53,17 @@ def heartbeat(request: HttpRequest) -> JsonResponse:
     try:
         body = json.loads(request.body.decode("utf-8") or "{}")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return JsonResponse({"detail": f"Body is not JSON: {exc}", "hint": "Send a JSON object.",
-                             "code": "invalid_json"}, status=400)
+        return json_error(ErrorView(400, "invalid_json", f"Body is not JSON: {exc}", "Send a JSON object."))
     if not isinstance(body, dict):
-        return JsonResponse({"detail": "Body must be a JSON object.", "hint": "Send a JSON object.",
-                             "code": "invalid_json"}, status=400)
+        return json_error(ErrorView(400, "invalid_json", "Body must be a JSON object.", "Send a JSON object."))
     form = ExternalHeartbeatForm(body)
     if not form.is_valid():
-        return JsonResponse({"detail": f"Invalid heartbeat: {form_errors(form)}",
-                             "hint": "See the README's snippet for the fields.", "code": "invalid_parameters"},
-                            status=400)
+        return json_error(invalid_parameters(form, what="heartbeat", hint="See the README's snippet for the fields."))
     instance_id = form.cleaned_data["instance_id"]
     if ProcessRecord.objects.filter(instance_id=instance_id).exclude(role="external").exists():
-        return JsonResponse({"detail": f"instance_id {instance_id} belongs to a dashboard web or worker process.",
-                             "hint": "Generate a fresh instance_id (uuid4().hex) when the outside process starts.",
-                             "code": "instance_conflict"}, status=409)
+        return json_error(ErrorView(409, "instance_conflict",
+                                    f"instance_id {instance_id} belongs to a dashboard web or worker process.",
+                                    "Generate a fresh instance_id (uuid4().hex) when the outside process starts."))
     record = record_external(form.cleaned_data)
     return JsonResponse({"name": record.name, "instance_id": record.instance_id,
                          "last_heartbeat": record.last_heartbeat.isoformat()})

@@ -17,23 +17,19 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
 from dashboard.accounts.auth import api_staff_required
-from dashboard.errors import ErrorView
+from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.jobs import services
 from dashboard.jobs.errors import EstimateJobNotFound, JobError
 from dashboard.jobs.forms import ApiJobForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
 from dashboard.jobs.views import PERMISSION
-from dashboard.threads.forms import form_errors
+from dashboard.middleware import json_error
 
 _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewritten", "bytes_before", "bytes_after",
                   "head_messages_sha256", "first_difference", "findings", "error", "hint", "error_code",
                   "backup_id", "worker_host", "worker_node", "worker_pid", "worker_mode",
                   "worker_snapshot_frequency", "attempts", "duration_s")
-
-
-def _error(view: ErrorView) -> JsonResponse:
-    return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
 
 
 def _iso(value) -> str | None:
@@ -78,23 +74,25 @@ def _csrf_rejected(request: HttpRequest) -> bool:
 
 def _create(request: HttpRequest) -> JsonResponse:
     if _csrf_rejected(request):
-        return _error(ErrorView(403, "csrf_failed", "CSRF verification failed.",
-                                "Send the X-CSRFToken header with a session, or use a bearer token."))
+        return json_error(ErrorView(403, "csrf_failed", "CSRF verification failed.",
+                                    "Send the X-CSRFToken header with a session, or use a bearer token."))
     if not request.user.has_perm(PERMISSION):
-        return _error(ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
-                                f"Ask an administrator for the permission {PERMISSION}."))
+        return json_error(ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
+                                    f"Ask an administrator for the permission {PERMISSION}."))
     try:
         body = json.loads(request.body or b"{}")
     except ValueError:
         body = None
-    form = ApiJobForm(body if isinstance(body, dict) else {})
-    if not isinstance(body, dict) or not form.is_valid():
-        detail = form_errors(form) if isinstance(body, dict) else "the body is not a JSON object"
-        return _error(ErrorView(400, "invalid_parameters", f"Invalid job: {detail}", "See ApiJobForm for the fields."))
+    if not isinstance(body, dict):
+        return json_error(ErrorView(400, "invalid_json", "Invalid job: the body is not a JSON object",
+                                    "See ApiJobForm for the fields."))
+    form = ApiJobForm(body)
+    if not form.is_valid():
+        return json_error(invalid_parameters(form, what="job", hint="See ApiJobForm for the fields."))
     try:
         job = _create_job(request, form)
     except JobError as exc:
-        return _error(exc.view())
+        return json_error(exc.view())
     services.launch(job)
     return JsonResponse(job_json(job), status=201)
 
@@ -115,5 +113,5 @@ def job(request: HttpRequest, job_id: int) -> JsonResponse:
     """``{...job, "progress", "results": [...]}``."""
     found = ConversionJob.objects.filter(pk=job_id).first()
     if found is None:
-        return _error(ErrorView(404, "job_not_found", f"No job {job_id}.", "GET /api/jobs lists the jobs."))
+        return json_error(ErrorView(404, "job_not_found", f"No job {job_id}.", "GET /api/jobs lists the jobs."))
     return JsonResponse({**job_json(found), "results": [result_json(r) for r in found.results.all()]})

@@ -19,30 +19,24 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import ErrorView
+from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.jobs import services
 from dashboard.jobs.errors import JobError, NotADryRun
 from dashboard.jobs.forms import ConfirmConvertForm, JobActionForm, LaunchForm, PurgeBackupForm
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
 from dashboard.jobs.workers import check_delta_workers
+from dashboard.middleware import error_page
 from dashboard.outages import OUTAGES
 from dashboard.runtime import get_runtime
-from dashboard.threads.forms import form_errors
 from deerflow.convert import BackupNotFoundError, list_backups, purge_backup
 
 PERMISSION = "jobs.manage_conversions"
 RESULTS_SHOWN = 500
 
 
-def _error(request: HttpRequest, view: ErrorView, **context) -> HttpResponse:
-    template = "errors/_error.html" if request.htmx else "errors/error.html"
-    return render(request, template, {"error": view, **context}, status=view.status)
-
-
 def _invalid(request: HttpRequest, form) -> HttpResponse:
-    return _error(request, ErrorView(400, "invalid_parameters", f"Invalid form: {form_errors(form)}",
-                                     "Fix the listed fields and submit again."))
+    return error_page(request, invalid_parameters(form, what="form", hint="Fix the listed fields and submit again."))
 
 
 def manage_required(view: Callable) -> Callable:
@@ -51,8 +45,8 @@ def manage_required(view: Callable) -> Callable:
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not request.user.has_perm(PERMISSION):
-            return _error(request, ErrorView(403, "permission_denied", "You may view jobs but not run them.",
-                                             f"Ask an administrator for the permission {PERMISSION}."))
+            return error_page(request, ErrorView(403, "permission_denied", "You may view jobs but not run them.",
+                                                 f"Ask an administrator for the permission {PERMISSION}."))
         return view(request, *args, **kwargs)
 
     return staff_required(wrapper)
@@ -136,7 +130,7 @@ def launch(request: HttpRequest) -> HttpResponse:
         job = services.create_job(request.user, ConversionJob.Kind.DRY_RUN, form.selection(),
                                   integrity=not form.cleaned_data["skip_integrity"])
     except JobError as exc:
-        return _error(request, exc.view())
+        return error_page(request, exc.view())
     services.launch(job)
     return _go(request, _job_url(job))
 
@@ -152,7 +146,7 @@ def confirm_convert(request: HttpRequest, job_id: int) -> HttpResponse:
     try:
         job = services.create_job(request.user, ConversionJob.Kind.CONVERT, source_job=dry_run, **form.options())
     except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
-        return _error(request, exc.page_view())
+        return error_page(request, exc.page_view())
     except JobError as exc:
         context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
         return render(request, "jobs/detail.html", context, status=exc.status)
@@ -180,7 +174,7 @@ def job_action(request: HttpRequest, job_id: int) -> HttpResponse:
     try:
         target = _ACTIONS[form.cleaned_data["action"]](job, request.user)
     except JobError as exc:
-        return _error(request, exc.view())
+        return error_page(request, exc.view())
     return _go(request, _job_url(target))
 
 
@@ -202,5 +196,5 @@ def backup_purge(request: HttpRequest) -> HttpResponse:
     try:
         purge_backup(get_runtime().config.database, form.cleaned_data["backup_id"])
     except BackupNotFoundError as exc:
-        return _error(request, ErrorView(404, "backup_not_found", str(exc), "Reload the backups page."))
+        return error_page(request, ErrorView(404, "backup_not_found", str(exc), "Reload the backups page."))
     return _go(request, reverse("jobs:backups"))

@@ -13,17 +13,17 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from dashboard.accounts.auth import api_staff_required
-from dashboard.errors import HANDLED, describe
+from dashboard.errors import HANDLED, ErrorView, describe, invalid_parameters
+from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 from dashboard.threads import services
-from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm, form_errors
+from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm
 from dashboard.threads.jsonify import jsonable, state_values_json
 
 
 def error_response(exc: Exception) -> JsonResponse:
     """The JSON body and status for a handled domain error."""
-    view = describe(exc)
-    return JsonResponse({"detail": view.detail, "hint": view.hint, "code": view.code}, status=view.status)
+    return json_error(describe(exc))
 
 
 def get_only(view: Callable) -> Callable:
@@ -32,9 +32,8 @@ def get_only(view: Callable) -> Callable:
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if request.method != "GET":
-            response = JsonResponse({"detail": f"Method {request.method} is not allowed here.",
-                                     "hint": "The thread API is read-only; use GET.",
-                                     "code": "method_not_allowed"}, status=405)
+            response = json_error(ErrorView(405, "method_not_allowed", f"Method {request.method} is not allowed here.",
+                                            "The thread API is read-only; use GET."))
             response["Allow"] = "GET"
             return response
         return view(request, *args, **kwargs)
@@ -43,8 +42,7 @@ def get_only(view: Callable) -> Callable:
 
 
 def _bad_request(form) -> JsonResponse:
-    return JsonResponse({"detail": f"Invalid query parameters: {form_errors(form)}",
-                         "hint": "Fix or drop the listed parameters.", "code": "invalid_parameters"}, status=400)
+    return json_error(invalid_parameters(form))
 
 
 def _thread_item(t, *, with_storage: bool) -> dict:

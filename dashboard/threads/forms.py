@@ -51,8 +51,3 @@ class ThreadIdForm(forms.Form):
     """``/thread/?thread_id=`` and ``/history/?thread_id=``: ids that cannot travel as a URL path."""
 
     thread_id = forms.CharField(max_length=2000, strip=False)
-
-
-def form_errors(form: forms.Form) -> str:
-    """All of a form's errors as one line: ``field: message; ...``."""
-    return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())

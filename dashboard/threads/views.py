@@ -11,7 +11,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import HANDLED, describe
+from dashboard.errors import HANDLED, describe, invalid_parameters
+from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services, storage
 from dashboard.threads.forms import (
@@ -19,7 +20,6 @@ from dashboard.threads.forms import (
     StateQueryForm,
     ThreadIdForm,
     ThreadListForm,
-    form_errors,
 )
 from dashboard.threads.jsonify import jsonable
 
@@ -31,17 +31,11 @@ def wants_fragment(request: HttpRequest) -> bool:
 
 def render_error(request: HttpRequest, exc: Exception, **context) -> HttpResponse:
     """The error page (or fragment, for htmx) with the registry's status, detail and hint."""
-    view = describe(exc)
-    template = "errors/_error.html" if wants_fragment(request) else "errors/error.html"
-    return render(request, template, {"error": view, **context}, status=view.status)
+    return error_page(request, describe(exc), **context)
 
 
 def _bad_params(request: HttpRequest, form) -> HttpResponse:
-    template = "errors/_error.html" if wants_fragment(request) else "errors/error.html"
-    return render(request, template, {"error": {
-        "status": 400, "code": "invalid_parameters",
-        "detail": f"Invalid query parameters: {form_errors(form)}",
-        "hint": "Fix or drop the listed parameters."}}, status=400)
+    return error_page(request, invalid_parameters(form))
 
 
 @require_http_methods(["GET", "POST"])

@@ -85,7 +85,7 @@ def test_api_anonymous_is_401_json(served, client, name, url):
     response = call(client, url)
     assert response.status_code == 401
     body = response.json()
-    assert body["detail"]
+    assert (body["code"], body["detail"]) == ("authentication_required", "Authentication required.")
     assert "Bearer" in body["hint"]
 
 
@@ -94,7 +94,9 @@ def test_api_outsider_is_403_json(served, client, outsider_user, name, url):
     client.force_login(outsider_user)
     response = call(client, url)
     assert response.status_code == 403
-    assert set(response.json()) >= {"detail", "hint"}
+    body = response.json()
+    assert set(body) == {"detail", "hint", "code"}
+    assert body["code"] == "staff_required"
 
 
 @pytest.mark.parametrize(("name", "url"), [(n, u) for n, u in API if n in THREAD_ROUTES])
@@ -223,6 +225,7 @@ def test_wrong_token_is_401(served, staff_user, header):
     response = Client().get("/api/threads", HTTP_AUTHORIZATION=header)
     assert response.status_code == 401
     assert response.json()["detail"] == "Invalid or revoked API token."
+    assert response.json()["code"] == "invalid_token"
 
 
 @pytest.mark.parametrize("header", ["Bearer", "Bearer   ", "Basic c3RhZmY6c3RhZmYtcGFzcw==", "Token abc"])

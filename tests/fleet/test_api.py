@@ -44,7 +44,7 @@ def post_heartbeat(client: Client, body, token: str | None = None, **extra):
 def test_audit_requires_staff_or_token(rt, outsider_user):
     anonymous = Client().get("/api/audit")
     assert anonymous.status_code == 401
-    assert set(anonymous.json()) == {"detail", "hint"}
+    assert anonymous.json()["code"] == "authentication_required" and set(anonymous.json()) == {"detail", "hint", "code"}
     outsider = Client()
     outsider.force_login(outsider_user)
     assert outsider.get("/api/audit").status_code == 403
@@ -121,25 +121,25 @@ def _without(key: str) -> dict:
     return body
 
 
-@pytest.mark.parametrize(("payload", "in_detail"), [
-    (b"{not json", "Body is not JSON"),
-    (b"\xff\xfe", "Body is not JSON"),
-    ("[1, 2]", "Body must be a JSON object"),
-    ({"host": "h"}, "instance_id"),
-    (_without("mode"), "mode"),
-    (_without("snapshot_frequency"), "snapshot_frequency"),
-    (heartbeat_body(mode="turbo"), "mode"),
-    (heartbeat_body(snapshot_frequency=0), "snapshot_frequency"),
-    (heartbeat_body(config_sha256="not-a-sha"), "config_sha256"),
-    (heartbeat_body(versions=["langgraph"]), "versions"),
-    (heartbeat_body(pid="twelve"), "pid"),
+@pytest.mark.parametrize(("payload", "in_detail", "code"), [
+    (b"{not json", "Body is not JSON", "invalid_json"),
+    (b"\xff\xfe", "Body is not JSON", "invalid_json"),
+    ("[1, 2]", "Body must be a JSON object", "invalid_json"),
+    ({"host": "h"}, "instance_id", "invalid_parameters"),
+    (_without("mode"), "mode", "invalid_parameters"),
+    (_without("snapshot_frequency"), "snapshot_frequency", "invalid_parameters"),
+    (heartbeat_body(mode="turbo"), "mode", "invalid_parameters"),
+    (heartbeat_body(snapshot_frequency=0), "snapshot_frequency", "invalid_parameters"),
+    (heartbeat_body(config_sha256="not-a-sha"), "config_sha256", "invalid_parameters"),
+    (heartbeat_body(versions=["langgraph"]), "versions", "invalid_parameters"),
+    (heartbeat_body(pid="twelve"), "pid", "invalid_parameters"),
 ], ids=["not-json", "not-utf8", "array", "nearly-empty", "no-mode", "no-cadence", "bad-mode", "cadence-0",
         "bad-sha", "versions-list", "pid-text"])
-def test_bad_heartbeats_are_400_with_detail_and_hint(rt, api_token, payload, in_detail):
+def test_bad_heartbeats_are_400_with_detail_and_hint(rt, api_token, payload, in_detail, code):
     response = post_heartbeat(Client(), payload, api_token)
     assert response.status_code == 400, response.content
     body = response.json()
-    assert {"detail", "hint"} <= set(body)
+    assert set(body) == {"detail", "hint", "code"} and body["code"] == code
     assert in_detail in body["detail"]
     assert body["hint"]
     assert ProcessRecord.objects.count() == 0

@@ -71,12 +71,22 @@ def test_post_convert_from_an_estimate_job(finished_job, manager):
     ({"kind": "dry_run", "thread_ids": ["x"], "max_in_flight": 0}, 400, "invalid_parameters"),
     ({"kind": "convert", "estimate_job": 999}, 400, "estimate_job_not_found"),
     ({"kind": "dry_run", "filter": {"mode": None, "q": ""}}, 400, "invalid_selection"),
-    (["not", "an", "object"], 400, "invalid_parameters"),
+    (["not", "an", "object"], 400, "invalid_json"),
 ])
 def test_post_errors_are_data(delta_rt, manager, body, status, code):
     response = _post(Client(), body, **_bearer(manager))
     assert response.status_code == status and response.json()["code"] == code
     assert response.json()["hint"]
+    assert ConversionJob.objects.count() == 0
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"\xff\xfe", b"null"])
+def test_a_body_that_is_no_json_object_is_invalid_json(delta_rt, manager, raw):
+    response = Client().post("/api/jobs", raw, content_type="application/json", headers=_bearer(manager))
+    assert response.status_code == 400
+    assert response.json() == {"detail": "Invalid job: the body is not a JSON object",
+                               "hint": "See ApiJobForm for the fields.", "code": "invalid_json"}
+    assert ConversionJob.objects.count() == 0
 
 
 def test_an_unknown_estimate_job_has_its_own_code_and_hint(delta_rt, manager):
