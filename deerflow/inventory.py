@@ -330,7 +330,7 @@ def list_threads(
         cursor: from a previous page's ``next_cursor`` with the same ``sort``.
         mode: ``"full"`` or ``"delta"`` to filter by :attr:`ThreadSummary.mode`.
         thread_class: one of :data:`THREAD_CLASSES` to filter by class.
-        q: case-sensitive substring of the thread id.
+        q: substring of the thread id, ignoring case (``%`` and ``_`` are literal).
         sort: ``"updated"`` (newest update first), ``"checkpoints"`` (most first) or
             ``"bytes"`` (heaviest first); see :data:`SORTS`.
         refresh: refresh the summary first when cheap.
@@ -354,8 +354,7 @@ def list_threads(
             where.append(f"{column} = ?")
             params.append(value)
     if q:
-        # A literal, case-sensitive substring on both dialects (SQLite's LIKE
-        # ignores ASCII case and both treat % and _ as wildcards).
+        # A literal substring ignoring case on both dialects (LIKE would treat % and _ as wildcards).
         where.append(reader.contains("thread_id"))
         params.append(q)
     if cursor:

@@ -166,10 +166,15 @@ class SqlReader:
         return f"(CASE WHEN jsonb_typeof({alias}.metadata->'step') = 'number' THEN ({alias}.metadata->>'step')::bigint END)"
 
     def contains(self, column: str) -> str:
-        """``column`` contains the next ``?`` parameter as a literal, case-sensitive substring."""
+        """``column`` contains the next ``?`` parameter as a literal substring, ignoring case.
+
+        Both sides go through the database's ``lower()`` (SQLite: ASCII letters
+        only; Postgres: the database's locale), so ``%`` and ``_`` are plain
+        characters, unlike ``LIKE``.
+        """
         if self.dialect == "sqlite":
-            return f"instr({column}, ?) > 0"
-        return f"strpos({column}, ?) > 0"
+            return f"instr(lower({column}), lower(?)) > 0"
+        return f"strpos(lower({column}), lower(?)) > 0"
 
     def truthy(self, expr: str) -> str:
         """``expr`` as an integer 0/1, portable across both dialects."""

@@ -159,20 +159,19 @@ def test_q_treats_like_wildcards_and_quotes_literally(fixture_backend, runtime_f
     assert response.json() == {"threads": [], "next_cursor": None}
 
 
-def test_q_is_case_sensitive_on_both_backends(fixture_backend, runtime_for, staff_client):
-    """The inventory documents a case-sensitive substring; SQLite's LIKE would ignore case."""
+def test_q_ignores_case_on_both_backends(fixture_backend, runtime_for, staff_client):
+    """An id pasted from a log in upper case finds the thread (Postgres' strpos alone would not)."""
     _backend, database = fixture_backend
     runtime_for(database, "delta")
-    assert {t["thread_id"] for t in _all_threads(staff_client, q="FULL-")} == set()
-    assert len(_all_threads(staff_client, q="full-")) == len(
-        [t for t in oracle.threads() if "full-" in t["thread_id"]]
-    )
+    expected = {t["thread_id"] for t in oracle.threads() if "full-" in t["thread_id"]}
+    assert expected and {t["thread_id"] for t in _all_threads(staff_client, q="FULL-")} == expected
+    assert {t["thread_id"] for t in _all_threads(staff_client, q="Full-Untrusted")} == {"full-untrusted-content"}
 
 
 def test_q_filters_ids_with_wildcard_characters(sqlite_fixture_db_rw, runtime_for, staff_client):
     from tests.dashboard.writes import write_thread
 
-    for tid in ["100%_done", "100x_done", "100%xdone", "a_b", "axb"]:
+    for tid in ["100%_done", "100x_done", "100%xdone", "a_b", "axb", "Run-7F3A"]:
         write_thread(sqlite_fixture_db_rw, tid)
     runtime_for(sqlite_fixture_db_rw, "full")
 
@@ -183,6 +182,7 @@ def test_q_filters_ids_with_wildcard_characters(sqlite_fixture_db_rw, runtime_fo
     assert ids("0%") == {"100%_done", "100%xdone"}
     assert ids("_d") == {"100%_done", "100x_done"}
     assert ids("a_b") == {"a_b"}
+    assert ids("run-7f3a") == ids("RUN-7F3A") == {"Run-7F3A"}
 
 
 @pytest.mark.parametrize("query", [
