@@ -127,3 +127,15 @@ def thread_history(request: HttpRequest, thread_id: str) -> JsonResponse:
     except HANDLED as exc:
         return error_response(exc)
     return JsonResponse({"checkpoints": [row.__dict__ for row in rows], "next_before": next_before})
+
+
+@get_only
+@api_staff_required
+def thread_namespaces(request: HttpRequest, thread_id: str) -> JsonResponse:
+    """``{"thread_id", "namespaces": [{checkpoint_ns, path, depth, checkpoint_count, first_checkpoint_id,
+    head_checkpoint_id, updated_at}]}``, root first; pass a ``checkpoint_ns`` to ``state`` and ``history``."""
+    try:
+        found = services.thread_namespaces(get_runtime(), thread_id)
+    except HANDLED as exc:
+        return error_response(exc)
+    return JsonResponse({"thread_id": thread_id, "namespaces": [ns.as_dict() for ns in found]})

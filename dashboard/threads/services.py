@@ -17,7 +17,7 @@ from langgraph.types import StateSnapshot
 
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads import storage
-from deerflow import inventory
+from deerflow import inventory, namespaces
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.errors import (
     MISMATCH_MESSAGE,
@@ -298,6 +298,24 @@ def read_history(
         ))
     next_before = rows[-1].checkpoint_id if more and rows else None
     return rows, next_before
+
+
+def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[namespaces.Namespace]:
+    """The thread's checkpoint namespaces, root first (:func:`deerflow.namespaces.thread_namespaces`).
+
+    Returns:
+        The namespaces; ``[]`` on a saver without SQL tables (``InMemorySaver``).
+
+    Raises:
+        ThreadNotFoundError: the thread has no checkpoints.
+    """
+    try:
+        found = namespaces.thread_namespaces(rt.saver, thread_id)
+    except TypeError:
+        return []
+    if not found:
+        raise ThreadNotFoundError(thread_id)
+    return found
 
 
 def list_threads(rt: DashboardRuntime, **filters: Any) -> tuple[list[inventory.ThreadSummary], str | None]:

@@ -114,11 +114,13 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         state = services.read_state(rt, thread_id, checkpoint_id, checkpoint_ns)
         # The head just read validates a summary row already shown for it (no query then).
         summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
+        namespaces = services.thread_namespaces(rt, thread_id)
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
     return render(request, "threads/detail.html", {
         "thread_id": thread_id,
         "summary": summary,
+        "namespaces": namespaces,
         "cadence": services.thread_cadence(rt, thread_id),
         "fleet_snapshot_frequency": rt.snapshot_frequency if rt.mode == "delta" else None,
         "state": state,

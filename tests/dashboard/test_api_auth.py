@@ -27,7 +27,7 @@ SAMPLE_THREAD = "delta-f10-1t"
 SAMPLE_ARGS = {"path": SAMPLE_THREAD, "str": "sample", "slug": "sample", "int": "1",
                "uuid": "00000000-0000-0000-0000-000000000001"}
 THREAD_ROUTES = {"threads:list", "threads:detail", "thread-history", "thread-detail-by-query",
-                 "thread-history-by-query", "api:threads", "api:state", "api:history"}
+                 "thread-history-by-query", "api:threads", "api:state", "api:history", "api:namespaces"}
 
 
 def _concrete(route: str) -> str:
