@@ -81,6 +81,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DASHBOARD_DATABASE_URL", f"sqlite:///{VAR_DIR / 'dashboard.sqlite3'}"),
         conn_max_age=60,
+        # A kept connection is checked when a request starts: after a server restart the first request
+        # reconnects instead of failing (Django's CONN_HEALTH_CHECKS).
+        conn_health_checks=True,
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -72,7 +72,9 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
             makes a caller wait).
 
     Yields:
-        ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``.
+        ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``. The Postgres
+        pool checks each connection before lending it, so the saver outlives
+        a server restart without failing the calls that follow it.
 
     Raises:
         ConfigError: the SQLite file is missing and ``create`` is false.
@@ -95,9 +97,11 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg_pool import ConnectionPool
 
+    # check: a pooled session ended by a server restart is replaced when lent, instead of failing the
+    # next request (psycopg_pool's check_connection; one empty round trip per checkout).
     pool = ConnectionPool(
         database.postgres_url, min_size=1, max_size=pool_size, timeout=timeout,
-        kwargs=postgres_connect_kwargs(database), open=True,
+        kwargs=postgres_connect_kwargs(database), open=True, check=ConnectionPool.check_connection,
     )
     try:
         saver = PostgresSaver(pool)
@@ -144,7 +148,7 @@ async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = Fa
 
     pool = AsyncConnectionPool(
         database.postgres_url, min_size=1, max_size=pool_size,
-        kwargs=postgres_connect_kwargs(database), open=False,
+        kwargs=postgres_connect_kwargs(database), open=False, check=AsyncConnectionPool.check_connection,
     )
     await pool.open()
     try:
