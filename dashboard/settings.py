@@ -147,6 +147,8 @@ CELERY_BEAT_SCHEDULE = {
     "thread-summary-refresh": {"task": "threads.refresh_summary", "schedule": 30.0, "options": {"expires": 25}},
     "thread-summary-reconcile": {"task": "threads.refresh_summary", "schedule": 3600.0, "kwargs": {"full": True},
                                  "options": {"expires": 1800}},
+    # Conversion jobs: send again the thread tasks a broker lost (dashboard.jobs.stalls).
+    "jobs-requeue-stalled": {"task": "jobs.requeue_stalled", "schedule": 60.0, "options": {"expires": 50}},
 }
 
 # DeerFlow config.yaml (read by dashboard.runtime).
@@ -154,6 +156,9 @@ DEER_FLOW_CONFIG_PATH = env_str("DEER_FLOW_CONFIG_PATH", str(Path.cwd() / "confi
 DASHBOARD_PAGE_SIZE = env_int("DASHBOARD_PAGE_SIZE", 50, minimum=1)
 # A conversion whose estimated size after exceeds this needs explicit confirmation (dashboard.jobs).
 CONVERSION_SIZE_LIMIT_BYTES = env_int("DASHBOARD_CONVERSION_SIZE_LIMIT_MB", 1024, minimum=1) * 1024 * 1024
+# Conversion jobs: seconds a thread task may stay queued past its due time before it is presumed lost by the
+# broker and sent again (dashboard.jobs.stalls); keep it above the longest wait in a busy queue.
+DASHBOARD_REQUEUE_AFTER_S = float(env_int("DASHBOARD_REQUEUE_AFTER_S", 600, minimum=10))
 # Fleet audit: seconds between process heartbeats; stale after three missed beats.
 DASHBOARD_HEARTBEAT_S = float(env_int("DASHBOARD_HEARTBEAT_S", 15, minimum=1))
 # Fleet audit: window (hours) of recent checkpoints used to infer what writers write.

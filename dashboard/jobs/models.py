@@ -117,6 +117,9 @@ class ThreadResult(models.Model):
         worker_*: who ran it: host name, Celery node, OS pid, frozen mode and snapshot cadence.
         attempts: claims of this row (count); the claim number is the token a recording must match.
         duration_s: wall time of the last attempt (seconds).
+        queued_at: when the row's task, last sent to the broker, falls due (send time plus its
+            countdown); a row still ``queued`` ``DASHBOARD_REQUEUE_AFTER_S`` after that is sent
+            again (:func:`dashboard.jobs.stalls.requeue_stalled`).
     """
 
     PENDING, QUEUED, RUNNING = "pending", "queued", "running"
@@ -148,6 +151,7 @@ class ThreadResult(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    queued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]

@@ -21,6 +21,7 @@ recorded, so a slow duplicate never overwrites a newer attempt.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -37,6 +38,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from dashboard.errors import describe
+from dashboard.jobs import owners
 from dashboard.jobs import selection as sel
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
@@ -312,10 +314,14 @@ def _fill_slots(job: ConversionJob) -> list[tuple[int, float]]:
     in_flight = job.results.filter(status__in=Result.IN_FLIGHT).count()
     free = max(job.max_in_flight - in_flight, 0)
     ids = list(job.results.filter(status=Result.PENDING).order_by("id").values_list("id", flat=True)[:free])
-    Result.objects.filter(id__in=ids, status=Result.PENDING).update(status=Result.QUEUED)
     started = in_flight or job.results.exclude(status__in=Result.OPEN).exists()
     delay = job.throttle_delay_s
-    return [(rid, (i + (1 if started else 0)) * delay) for i, rid in enumerate(ids)]
+    sends = [(rid, (i + (1 if started else 0)) * delay) for i, rid in enumerate(ids)]
+    now = timezone.now()
+    for rid, countdown in sends:  # queued_at: when the task falls due (dashboard.jobs.stalls)
+        Result.objects.filter(id=rid, status=Result.PENDING).update(
+            status=Result.QUEUED, queued_at=now + dt.timedelta(seconds=countdown))
+    return sends
 
 
 def _finish_if_done(job: ConversionJob) -> None:
@@ -398,39 +404,39 @@ def _identity(rt: DashboardRuntime, worker_node: str) -> dict[str, Any]:
 def _claim(rt: DashboardRuntime, result_id: int, *, reclaim: bool, worker_node: str) -> int | None:
     """The claim number (``attempts``) if this process won the row, else ``None``.
 
-    A queued row is claimed while its job runs. A ``running`` row whose worker
-    died (``reclaim``: a redelivery after the worker was lost; or a dead local
-    pid) is claimed while the job runs, is paused or is being cancelled: that
-    thread had started, and pause and cancel let started threads finish, so
-    the redelivered task finishes it instead of leaving it ``running`` for ever.
+    A queued row is claimed while its job runs. A ``running`` row is taken
+    over only from an owner that is gone (:func:`dashboard.jobs.owners.owner_alive`):
+    a process of this host that no longer exists, or, for a redelivered task
+    (``reclaim``: the broker believes the worker was lost), an owner that is
+    not found running it. Such a row is claimed while the job runs, is paused
+    or is being cancelled: that thread had started, and pause and cancel let
+    started threads finish, so the redelivered task finishes it instead of
+    leaving it ``running`` for ever. A redelivery whose owner still runs the
+    thread (its worker only lost the broker connection for a moment, and
+    Kombu restored the message) does nothing: the owner records the thread
+    and moves the job on.
     """
-    dead_owner = reclaim or _owner_died(result_id)
     claim = {"status": Result.RUNNING, "attempts": F("attempts") + 1, "started_at": timezone.now(),
              "finished_at": None, **_identity(rt, worker_node)}
     with transaction.atomic():
-        n = Result.objects.filter(pk=result_id, status=Result.QUEUED, job__state=State.RUNNING).update(**claim)
-        if not n and dead_owner:
-            n = Result.objects.filter(pk=result_id, status=Result.RUNNING, job__state__in=(
-                State.RUNNING, State.PAUSED, State.CANCELLING)).update(**claim)
-        if not n:
-            return None
-        return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
+        if Result.objects.filter(pk=result_id, status=Result.QUEUED, job__state=State.RUNNING).update(**claim):
+            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
+    owner = Result.objects.filter(pk=result_id, status=Result.RUNNING).values(
+        "worker_host", "worker_pid", "worker_node", "attempts").first()
+    if owner is None or not _owner_gone(owner, result_id, reclaim=reclaim):  # may ask another host (seconds)
+        return None
+    with transaction.atomic():
+        if Result.objects.filter(pk=result_id, status=Result.RUNNING, attempts=owner["attempts"], job__state__in=(
+                State.RUNNING, State.PAUSED, State.CANCELLING)).update(**claim):
+            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
+    return None
 
 
-def _owner_died(result_id: int) -> bool:
-    """The row is ``running`` for a process of this host that no longer exists (killed mid-thread)."""
-    row = Result.objects.filter(pk=result_id, status=Result.RUNNING).values("worker_host", "worker_pid").first()
-    if not row or row["worker_host"] != socket.gethostname() or not row["worker_pid"]:
-        return False
-    if row["worker_pid"] == os.getpid():
-        return False
-    try:
-        os.kill(row["worker_pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+def _owner_gone(owner: dict[str, Any], result_id: int, *, reclaim: bool) -> bool:
+    """A redelivery takes over unless the owner is seen running the row; otherwise only from a dead local pid."""
+    if reclaim:
+        return owners.owner_alive(owner, result_id) is not True
+    return owner["worker_host"] == socket.gethostname() and owners.owner_alive(owner, result_id) is False
 
 
 def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:

@@ -2,6 +2,8 @@
 
 * ``jobs.dispatch(job_id)`` (queue ``dashboard``, any worker): claims up to
   ``max_in_flight`` pending threads and sends one ``jobs.run_thread`` each.
+* ``jobs.requeue_stalled()`` (beat, every minute): sends again the rows whose
+  message the broker lost (:mod:`dashboard.jobs.stalls`).
 * ``jobs.run_thread(result_id)`` (queue ``checkpoints.delta``: converting
   reads delta history, so only delta-mode workers consume it): runs one
   thread via :func:`services.run_thread`, then dispatches the next thread
@@ -18,12 +20,13 @@ failures are outcomes recorded on the row, never exceptions.
 from __future__ import annotations
 
 from celery import Task, shared_task
+from django.conf import settings
 
 from dashboard.celery import mode_queue
-from dashboard.jobs import services
+from dashboard.jobs import services, stalls
 from dashboard.jobs.errors import TransientDatabaseError
 
-__all__ = ["THREAD_QUEUE", "dispatch", "run_thread"]
+__all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_thread", "send_again"]
 
 #: Every thread task needs a delta reader (dry run, conversion and revert all replay delta history).
 THREAD_QUEUE = mode_queue("delta")
@@ -74,3 +77,14 @@ def run_thread(self, result_id: int) -> dict:
     run = services.run_thread(result_id, reclaim=redelivered, worker_node=self.request.hostname or "")
     send_batch(services.claim_batch(run.result.job_id))
     return {"result_id": result_id, "status": run.result.status, "ran": run.ran}
+
+
+def send_again(result_id: int) -> None:
+    """Send ``jobs.run_thread`` once more for a row whose message the broker lost (:mod:`dashboard.jobs.stalls`)."""
+    run_thread.apply_async((result_id,), queue=THREAD_QUEUE)
+
+
+@shared_task(name="jobs.requeue_stalled")
+def requeue_stalled() -> dict:
+    """Send again the rows queued ``DASHBOARD_REQUEUE_AFTER_S`` past their due time. Returns ``{"sent": [ids]}``."""
+    return {"sent": stalls.requeue_stalled(settings.DASHBOARD_REQUEUE_AFTER_S, send_again)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -20,7 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.jobs import services
+from dashboard.jobs import services, stalls
 from dashboard.jobs.errors import JobError, NotADryRun
 from dashboard.jobs.forms import ConfirmConvertForm, JobActionForm, LaunchForm, PurgeBackupForm
 from dashboard.jobs.models import ConversionJob
@@ -72,7 +73,9 @@ def _job_context(job: ConversionJob, **extra) -> dict:
     results = list(job.results.all()[:RESULTS_SHOWN])
     derived = list(job.derived_jobs.all()) + list(job.retries.all())
     confirm = extra.pop("confirm_form", None) or ConfirmConvertForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})
-    return {"job": job, "progress": progress(job), "results": results, "derived": derived,
+    stalled = stalls.stalled_rows(settings.DASHBOARD_REQUEUE_AFTER_S, job) if job.state == job.State.RUNNING else 0
+    return {"job": job, "progress": progress(job), "results": results, "derived": derived, "stalled": stalled,
+            "requeue_after_s": settings.DASHBOARD_REQUEUE_AFTER_S,
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
             "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **extra}

@@ -89,7 +89,7 @@ def test_top_level_keys_are_compose_keys(compose):
 
 
 def test_the_stack_has_the_required_services(services):
-    assert {"postgres", "redis", "migrate", "web", "worker-delta", "web-full", "worker-full"} <= set(services)
+    assert {"postgres", "redis", "migrate", "web", "worker-delta", "beat", "web-full", "worker-full"} <= set(services)
     assert services["postgres"]["image"].startswith("postgres:15")
     assert services["redis"]["image"].startswith("redis:")
 
@@ -161,7 +161,7 @@ def test_profiles_default_stack_is_delta_and_full_profile_adds_full_processes(se
         for profile in svc.get("profiles", []):
             assert PROFILE.match(profile), (name, profile)
     default = {n for n, s in services.items() if not s.get("profiles")}
-    assert default == {"postgres", "redis", "migrate", "web", "worker-delta"}
+    assert default == {"postgres", "redis", "migrate", "web", "worker-delta", "beat"}
     assert {n for n, s in services.items() if "full" in s.get("profiles", [])} == {"web-full", "worker-full"}
     for name in default:  # a default service may not wait for one that only a profile starts
         assert set(services[name].get("depends_on") or {}) <= default, name
@@ -249,8 +249,13 @@ def test_celery_app_path_imports_and_has_the_job_tasks(services, settings):
         assert {"jobs.dispatch", "jobs.run_thread"} <= set(app.tasks), name
         if sub.info_name == "worker":
             assert sub.params["queues"] == [settings.CELERY_TASK_DEFAULT_QUEUE], name
+        if sub.info_name == "beat":  # every scheduled task exists
+            assert {e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()} <= set(app.tasks), name
+            assert {"threads.refresh_summary", "jobs.requeue_stalled"} <= {
+                e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
+            assert sub.params["schedule"].startswith("/var/lib/dashboard/")  # the dashboard-var volume
         seen += 1
-    assert seen == 4  # two workers and their health checks
+    assert seen == 5  # two workers, their health checks, and the beat
 
 
 def test_gunicorn_module_exists_and_command_line_parses(services):

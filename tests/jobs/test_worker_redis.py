@@ -118,8 +118,8 @@ def _manifest_head(thread_id: str) -> str:
     return fixtures_real.manifest_threads()[thread_id]["backends"]["sqlite"]["head"]["messages_sha256"]
 
 
-def _assert_full_mode_reads_manifest_heads(database: DatabaseConfig) -> None:
-    """A full-mode dashboard runtime (lineage gate included) now serves every converted thread."""
+def _assert_full_mode_reads_manifest_heads(database: DatabaseConfig, threads: list[str] = THREADS) -> None:
+    """A full-mode dashboard runtime (lineage gate included) now serves every converted thread of ``threads``."""
     from dashboard.runtime import DashboardRuntime, install_runtime
     from dashboard.threads import services as thread_services
     from deerflow.config import load_config
@@ -129,7 +129,7 @@ def _assert_full_mode_reads_manifest_heads(database: DatabaseConfig) -> None:
     rt = DashboardRuntime.from_config(load_config(path))
     old = install_runtime(rt)
     try:
-        for thread_id in THREADS:
+        for thread_id in threads:
             view = thread_services.read_state(rt, thread_id)
             assert messages_sha256(view.values["messages"]) == _manifest_head(thread_id), thread_id
     finally:

@@ -1,0 +1,248 @@
+"""The broker (a private Redis, no persistence) restarts while a real Celery worker runs a conversion job.
+
+A Redis that keeps nothing on disk loses every message on restart. The job
+here has two threads in flight on a worker with one pool process: one thread
+runs, the other's ``jobs.run_thread`` message waits in the broker's queue.
+The restart loses that message. What must hold:
+
+* the worker reconnects by itself and the running thread is converted and
+  recorded (its own transaction never depended on the broker);
+* the job goes on with the threads it sends after the restart;
+* the row whose message was lost stays ``queued`` -- the job cannot finish
+  on its own -- and the job page says so;
+* ``manage.py requeue_stalled_threads`` (the beat task's twin) sends it
+  again, the job succeeds, and every converted thread reads in full mode
+  with the manifest's head messages.
+
+The shared Redis on 6379 is never restarted: this test runs its own
+``redis-server`` on a free port.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery
+
+from dashboard.jobs import owners
+from deerflow.config.database_config import DatabaseConfig
+from tests import fixtures_real
+from tests.integration import helpers
+
+pytestmark = pytest.mark.redis
+
+#: The first thread takes seconds to convert (752 checkpoints), time enough to restart the broker under it.
+THREADS = ["delta-f10-200t", "delta-f10-9t", "delta-f10-fork"]
+JOB_TIMEOUT = 240
+
+LAUNCH = """
+import json
+from django.db import transaction
+from dashboard.jobs import services
+with transaction.atomic():
+    job = services.create_job(None, "convert", {"thread_ids": %s}, confirmed=True, max_in_flight=2,
+                              launched_by="test_broker_restart")
+    services.launch(job)
+print("RESULT " + json.dumps({"job_id": job.pk}))
+"""
+
+
+class PrivateRedis:
+    """``redis-server`` on a free port, keeping nothing on disk; :meth:`restart` loses every message."""
+
+    def __init__(self, root: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed")
+        self.binary, self.root, self.port = binary, root, helpers.free_port()
+        self.proc: helpers.ManagedProcess | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self) -> None:
+        self.starts += 1
+        argv = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.root)]
+        self.proc = helpers.ManagedProcess.start("redis-server", argv, {}, self.root / f"redis-{self.starts}.log")
+        helpers.wait_until(self._pong, timeout=20, proc=self.proc, what="redis-server to answer PING")
+
+    def _pong(self) -> bool:
+        try:
+            return bool(self.client().ping())
+        except redis.exceptions.ConnectionError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def home(tmp_path: Path, broker: PrivateRedis) -> dict:
+    config_path, var_dir = helpers.dashboard_home(tmp_path / "home", "delta")
+    env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, CELERY_BROKER_URL=broker.url,
+                                CELERY_RESULT_BACKEND=broker.url)
+    helpers.run_manage(["migrate", "--noinput", "-v0"], env)
+    return {"env": env, "root": tmp_path / "home", "var": var_dir}
+
+
+def _start_worker(home: dict, concurrency: int) -> helpers.ManagedProcess:
+    argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO",
+            f"--concurrency={concurrency}", "--pool=prefork", "-Q", "dashboard",
+            "-n", f"restart-{uuid.uuid4().hex[:8]}@%h", "--without-heartbeat"]
+    proc = helpers.ManagedProcess.start("celery worker (delta)", argv, home["env"], home["root"] / "worker.log")
+    helpers.wait_for_log(proc, r"^.*\] (\S+@\S+) ready\.$", timeout=90)
+    return proc
+
+
+@pytest.fixture
+def worker(home: dict) -> Iterator[helpers.ManagedProcess]:
+    """A delta worker with one pool process: one thread runs, the next one's message waits in the broker."""
+    proc = _start_worker(home, 1)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def worker2(home: dict) -> Iterator[helpers.ManagedProcess]:
+    """A delta worker with two pool processes (a restored message can start beside the running one)."""
+    proc = _start_worker(home, 2)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _rows(home: dict, job_id: int) -> list[dict]:
+    with sqlite3.connect(home["var"] / "dash.sqlite3", timeout=10) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(
+            "SELECT id, thread_id, status, attempts, head_messages_sha256, worker_node FROM jobs_threadresult "
+            "WHERE job_id = ? ORDER BY id", [job_id])]
+
+
+def _job_state(home: dict, job_id: int) -> str:
+    with sqlite3.connect(home["var"] / "dash.sqlite3", timeout=10) as conn:
+        return conn.execute("SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id]).fetchone()[0]
+
+
+def _queue_length(broker: PrivateRedis) -> int:
+    return int(broker.client().llen("checkpoints.delta"))
+
+
+def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_job(home, broker, worker):
+    proc = helpers.run_manage(["shell", "-c", LAUNCH % json.dumps(THREADS)], home["env"])
+    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])["job_id"]
+
+    def one_running_one_waiting():
+        statuses = [r["status"] for r in _rows(home, job_id)]
+        return statuses.count("running") == 1 and statuses.count("queued") == 1 and _queue_length(broker) == 1
+
+    helpers.wait_until(one_running_one_waiting, timeout=60, interval=0.05, proc=worker,
+                       what="one thread running and the next one's message waiting in the broker")
+    running = next(r for r in _rows(home, job_id) if r["status"] == "running")
+    lost = next(r for r in _rows(home, job_id) if r["status"] == "queued")
+
+    broker.restart()  # the waiting message is gone with it
+    assert _queue_length(broker) == 0
+
+    # The worker reconnects; the running thread is recorded and the job sends (and runs) the third thread.
+    def the_rest_done():
+        rows = {r["id"]: r for r in _rows(home, job_id)}
+        others = [r for rid, r in rows.items() if rid != lost["id"]]
+        return all(r["status"] == "converted" for r in others) and rows[lost["id"]]["status"] == "queued"
+
+    helpers.wait_until(the_rest_done, timeout=JOB_TIMEOUT, proc=worker, what="the threads not lost to finish")
+    assert next(r for r in _rows(home, job_id) if r["id"] == running["id"])["attempts"] == 1
+    time.sleep(3)  # nothing will ever take the lost row
+    assert next(r for r in _rows(home, job_id) if r["id"] == lost["id"])["status"] == "queued"
+    assert _job_state(home, job_id) == "running" and _queue_length(broker) == 0
+
+    dry = helpers.run_manage(["requeue_stalled_threads", "--older-than", "0", "--dry-run"], home["env"])
+    assert dry.stdout.strip() == "1 thread task(s) queued for more than 0 s past their due time."
+    sent = helpers.run_manage(["requeue_stalled_threads", "--older-than", "0"], home["env"])
+    assert sent.stdout.splitlines() == [f"sent again: job {job_id} thread {lost['thread_id']} (row {lost['id']})",
+                                        "1 thread task(s) sent again."]
+
+    helpers.wait_until(lambda: _job_state(home, job_id) == "succeeded", timeout=JOB_TIMEOUT, proc=worker,
+                       what="the job to succeed")
+    rows = _rows(home, job_id)
+    assert [r["status"] for r in rows] == ["converted"] * len(THREADS)
+    manifest = fixtures_real.manifest_threads()
+    for r in rows:
+        assert r["head_messages_sha256"] == manifest[r["thread_id"]]["backends"]["sqlite"]["head"]["messages_sha256"]
+
+    from tests.jobs.test_worker_redis import _assert_full_mode_reads_manifest_heads
+
+    _assert_full_mode_reads_manifest_heads(DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data")),
+                                           THREADS)
+
+
+BLIP_LAUNCH = """
+import json
+from django.db import transaction
+from dashboard.jobs import services
+with transaction.atomic():
+    job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-200t"]}, confirmed=True,
+                              launched_by="test_broker_restart")
+    services.launch(job)
+print("RESULT " + json.dumps({"job_id": job.pk}))
+"""
+
+
+def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_its_thread(home, broker, worker2):
+    """Redis drops the worker's connections (no data lost): Kombu restores the running task's message, marked
+    redelivered, and the worker's second pool process takes it while the first still converts the thread."""
+    proc = helpers.run_manage(["shell", "-c", BLIP_LAUNCH], home["env"])
+    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])["job_id"]
+    helpers.wait_until(lambda: [r["status"] for r in _rows(home, job_id)] == ["running"], timeout=60, interval=0.05,
+                       proc=worker2, what="the thread to run")
+    (running,) = _rows(home, job_id)
+    # Seen from another host, the owner's node is asked what it runs.
+    app = Celery("owner-check", broker=broker.url, set_as_current=False)
+    elsewhere = {"worker_host": "another-host", "worker_pid": 1, "worker_node": running["worker_node"]}
+    assert owners.owner_alive(elsewhere, running["id"], app=app) is True
+    assert owners.owner_alive(elsewhere, running["id"] + 1000, app=app) is False
+
+    killed = broker.client().client_kill_filter(_type="normal", skipme=True)
+    assert killed >= 1
+    helpers.wait_for_log(worker2, r"Restoring 1 unacknowledged message", timeout=30)
+    helpers.wait_until(lambda: _job_state(home, job_id) == "succeeded", timeout=JOB_TIMEOUT, proc=worker2,
+                       what="the job to succeed")
+    (row,) = _rows(home, job_id)
+    assert (row["status"], row["attempts"]) == ("converted", 1), row
+    # The redelivered copy ran beside the owner and declined the row.
+    declined = r"run_thread\[\S+\] succeeded in [\d.]+s: \{'result_id': " + str(row["id"]) + r", 'status': '\w+', 'ran': False\}"
+    helpers.wait_for_log(worker2, declined, timeout=30)
+    assert owners.owner_alive({**elsewhere, "worker_node": "nobody@nowhere"}, row["id"], app=app, timeout=0.5) is None
