@@ -209,12 +209,14 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
                                            THREADS)
 
 
+#: The slowest small thread (1,200 checkpoints, seconds to convert): the blip must land while it converts.
+BLIP_THREAD = "delta-f100-150t"
 BLIP_LAUNCH = """
 import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-200t"]}, confirmed=True,
+    job = services.create_job(None, "convert", {"thread_ids": [%r]}, confirmed=True,
                               launched_by="test_broker_restart")
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
@@ -224,7 +226,7 @@ print("RESULT " + json.dumps({"job_id": job.pk}))
 def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_its_thread(home, broker, worker2):
     """Redis drops the worker's connections (no data lost): Kombu restores the running task's message, marked
     redelivered, and the worker's second pool process takes it while the first still converts the thread."""
-    proc = helpers.run_manage(["shell", "-c", BLIP_LAUNCH], home["env"])
+    proc = helpers.run_manage(["shell", "-c", BLIP_LAUNCH % BLIP_THREAD], home["env"])
     job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])["job_id"]
     helpers.wait_until(lambda: [r["status"] for r in _rows(home, job_id)] == ["running"], timeout=60, interval=0.05,
                        proc=worker2, what="the thread to run")
