@@ -59,7 +59,7 @@ def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Con
 
 @contextmanager
 def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4,
-                      timeout: float = 30.0) -> Iterator[BaseCheckpointSaver]:
+                      timeout: float = 30.0, unreachable_cooldown_s: float = 5.0) -> Iterator[BaseCheckpointSaver]:
     """Open a synchronous saver for ``database``; closes it on exit.
 
     Args:
@@ -70,6 +70,9 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
         timeout: seconds a Postgres query waits for a pooled connection before
             ``psycopg_pool.PoolTimeout`` (also how long an unreachable server
             makes a caller wait).
+        unreachable_cooldown_s: after a Postgres outage is seen, seconds callers
+            get :class:`deerflow.pool.ServerUnreachable` (a ``PoolTimeout``) at once
+            instead of waiting ``timeout`` each (:class:`deerflow.pool.FailFastConnectionPool`).
 
     Yields:
         ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``. The Postgres
@@ -95,13 +98,15 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
             conn.close()
         return
     from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg_pool import ConnectionPool
+
+    from deerflow.pool import FailFastConnectionPool
 
     # check: a pooled session ended by a server restart is replaced when lent, instead of failing the
     # next request (psycopg_pool's check_connection; one empty round trip per checkout).
-    pool = ConnectionPool(
+    pool = FailFastConnectionPool(
         database.postgres_url, min_size=1, max_size=pool_size, timeout=timeout,
-        kwargs=postgres_connect_kwargs(database), open=True, check=ConnectionPool.check_connection,
+        kwargs=postgres_connect_kwargs(database), open=True, check=FailFastConnectionPool.check_connection,
+        cooldown_s=unreachable_cooldown_s,
     )
     try:
         saver = PostgresSaver(pool)

@@ -5,6 +5,8 @@
   instead of failing the next requests.
 * While the server is down the dashboard answers the 503 outage page, and it
   comes back by itself when the server does (no dashboard restart).
+* While the server is known to be down, the saver fails at once instead of
+  making every caller wait the pool's timeout (a busy pool is not an outage).
 * A conversion whose server restarts before it commits leaves the thread as it
   was (the restart rolled the transaction back); the task's retry converts it.
 """
@@ -15,11 +17,14 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg_pool import PoolTimeout
 
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
 from deerflow import convert
 from deerflow.config.database_config import DatabaseConfig
+from deerflow.pool import ServerUnreachable
+from deerflow.savers import open_checkpointer
 from tests import fixtures_real
 from tests.hardening.private_postgres import PrivatePostgres
 from tests.integration.helpers import REPO_ROOT, wait_until
@@ -196,3 +201,49 @@ def test_the_dashboards_own_database_reconnects_after_a_restart(server, tmp_path
         process.kill()
     assert process.returncode == 0, err
     assert out.strip() == "1"
+
+
+def _config(thread_id: str = THREAD) -> dict:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+def test_while_the_server_is_known_down_the_saver_fails_at_once(server):
+    """After one timeout whose direct connection also failed, callers get ServerUnreachable without waiting."""
+    with open_checkpointer(_database(server), timeout=1.0, unreachable_cooldown_s=600) as saver:
+        assert saver.get_tuple(_config()) is not None
+        server.stop()
+        with pytest.raises(PoolTimeout) as first:
+            saver.get_tuple(_config())
+        assert not isinstance(first.value, ServerUnreachable)  # this caller waited the pool's timeout
+        assert "Connection refused" in saver.conn.down_reason
+        with pytest.raises(ServerUnreachable, match=r"unreachable moments ago \(.*Connection refused.*\); not "
+                                                    r"waiting for it again for up to 600 s"):
+            saver.get_tuple(_config())
+        assert isinstance(ServerUnreachable("x"), psycopg.OperationalError)  # what the outage pages catch
+
+
+def test_after_the_cooldown_the_saver_reads_the_restarted_server(server):
+    with open_checkpointer(_database(server), timeout=1.0, unreachable_cooldown_s=1.0) as saver:
+        server.stop()
+        with pytest.raises(PoolTimeout):
+            saver.get_tuple(_config())
+        server.start()
+
+        def reads() -> bool:
+            try:
+                return saver.get_tuple(_config()) is not None
+            except PoolTimeout:
+                return False
+
+        wait_until(reads, timeout=60, interval=0.5, what="the saver to read the restarted server")
+        assert saver.conn.down_reason is None
+
+
+def test_a_busy_pool_is_not_taken_for_an_outage(server):
+    with open_checkpointer(_database(server), pool_size=1, timeout=0.5, unreachable_cooldown_s=600) as saver:
+        with saver.conn.connection():  # the pool's only connection is in use
+            with pytest.raises(PoolTimeout) as busy:
+                saver.get_tuple(_config())
+            assert not isinstance(busy.value, ServerUnreachable)
+            assert saver.conn.down_reason is None  # the server answered the direct attempt
+        assert saver.get_tuple(_config()) is not None

@@ -1,0 +1,75 @@
+"""A psycopg connection pool that answers at once while its server is known to be down.
+
+psycopg_pool makes every caller wait its whole ``timeout`` for a connection
+while the server cannot be reached, so during an outage each request of a
+web process holds a worker for that long, and a few refreshing operators
+saturate it (health checks included). :class:`FailFastConnectionPool` tells
+an outage from a busy pool after a ``PoolTimeout``: it connects once
+directly; if that fails too, callers get :class:`ServerUnreachable` (a
+``PoolTimeout``) at once for ``cooldown_s`` seconds while the pool keeps
+reconnecting in the background. A pool that timed out because every
+connection was busy (the direct connection succeeds) is left as it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+__all__ = ["FailFastConnectionPool", "ServerUnreachable"]
+
+
+class ServerUnreachable(PoolTimeout):
+    """Raised without waiting: the server could not be reached moments ago (see :class:`FailFastConnectionPool`)."""
+
+
+class FailFastConnectionPool(ConnectionPool):
+    """``psycopg_pool.ConnectionPool`` that fails at once for ``cooldown_s`` seconds after an outage was seen.
+
+    Args:
+        cooldown_s: seconds callers get :class:`ServerUnreachable` at once after a
+            ``PoolTimeout`` whose direct connection attempt also failed (0 turns it off).
+        probe_timeout_s: ``connect_timeout`` of that direct attempt (seconds).
+        Everything else as for ``ConnectionPool``.
+    """
+
+    def __init__(self, conninfo: str = "", *args: Any, cooldown_s: float = 5.0, probe_timeout_s: int = 2,
+                 **kwargs: Any) -> None:
+        self.cooldown_s = cooldown_s
+        self.probe_timeout_s = probe_timeout_s
+        self._down_until = 0.0
+        self._down_reason = ""
+        self._down_lock = threading.Lock()
+        super().__init__(conninfo, *args, **kwargs)
+
+    @property
+    def down_reason(self) -> str | None:
+        """Why the server was last found unreachable, while the cooldown lasts; else ``None``."""
+        return self._down_reason if time.monotonic() < self._down_until else None
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        """``ConnectionPool.getconn``, or :class:`ServerUnreachable` at once during a cooldown."""
+        reason = self.down_reason
+        if reason is not None:
+            raise ServerUnreachable(f"the server was unreachable moments ago ({reason}); "
+                                    f"not waiting for it again for up to {self.cooldown_s:g} s")
+        try:
+            return super().getconn(timeout)
+        except PoolTimeout:
+            self._note_outage()
+            raise
+
+    def _note_outage(self) -> None:
+        try:
+            with psycopg.connect(self.conninfo, connect_timeout=self.probe_timeout_s, **(self.kwargs or {})):
+                return  # the server answers: the pool was only busy
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if self.cooldown_s > 0:
+            with self._down_lock:
+                self._down_reason = reason
+                self._down_until = time.monotonic() + self.cooldown_s
