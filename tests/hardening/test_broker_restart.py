@@ -25,7 +25,7 @@ import shutil
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -48,7 +48,7 @@ import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": %s}, confirmed=True, max_in_flight=2,
+    job = services.create_job(None, "convert", {"thread_ids": %s}, confirmed=True, max_in_flight=%d,
                               launched_by="test_broker_restart")
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
@@ -115,33 +115,29 @@ def home(tmp_path: Path, broker: PrivateRedis) -> dict:
     return {"env": env, "root": tmp_path / "home", "var": var_dir}
 
 
-def _start_worker(home: dict, concurrency: int) -> helpers.ManagedProcess:
-    argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO",
-            f"--concurrency={concurrency}", "--pool=prefork", "-Q", "dashboard",
-            "-n", f"restart-{uuid.uuid4().hex[:8]}@%h", "--without-heartbeat"]
-    proc = helpers.ManagedProcess.start("celery worker (delta)", argv, home["env"], home["root"] / "worker.log")
-    helpers.wait_for_log(proc, r"^.*\] (\S+@\S+) ready\.$", timeout=90)
-    return proc
-
-
 @pytest.fixture
-def worker(home: dict) -> Iterator[helpers.ManagedProcess]:
-    """A delta worker with one pool process: one thread runs, the next one's message waits in the broker."""
-    proc = _start_worker(home, 1)
-    try:
-        yield proc
-    finally:
+def start_worker(home: dict) -> Iterator[Callable[[int], helpers.ManagedProcess]]:
+    """Factory: ``start_worker(concurrency)`` starts a delta worker (prefork) and waits until it is ready."""
+    started: list[helpers.ManagedProcess] = []
+
+    def start(concurrency: int) -> helpers.ManagedProcess:
+        argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO",
+                f"--concurrency={concurrency}", "--pool=prefork", "-Q", "dashboard",
+                "-n", f"restart-{uuid.uuid4().hex[:8]}@%h", "--without-heartbeat"]
+        proc = helpers.ManagedProcess.start("celery worker (delta)", argv, home["env"], home["root"] / "worker.log")
+        started.append(proc)
+        helpers.wait_for_log(proc, r"^.*\] (\S+@\S+) ready\.$", timeout=90)
+        return proc
+
+    yield start
+    for proc in started:
         proc.stop()
 
 
-@pytest.fixture
-def worker2(home: dict) -> Iterator[helpers.ManagedProcess]:
-    """A delta worker with two pool processes (a restored message can start beside the running one)."""
-    proc = _start_worker(home, 2)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def _launch(home: dict, thread_ids: list[str], max_in_flight: int) -> int:
+    """Create and launch a conversion job from a dashboard process; returns its id."""
+    proc = helpers.run_manage(["shell", "-c", LAUNCH % (json.dumps(thread_ids), max_in_flight)], home["env"])
+    return json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])["job_id"]
 
 
 def _rows(home: dict, job_id: int) -> list[dict]:
@@ -161,9 +157,9 @@ def _queue_length(broker: PrivateRedis) -> int:
     return int(broker.client().llen("checkpoints.delta"))
 
 
-def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_job(home, broker, worker):
-    proc = helpers.run_manage(["shell", "-c", LAUNCH % json.dumps(THREADS)], home["env"])
-    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])["job_id"]
+def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_job(home, broker, start_worker):
+    worker = start_worker(1)  # one pool process: one thread runs, the next one's message waits in the broker
+    job_id = _launch(home, THREADS, max_in_flight=2)
 
     def one_running_one_waiting():
         statuses = [r["status"] for r in _rows(home, job_id)]
@@ -211,23 +207,14 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
 
 #: The slowest small thread (1,200 checkpoints, seconds to convert): the blip must land while it converts.
 BLIP_THREAD = "delta-f100-150t"
-BLIP_LAUNCH = """
-import json
-from django.db import transaction
-from dashboard.jobs import services
-with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": [%r]}, confirmed=True,
-                              launched_by="test_broker_restart")
-    services.launch(job)
-print("RESULT " + json.dumps({"job_id": job.pk}))
-"""
 
 
-def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_its_thread(home, broker, worker2):
+def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_its_thread(home, broker,
+                                                                                         start_worker):
     """Redis drops the worker's connections (no data lost): Kombu restores the running task's message, marked
     redelivered, and the worker's second pool process takes it while the first still converts the thread."""
-    proc = helpers.run_manage(["shell", "-c", BLIP_LAUNCH % BLIP_THREAD], home["env"])
-    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])["job_id"]
+    worker2 = start_worker(2)  # two pool processes: the restored message can start beside the running one
+    job_id = _launch(home, [BLIP_THREAD], max_in_flight=1)
     helpers.wait_until(lambda: [r["status"] for r in _rows(home, job_id)] == ["running"], timeout=60, interval=0.05,
                        proc=worker2, what="the thread to run")
     (running,) = _rows(home, job_id)
