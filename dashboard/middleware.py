@@ -145,6 +145,28 @@ class DamagedCheckpointMiddleware:
         return error_answer(request, view, exception, thread_id=thread_id)
 
 
+class BearerTokenCsrfMiddleware:
+    """API requests that carry ``Authorization: Bearer`` skip Django's CSRF check (placed before it).
+
+    CSRF protects ambient credentials (the session cookie); a bearer token is
+    not ambient, a cross-site form cannot set the header, and the API's
+    ``api_staff_required`` authenticates such a request by its token alone (a
+    bad token is a 401, never rescued by a session). Without this, a token
+    request with the wrong method (``POST /api/threads``) was refused as a
+    CSRF failure telling the caller to send the bearer token it had sent,
+    instead of the 405 it is.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if request.path.startswith("/api/") and scheme.lower() == "bearer" and token.strip():
+            request._dont_enforce_csrf_checks = True
+        return self.get_response(request)
+
+
 class MethodNotAllowedMiddleware:
     """Gives Django's bare 405 (``require_GET``/``require_POST``: empty ``text/html``) the project's error format.
 

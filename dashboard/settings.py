@@ -45,6 +45,8 @@ MIDDLEWARE = [
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Token-authenticated API requests carry no ambient credential: no CSRF check for them.
+    "dashboard.middleware.BearerTokenCsrfMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

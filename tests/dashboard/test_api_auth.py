@@ -274,3 +274,30 @@ def test_create_api_token_refuses_non_staff_user(outsider_user):
     with pytest.raises(CommandError, match="not staff"):
         call_command("create_api_token", "outsider", stdout=io.StringIO())
     assert ApiToken.objects.count() == 0
+
+
+@pytest.mark.parametrize(("method", "url", "allow"), [
+    ("post", "/api/threads", "GET"),
+    ("delete", f"/api/threads/{SAMPLE_THREAD}/state", "GET"),
+    ("put", "/api/audit", "GET"),
+    ("delete", "/api/jobs/1", "GET"),
+])
+def test_a_token_request_with_the_wrong_method_is_a_405_not_a_csrf_failure(served, staff_user, method, url, allow):
+    """A bearer token is no ambient credential: the CSRF check does not apply, the method check does."""
+    raw = issue()
+    client = Client(enforce_csrf_checks=True)
+    response = getattr(client, method)(url, **bearer(raw))
+    assert response.status_code == 405, response.content
+    assert response.json()["code"] == "method_not_allowed" and response["Allow"] == allow
+
+
+def test_a_session_post_still_needs_its_csrf_token(served, staff_user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(staff_user)
+    refused = client.post("/api/processes/heartbeat", "{}", content_type="application/json")
+    assert refused.status_code == 403 and refused.json()["code"] == "csrf_failed"
+    # An empty or non-bearer Authorization header is no token: still the session's CSRF check.
+    for header in ("Bearer ", "Basic c3RhZmY6cGFzcw=="):
+        refused = client.post("/api/processes/heartbeat", "{}", content_type="application/json",
+                              HTTP_AUTHORIZATION=header)
+        assert refused.status_code == 403 and refused.json()["code"] == "csrf_failed", header
