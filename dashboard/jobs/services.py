@@ -97,6 +97,9 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
         raise NotADryRun(source_job.pk)
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
     targets = sel.resolve(get_runtime(), selection)
+    if not targets and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
+        raise NothingToConvert("No delta thread matches this filter: a filter selects delta threads only, "
+                               "and full threads need no conversion.")
     if not targets:
         raise NothingToConvert("The selection matches no thread.")
     limit = size_limit_bytes or (source_job and source_job.size_limit_bytes) or settings.CONVERSION_SIZE_LIMIT_BYTES

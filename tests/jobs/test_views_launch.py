@@ -67,6 +67,16 @@ def test_launch_by_filter_from_htmx_redirects_the_client(delta_rt, manager_clien
 def test_launch_of_nothing_says_so(delta_rt, manager_client):
     response = manager_client.post("/jobs/launch", {"q": "no-such-thread"})
     assert response.status_code == 400 and b"no_threads" in response.content
+    assert b"No delta thread matches this filter" in response.content
+    assert not ConversionJob.objects.exists()
+
+
+def test_a_filter_of_full_threads_says_they_need_no_conversion(delta_rt, manager_client):
+    """The thread list filtered to full threads offers "Convert matching threads": ten match, none is delta."""
+    response = manager_client.post("/jobs/launch", {"mode": "", "thread_class": "full", "q": ""})
+    assert response.status_code == 400
+    assert b"No delta thread matches this filter: a filter selects delta threads only, and full threads need no " \
+           b"conversion." in response.content
     assert not ConversionJob.objects.exists()
 
 
