@@ -84,9 +84,11 @@ class JobActionForm(forms.Form):
 
 
 class PurgeBackupForm(forms.Form):
-    """``POST /jobs/backups/purge``: delete one backup's rows."""
+    """``POST /jobs/backups/purge``: delete one backup's rows, once the "cannot be undone" box is ticked."""
 
     backup_id = forms.CharField(max_length=64)
+    confirm = forms.BooleanField(error_messages={
+        "required": "tick \"cannot be undone\" next to the button: a purged backup's thread can no longer be reverted"})
 
 
 class ApiJobForm(forms.Form):

@@ -30,7 +30,7 @@ from dashboard.jobs.workers import check_delta_workers
 from dashboard.middleware import error_page
 from dashboard.outages import OUTAGES
 from dashboard.runtime import get_runtime
-from deerflow.convert import BackupNotFoundError, list_backups, purge_backup
+from deerflow.convert import BackupAlreadyPurgedError, BackupNotFoundError, list_backups, purge_backup
 
 PERMISSION = "jobs.manage_conversions"
 RESULTS_SHOWN = 500
@@ -198,6 +198,8 @@ def backup_purge(request: HttpRequest) -> HttpResponse:
         return _invalid(request, form)
     try:
         purge_backup(get_runtime().config.database, form.cleaned_data["backup_id"])
+    except BackupAlreadyPurgedError as exc:
+        return error_page(request, ErrorView(409, "backup_purged", str(exc), "Reload the backups page."))
     except BackupNotFoundError as exc:
         return error_page(request, ErrorView(404, "backup_not_found", str(exc), "Reload the backups page."))
     return _go(request, reverse("jobs:backups"))

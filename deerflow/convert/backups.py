@@ -25,6 +25,10 @@ class BackupNotFoundError(LookupError):
     """No active backup with this id (never made, already restored, or purged)."""
 
 
+class BackupAlreadyPurgedError(BackupNotFoundError):
+    """The backup exists but was purged: its rows are gone (purging it again would report a purge that did not happen)."""
+
+
 @dataclass(frozen=True)
 class BackupInfo:
     """One backup: which thread, when, how many rows and bytes (count, bytes), and its status."""
@@ -150,9 +154,13 @@ def purge_backup(database: DatabaseConfig, backup_id: str) -> BackupInfo:
 
     Raises:
         BackupNotFoundError: no such backup.
+        BackupAlreadyPurgedError: the backup was purged before (nothing is deleted).
     """
     with open_session(database) as session:
         info = get_backup(session, backup_id)
+        if info.status == "purged":
+            raise BackupAlreadyPurgedError(
+                f"Backup {backup_id!r} of thread {info.thread_id!r} was already purged: its rows are gone.")
         session.execute("DELETE FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
         if session.dialect == "postgres":
             session.execute("DELETE FROM dfa_backup_blobs WHERE backup_id = ?", [backup_id])
