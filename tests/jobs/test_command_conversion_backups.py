@@ -30,6 +30,10 @@ def test_it_lists_and_purges(delta_rt, small_db):
     assert f"purged {one}" in _output("--purge", one)
     assert {b.backup_id: b.status for b in convert.list_backups(small_db)} == {one: "purged", two: "active"}
 
+    with pytest.raises(CommandError, match=r"was already purged: its rows are gone") as again:
+        call_command("conversion_backups", "--purge", one, stdout=io.StringIO())
+    assert again.value.returncode == 1
+
 
 def test_purging_an_unknown_backup_exits_1(delta_rt):
     with pytest.raises(CommandError) as caught:
