@@ -104,6 +104,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+try:  # WhiteNoise serves from the finders but warns about a missing STATIC_ROOT; no collectstatic step needed
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass  # a read-only VAR_DIR only costs that warning
 STATICFILES_DIRS = [BASE_DIR / "dashboard" / "static"]
 # Serve straight from the source directories (no collectstatic step needed).
 WHITENOISE_USE_FINDERS = True

@@ -32,6 +32,11 @@ _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewri
                   "worker_snapshot_frequency", "attempts", "duration_s")
 
 
+#: What a job body holds (said with every 400 of ``POST /api/jobs``).
+JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert or revert); one of thread_ids, filter or backup_ids; "
+                 "optionally estimate_job, confirmed, throttle_delay_s, max_in_flight, integrity (README, jobs API).")
+
+
 def _iso(value) -> str | None:
     return value.isoformat() if value else None
 
@@ -85,10 +90,10 @@ def _create(request: HttpRequest) -> JsonResponse:
         body = None
     if not isinstance(body, dict):
         return json_error(ErrorView(400, "invalid_json", "Invalid job: the body is not a JSON object",
-                                    "See ApiJobForm for the fields."))
+                                    JOB_BODY_HINT))
     form = ApiJobForm(body)
     if not form.is_valid():
-        return json_error(invalid_parameters(form, what="job", hint="See ApiJobForm for the fields."))
+        return json_error(invalid_parameters(form, what="job", hint=JOB_BODY_HINT))
     try:
         job = _create_job(request, form)
     except JobError as exc:

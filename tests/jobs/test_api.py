@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from dashboard.accounts.models import ApiToken
+from dashboard.jobs.api import JOB_BODY_HINT
 from dashboard.jobs.models import ConversionJob
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +86,7 @@ def test_a_body_that_is_no_json_object_is_invalid_json(delta_rt, manager, raw):
     response = Client().post("/api/jobs", raw, content_type="application/json", headers=_bearer(manager))
     assert response.status_code == 400
     assert response.json() == {"detail": "Invalid job: the body is not a JSON object",
-                               "hint": "See ApiJobForm for the fields.", "code": "invalid_json"}
+                               "hint": JOB_BODY_HINT, "code": "invalid_json"}
     assert ConversionJob.objects.count() == 0
 
 
