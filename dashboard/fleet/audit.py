@@ -87,8 +87,22 @@ def _is_stale(p: ProcessRecord, now: dt.datetime) -> bool:
     return p.stopped_at is None and (now - p.last_heartbeat).total_seconds() > 3 * p.heartbeat_interval_s
 
 
+#: Seconds of silence after which a stale process counts as gone (a process killed without a clean stop):
+#: still listed, no longer a warning on every audit.
+GONE_AFTER_S = 24 * 3600
+
+
+def _state(p: ProcessRecord, now: dt.datetime) -> str:
+    """``stopped`` (clean shutdown), ``gone`` (silent for :data:`GONE_AFTER_S`), ``stale`` (three missed beats) or ``live``."""
+    if p.stopped_at:
+        return "stopped"
+    if not _is_stale(p, now):
+        return "live"
+    return "gone" if (now - p.last_heartbeat).total_seconds() > GONE_AFTER_S else "stale"
+
+
 def _process_row(p: ProcessRecord, now: dt.datetime) -> dict[str, Any]:
-    state = "stopped" if p.stopped_at else ("stale" if _is_stale(p, now) else "live")
+    state = _state(p, now)
     return {
         "name": p.name, "instance_id": p.instance_id, "role": p.role, "host": p.host, "pid": p.pid,
         "state": state, "mode": p.mode, "snapshot_frequency": p.snapshot_frequency,
@@ -203,7 +217,7 @@ def _process_findings(rows: list[dict[str, Any]]) -> list[Finding]:
             findings.append(Finding(
                 "warning", "stale_process", f"{r['name']} missed three heartbeats",
                 f"last heartbeat {r['last_heartbeat']}",
-                "Check whether the process is alive; a dead process's row can be ignored."))
+                "Check whether the process is alive; a process silent for 24 h counts as gone (no more warning)."))
         if r["state"] != "live":
             continue
         drift = []

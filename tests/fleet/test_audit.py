@@ -128,6 +128,19 @@ def test_stale_after_three_missed_beats(rt, process_row):
     assert "mode_mismatch" not in codes(audit)
 
 
+def test_a_process_silent_for_a_day_is_gone_not_a_warning_for_ever(rt, process_row):
+    """A process killed without a clean stop (SIGKILL, a lost host) stays listed but stops warning after 24 h."""
+    process_row("web")
+    stale = process_row("worker", age_s=23 * 3600)
+    gone = process_row("worker", age_s=25 * 3600, mode="full")
+    audit = run_audit(rt, live=NO_LIVE)
+    states = {p["name"]: p["state"] for p in audit.processes}
+    assert (states[stale.name], states[gone.name]) == ("stale", "gone")
+    assert [f.message for f in audit.findings if f.code == "stale_process"] == [
+        f"{stale.name} missed three heartbeats"]
+    assert "mode_mismatch" not in codes(audit)
+
+
 def test_stopped_processes_are_ignored(rt, process_row):
     process_row("web")
     gone = process_row("worker", mode="full", stopped=True, age_s=3600, queues=["checkpoints.delta"],
