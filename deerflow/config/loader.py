@@ -124,7 +124,7 @@ def _validation_message(path: Path, error: ValidationError, block: dict[str, Any
         if key == "checkpoint_delta.snapshot_frequency" and legacy_used:
             text += f" (set through the legacy key database.{_LEGACY_FREQUENCY_KEY})"
         allowed = _ALLOWED.get(leaf)
-        if allowed:
+        if allowed and allowed not in message:  # pydantic's literal errors already list the choices
             text += f"; allowed: {allowed}"
         got = item.get("input")
         if item["loc"] and not isinstance(got, dict):
