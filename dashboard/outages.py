@@ -96,6 +96,11 @@ def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
                 "Browsing needs only SELECT on checkpoints, checkpoint_blobs, checkpoint_writes and "
                 "checkpoint_migrations; conversions need a role that may write them.")
     reason = _probe_postgres(url) if isinstance(exc, psycopg_pool.PoolTimeout) else _reason(exc)
+    if re.search(r'database ".*" does not exist', reason):  # the server answers; the URL names no database
+        return ("checkpoint_database_unavailable",
+                f"The checkpoint database (database.postgres_url in {path}) cannot be reached.",
+                f"PostgreSQL at {where} answers, but {reason.removeprefix('FATAL:').strip()}. Point "
+                f"database.postgres_url in {path} at the database DeerFlow writes its checkpoints to.")
     return ("checkpoint_database_unavailable",
             f"The checkpoint database (database.postgres_url in {path}) cannot be reached.",
             f"PostgreSQL at {where} is unreachable: {reason}. {_START}")

@@ -10,7 +10,6 @@ from django.core.management.base import CommandError
 
 from dashboard.jobs.models import ConversionJob
 from deerflow import convert
-from deerflow.errors import MISMATCH_MESSAGE
 from tests.jobs.conftest import DELTA_SMALL
 
 pytestmark = pytest.mark.django_db
@@ -63,12 +62,15 @@ def test_a_failed_thread_makes_the_exit_status_1(delta_rt):
     assert ConversionJob.objects.get(kind="convert").state == "succeeded"  # the good thread was converted
 
 
-def test_a_full_mode_process_refuses_with_the_409_text(runtime_for, small_db):
+def test_a_full_mode_process_stops_before_creating_a_job(runtime_for, small_db):
+    """Converting reads delta history: a full-mode process says which config.yaml to use instead."""
     runtime_for(small_db, "full")
     code, out, err = run("--to", "full", "--thread", "delta-f10-9t", "--dry-run")
-    assert code == 1
-    assert f"Thread delta-f10-9t: {MISMATCH_MESSAGE}" in out and "checkpoints.delta" in out
-    assert "checkpoint_channel_mode=full" in err
+    assert code == 2 and out == ""
+    assert "froze checkpoint_channel_mode=full" in err and "Nothing was done (no job was created)" in err
+    assert "DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml" in err
+    assert "database.checkpoint_channel_mode: delta" in err
+    assert not ConversionJob.objects.exists()
 
 
 def test_without_yes_and_without_a_terminal_nothing_is_converted(delta_rt, small_db, monkeypatch):

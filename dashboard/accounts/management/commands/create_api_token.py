@@ -1,12 +1,13 @@
 """``python manage.py create_api_token <username> [--name NAME]``: print a new API token once."""
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.accounts.models import ApiToken
+from dashboard.commands import DashboardCommand
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "Create an API bearer token for a staff user and print it (it is stored hashed, shown once)."
 
     def add_arguments(self, parser):

@@ -10,10 +10,11 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+
+from dashboard.commands import DashboardCommand
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "Create the demo admin user if missing and print its username and password."
 
     def handle(self, *args, **options):

@@ -1,6 +1,8 @@
 """``python manage.py audit_modes [--json] [--threads]``: the fleet audit for cron and CI.
 
-Exits 1 when a finding of severity ``error`` exists, else 0.
+Exits 1 when a finding of severity ``error`` exists, else 0. A config.yaml or a
+database that cannot be used also exits 1, with the web pages' detail and hint
+(:mod:`dashboard.commands`).
 """
 
 from __future__ import annotations
@@ -8,14 +10,14 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import BaseCommand
-
+from dashboard.commands import DashboardCommand
 from dashboard.fleet.audit import run_audit
 from dashboard.runtime import get_runtime
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "Audit every process's frozen mode and cadence against each other and the data; exit 1 on errors."
+    uses_checkpoint_database = True
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print the audit as JSON")

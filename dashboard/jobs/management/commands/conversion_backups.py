@@ -8,14 +8,16 @@ a backup to purge does not exist.
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from dashboard.commands import DashboardCommand
 from dashboard.runtime import get_runtime
 from deerflow.convert import BackupNotFoundError, list_backups, purge_backup
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "List conversion backups, or purge some."
+    uses_checkpoint_database = True
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--thread", metavar="ID", help="only this thread's backups")

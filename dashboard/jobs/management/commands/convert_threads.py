@@ -1,15 +1,19 @@
 """``python manage.py convert_threads --to full (--thread ID ... | --all) [--dry-run] [--yes]``
 
 Runs the same services as the Celery tasks, synchronously in this process
-(frozen from config.yaml like any dashboard process; a full-mode process
-refuses delta threads with the spec's 409 text). First a dry run (estimate
+(frozen from config.yaml like any dashboard process). Converting reads delta
+history, which only a delta-mode process may do: run from a full-mode
+config.yaml, the command stops before creating any job and says to point
+``DEER_FLOW_CONFIG_PATH`` at a delta-mode config.yaml. First a dry run (estimate
 and integrity check, printed per thread), then, unless ``--dry-run``, a
 confirmation prompt (skipped with ``--yes``) and the conversion. Both are
 recorded as jobs, visible on /jobs/. A progress bar goes to stderr.
 
 Exit status: 0 when every thread succeeded (or nothing needed conversion),
-1 when any thread failed (in the dry run or the conversion), 2 when nothing
-was converted because the request was refused or not confirmed.
+1 when any thread failed (in the dry run or the conversion) or config.yaml or
+a database cannot be used (the web pages' detail and hint, :mod:`dashboard.commands`),
+2 when nothing was converted because the request was refused (this process
+is in full mode, or the job was refused) or not confirmed.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import getpass
 import sys
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
+from dashboard.commands import DashboardCommand
 from dashboard.jobs import services
 from dashboard.jobs.errors import JobError
 from dashboard.jobs.models import ConversionJob, ThreadResult
@@ -48,8 +53,9 @@ class ProgressBar:
         self.stream.flush()
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "Convert delta threads to full storage (dry run, confirmation, verified conversion with backups)."
+    uses_checkpoint_database = True
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--to", required=True, choices=["full"], help="target storage mode (only full)")
@@ -60,6 +66,25 @@ class Command(BaseCommand):
         parser.add_argument("--yes", action="store_true", help="no confirmation prompt (also accepts the size limit)")
         parser.add_argument("--no-integrity", action="store_true", help="skip the comparison with LangGraph's reader")
         parser.add_argument("--throttle", type=float, default=0.0, metavar="S", help="seconds between threads")
+
+    def preflight(self) -> None:
+        """Refuse (exit 2, no job created) in a full-mode process, then check the checkpoint database.
+
+        Raises:
+            CommandError: this process froze ``checkpoint_channel_mode=full`` (returncode 2), or as
+                :meth:`DashboardCommand.preflight`.
+        """
+        rt = get_runtime()
+        if rt.mode != "delta":
+            raise CommandError(
+                f"This process froze checkpoint_channel_mode={rt.mode} from {rt.config.path}, and converting "
+                "reads each thread's delta history, which only a delta-mode process may read. Nothing was done "
+                "(no job was created).\n"
+                "What to do: run this command with DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml "
+                "(database.checkpoint_channel_mode: delta) for the same checkpoint database.",
+                returncode=2,
+            )
+        super().preflight()
 
     def handle(self, *args, **opts) -> None:
         rt = get_runtime()

@@ -14,14 +14,15 @@ reached (the rows stay queued and a later run sends them).
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from dashboard.commands import DashboardCommand
 from dashboard.jobs import stalls
 from dashboard.jobs.models import ThreadResult
 from dashboard.outages import OUTAGES, describe_outage
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "Send again the thread tasks of running jobs that the broker lost (rows queued for too long)."
 
     def add_arguments(self, parser) -> None:
@@ -50,8 +51,8 @@ class Command(BaseCommand):
             ids = stalls.requeue_stalled(threshold, send)
         except OUTAGES as exc:
             _code, detail, hint = describe_outage(exc)
-            raise CommandError(f"{detail} {hint} Sent {len(sent)} before the failure; the other rows stay "
-                               "queued: run this command again.") from exc
+            raise CommandError(f"{detail}\nWhat to do: {hint} Sent {len(sent)} before the failure; the other "
+                               "rows stay queued: run this command again.") from exc
         for row in ThreadResult.objects.filter(id__in=ids).select_related("job").order_by("id"):
             self.stdout.write(f"sent again: job {row.job_id} thread {row.thread_id} (row {row.pk})")
         self.stdout.write(f"{len(ids)} thread task(s) sent again.")

@@ -13,25 +13,22 @@ import shutil
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from dashboard.commands import DashboardCommand
 from deerflow.config import load_config
-from deerflow.errors import ConfigError
 
 FIXTURE = Path(settings.BASE_DIR) / "tests" / "fixtures" / "deerflow-real" / "sqlite.db.gz"
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "Load the real DeerFlow fixture threads into the SQLite checkpoint file config.yaml names."
 
     def add_arguments(self, parser):
         parser.add_argument("--force", action="store_true", help="overwrite an existing deerflow.db")
 
     def handle(self, *args, force: bool, **options):
-        try:
-            config = load_config(settings.DEER_FLOW_CONFIG_PATH)
-        except ConfigError as exc:
-            raise CommandError(str(exc)) from exc
+        config = load_config(settings.DEER_FLOW_CONFIG_PATH)  # a ConfigError ends as CommandError (DashboardCommand)
         if config.database.backend != "sqlite":
             raise CommandError(
                 f"{config.path}: database.backend is {config.database.backend!r}; load_demo_data only fills "

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json as jsonlib
 
-from django.core.management.base import BaseCommand
-
+from dashboard.commands import DashboardCommand
 from dashboard.runtime import get_runtime
 from dashboard.threads import storage
 
 
-class Command(BaseCommand):
+class Command(DashboardCommand):
     help = "Refresh the thread summary (dfa_thread_summary) of the configured checkpoint database."
+    uses_checkpoint_database = True
 
     def add_arguments(self, parser):
         parser.add_argument("--full", action="store_true", help="rebuild every row (reconcile) instead of the watermark refresh")

@@ -1,0 +1,203 @@
+"""Management commands report setup errors like the web pages: detail, hint, exit 1, no traceback.
+
+Each case runs ``python manage.py <command>`` in a subprocess with an
+environment built from scratch (:func:`tests.integration.helpers.dashboard_env`),
+as an operator would, against real services: config.yaml files that are
+missing or invalid, a Postgres database that does not exist, a closed port,
+a database without checkpoint tables, the memory backend, an unmigrated
+dashboard database. Every run must exit non-zero with ``CommandError: <detail>``
+and a ``What to do: <hint>`` line on stderr (:mod:`dashboard.commands`), and
+no traceback.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deerflow.config.database_config import DatabaseConfig
+from tests import fixtures_real
+from tests.configs import write_config
+from tests.integration import helpers
+
+#: The commands that read the checkpoint database config.yaml names.
+CHECKPOINT_COMMANDS = {
+    "audit_modes": ["audit_modes"],
+    "refresh_inventory": ["refresh_inventory"],
+    "conversion_backups": ["conversion_backups"],
+    "convert_threads": ["convert_threads", "--to", "full", "--all", "--dry-run"],
+}
+#: Commands that read config.yaml without opening the runtime's saver.
+CONFIG_COMMANDS = {**CHECKPOINT_COMMANDS, "load_demo_data": ["load_demo_data"]}
+#: Commands that use the dashboard's own database.
+DASHBOARD_DB_COMMANDS = {
+    "audit_modes": ["audit_modes"],
+    "convert_threads": ["convert_threads", "--to", "full", "--all", "--dry-run"],
+    "create_api_token": ["create_api_token", "someone"],
+    "ensure_demo_admin": ["ensure_demo_admin"],
+    "requeue_stalled_threads": ["requeue_stalled_threads", "--dry-run"],
+}
+
+#: case: (config.yaml text or None for a missing file, text stderr must contain)
+CONFIG_CASES = {
+    "missing": (None, "config file not found"),
+    "bad_yaml": ("database: [backend: sqlite\n", "config file is not valid YAML at line"),
+    "bad_mode": ("database:\n  backend: sqlite\n  sqlite_dir: {data}\n  checkpoint_channel_mode: sideways\n",
+                 "database.checkpoint_channel_mode: Input should be 'full' or 'delta'"),
+    "unset_var": ("database:\n  backend: postgres\n  postgres_url: $DFA_CMD_ERRORS_UNSET_URL\n",
+                  "environment variable DFA_CMD_ERRORS_UNSET_URL is not set"),
+}
+
+
+def manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``python manage.py <args>`` to completion (whatever its exit status)."""
+    return subprocess.run([helpers.PYTHON, "manage.py", *args], cwd=helpers.REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, *details: str, returncode: int = 1) -> None:
+    """Exit ``returncode``; stderr holds ``CommandError: ``, every detail and a hint line; no traceback."""
+    where = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.returncode == returncode, where
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, where
+    assert "CommandError: " in proc.stderr, where
+    assert "\nWhat to do: " in proc.stderr, where
+    for detail in details:
+        assert detail in proc.stderr, where
+
+
+def _env(tmp_path: Path, config: Path, **extra: str) -> dict[str, str]:
+    var_dir = tmp_path / "var"
+    var_dir.mkdir(exist_ok=True)
+    env = helpers.dashboard_env(config_path=config, var_dir=var_dir, **extra)
+    env.pop("DFA_CMD_ERRORS_UNSET_URL", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def fixture_data(tmp_path_factory) -> Path:
+    """A folder holding a copy of the real fixture's ``deerflow.db``."""
+    data = tmp_path_factory.mktemp("data")
+    fixtures_real.restore_sqlite(data)
+    return data
+
+
+@pytest.fixture(scope="module")
+def empty_database() -> Iterator[str]:
+    """The URL of a new Postgres database without any table."""
+    name, url = fixtures_real.create_database("dfa_cmd_errors")
+    try:
+        yield url
+    finally:
+        fixtures_real.drop_database(name)
+
+
+# -- config.yaml -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_CASES))
+@pytest.mark.parametrize("command", sorted(CONFIG_COMMANDS))
+def test_a_bad_config_file_is_one_clean_message(tmp_path, case, command):
+    text, expected = CONFIG_CASES[case]
+    config = tmp_path / "config.yaml"
+    if text is not None:
+        config.write_text(text.format(data=tmp_path / "data"), encoding="utf-8")
+    proc = manage(CONFIG_COMMANDS[command], _env(tmp_path, config))
+    assert_clean_error(proc, str(config), expected, "What to do: Fix config.yaml")
+
+
+@pytest.mark.parametrize("command", sorted(CHECKPOINT_COMMANDS))
+def test_a_wrong_sqlite_dir_is_reported_and_no_file_is_created(tmp_path, command):
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(nowhere)))
+    proc = manage(CHECKPOINT_COMMANDS[command], _env(tmp_path, config))
+    assert_clean_error(proc, f"SQLite checkpoint file {nowhere / 'deerflow.db'} does not exist",
+                       "database.sqlite_dir")
+    assert list(nowhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", sorted(CHECKPOINT_COMMANDS))
+def test_the_memory_backend_is_refused_in_one_sentence(tmp_path, command):
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="memory"))
+    proc = manage(CHECKPOINT_COMMANDS[command], _env(tmp_path, config))
+    assert_clean_error(proc, "This command needs the SQLite or Postgres backend",
+                       f"{config} sets database.backend: memory")
+    assert "TypeError" not in proc.stderr
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", sorted(CHECKPOINT_COMMANDS))
+def test_a_postgres_database_that_does_not_exist(tmp_path, command):
+    name = f"dfa_no_such_db_{uuid.uuid4().hex[:10]}"
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="postgres", postgres_url=url))
+    proc = manage(CHECKPOINT_COMMANDS[command], _env(tmp_path, config))
+    assert_clean_error(proc, f"database.postgres_url in {config}", f'database "{name}" does not exist',
+                       "PostgreSQL at 127.0.0.1:5432 answers")
+    assert "PoolTimeout" not in proc.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", sorted(CHECKPOINT_COMMANDS))
+def test_postgres_on_a_closed_port(tmp_path, command):
+    url = "postgresql://postgres@127.0.0.1:1/deerflow"
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="postgres", postgres_url=url))
+    proc = manage(CHECKPOINT_COMMANDS[command], _env(tmp_path, config))
+    assert_clean_error(proc, f"database.postgres_url in {config}",
+                       "PostgreSQL at 127.0.0.1:1 is unreachable: Connection refused")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", sorted(CHECKPOINT_COMMANDS))
+def test_a_postgres_database_without_checkpoint_tables(tmp_path, empty_database, command):
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="postgres", postgres_url=empty_database))
+    proc = manage(CHECKPOINT_COMMANDS[command], _env(tmp_path, config))
+    assert_clean_error(proc, "has no LangGraph checkpoint tables", 'relation "checkpoints" does not exist',
+                       f"Point database.postgres_url in {config}")
+
+
+@pytest.mark.postgres
+def test_run_benchmarks_with_an_unreachable_admin_url(tmp_path):
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="memory"))
+    proc = manage(["run_benchmarks", "--scale", "small", "--only", "list",
+                   "--pg-admin-url", "postgresql://postgres@127.0.0.1:1/postgres"], _env(tmp_path, config))
+    assert_clean_error(proc, "--pg-admin-url postgresql://postgres@127.0.0.1:1/postgres", "Connection refused")
+
+
+# -- the dashboard's own database ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", sorted(DASHBOARD_DB_COMMANDS))
+def test_an_unmigrated_dashboard_database(tmp_path, fixture_data, command):
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(fixture_data)))
+    proc = manage(DASHBOARD_DB_COMMANDS[command], _env(tmp_path, config))
+    assert_clean_error(proc, "The dashboard's own database (DASHBOARD_DATABASE_URL", "no such table",
+                       "Run `python manage.py migrate`")
+
+
+# -- convert_threads in a full-mode process --------------------------------------------------------
+
+
+def test_convert_threads_in_full_mode_stops_before_creating_a_job(tmp_path, fixture_data):
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(fixture_data)),
+                          mode="full")
+    env = _env(tmp_path, config)
+    helpers.run_manage(["migrate", "--verbosity", "0"], env)
+    for args in (["--all"], ["--thread", "delta-f10-9t", "--yes"]):
+        proc = manage(["convert_threads", "--to", "full", *args], env)
+        assert_clean_error(proc, "froze checkpoint_channel_mode=full", str(config), "no job was created",
+                           "DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml",
+                           "database.checkpoint_channel_mode: delta", returncode=2)
+        assert "refused" not in proc.stdout and "Celery" not in proc.stderr
+    with sqlite3.connect(tmp_path / "var" / "dash.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM jobs_conversionjob").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM jobs_threadresult").fetchone() == (0,)
