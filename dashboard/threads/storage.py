@@ -1,9 +1,9 @@
 """Inventory-summary and storage services shared by the pages, the API, the command and the task.
 
 The thread list reads ``dfa_thread_summary`` (:mod:`deerflow.summary`); these
-functions report how current it is, refresh it (the "Refresh" button, ``POST
-/api/threads/refresh``, ``manage.py refresh_inventory`` and the periodic
-Celery task all call :func:`refresh_inventory`), heal one thread's row from
+functions report how current it is, refresh it (the list page's "Refresh"
+button, ``manage.py refresh_inventory`` and the periodic Celery task all call
+:func:`refresh_inventory`), heal one thread's row from
 its live aggregate, and chart a thread's bytes per checkpoint.
 """
 
@@ -18,11 +18,14 @@ from dashboard.threads.charts import Chart, bytes_chart
 from deerflow import footprint, inventory
 from deerflow import summary as summary_table
 
-__all__ = ["REFRESH_LAG_S", "SummaryCache", "freshness", "heal_summary", "refresh_inventory", "storage_chart",
-           "storage_totals", "summary_cache"]
+__all__ = ["REFRESH_LAG_S", "VERIFY_EVERY_S", "SummaryCache", "freshness", "heal_summary", "refresh_inventory",
+           "storage_chart", "storage_totals", "summary_cache"]
 
 #: Seconds behind the watermark every refresh rescans (rows committed late, clock skew between writers).
 REFRESH_LAG_S = 120.0
+#: Seconds between two count checks of the periodic refresh (rows written below the watermark);
+#: the check counts every checkpoint, so the 30 s beat does not run it each time.
+VERIFY_EVERY_S = 300.0
 
 
 class SummaryCache:
@@ -73,19 +76,38 @@ def freshness(rt: DashboardRuntime) -> summary_table.Freshness | None:
         return None
 
 
-def refresh_inventory(rt: DashboardRuntime, *, full: bool = False) -> summary_table.RefreshReport:
+def refresh_inventory(rt: DashboardRuntime, *, full: bool = False,
+                      periodic: bool = False) -> summary_table.RefreshReport:
     """Bring the thread summary up to date (``full``: rebuild every row and drop vanished threads).
 
     The incremental form recomputes the threads touched since the watermark,
-    rescanning :data:`REFRESH_LAG_S` behind it. A role that may not write the
-    summary gets ``kind="unavailable"`` (nothing done).
+    rescanning :data:`REFRESH_LAG_S` behind it, then runs the count check
+    (:func:`deerflow.summary.refresh`) for rows written below the watermark:
+
+    * on demand (``periodic=False``: the list page's Refresh button, ``manage.py
+      refresh_inventory``) every time, and missing rows turn the refresh into a
+      full rebuild (``kind="full"``, ``missing`` says what was found);
+    * periodically (the Celery beat) at most every :data:`VERIFY_EVERY_S`,
+      only recording what is missing (the list footer shows it; the hourly
+      reconcile or a Refresh fixes it): a full rebuild at 100k threads takes
+      tens of seconds, too long for every beat.
+
+    Args:
+        rt: the dashboard runtime (its saver).
+        full: rebuild every row.
+        periodic: the beat's call (see above).
+
+    Returns:
+        The :class:`deerflow.summary.RefreshReport`; ``kind="unavailable"`` (nothing done)
+        for a role that may not write the summary or a saver without SQL tables.
     """
     try:
         if summary_table.access(rt.saver) != "write":
             return summary_table.RefreshReport("unavailable", 0, None, 0.0)
     except TypeError:  # no SQL tables (memory saver)
         return summary_table.RefreshReport("unavailable", 0, None, 0.0)
-    return summary_table.refresh(rt.saver, full=full, lag_s=REFRESH_LAG_S)
+    return summary_table.refresh(rt.saver, full=full, lag_s=REFRESH_LAG_S,
+                                 verify_s=VERIFY_EVERY_S if periodic else 0.0, rebuild_missing=not periodic)
 
 
 def heal_summary(rt: DashboardRuntime, live: inventory.ThreadSummary) -> bool:

@@ -26,6 +26,8 @@ def refresh_summary(full: bool = False) -> dict:
 
     Returns :class:`deerflow.summary.RefreshReport` as a dict. Retried only for
     a lost or refused Postgres connection; an overlapping run is skipped
-    (``kind="skipped"``) rather than queued behind the lock.
+    (``kind="skipped"``) rather than queued behind the lock. Rows found
+    missing below the watermark are recorded, not rebuilt here
+    (:func:`dashboard.threads.storage.refresh_inventory` with ``periodic=True``).
     """
-    return storage.refresh_inventory(get_runtime(), full=full).as_dict()
+    return storage.refresh_inventory(get_runtime(), full=full, periodic=True).as_dict()

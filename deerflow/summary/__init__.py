@@ -16,14 +16,19 @@ Tables::
                        marker_count, counters_count, bare_count, head_marker, head_counters,
                        mode, mode_evidence, thread_class, replay_depth,
                        bytes_checkpoints, bytes_blobs, bytes_writes, bytes_total)
-    dfa_summary_state(id = 1, watermark, backups_seen, restored_seen, full_refresh_at, refreshed_at)
+    dfa_summary_state(id = 1, watermark, backups_seen, restored_seen, full_refresh_at, refreshed_at,
+                      missing, verified_at)
     dfa_summary_migrations(v)
 
 Staleness bound: a list request refreshes inline when at most 2,000
 checkpoints arrived since the watermark; otherwise (and for rows committed
 late, within 120 s of their id's time) the periodic refresh catches up within
 its period; rewrites that keep ids are caught by the backups check, a thread
-page view, or the periodic full reconcile.
+page view, or the periodic full reconcile. Rows written *below* the watermark
+(a backfill, a restore, a bulk load with old ids) are invisible to it: a
+refresh with ``verify_s`` compares the summary's checkpoint total with
+``COUNT(*)`` of ``checkpoints`` and records what is missing (``missing``;
+with ``rebuild_missing`` it rebuilds every row at once).
 """
 
 from deerflow.summary.refresh import (

@@ -17,7 +17,17 @@ What the watermark cannot see, and what catches it:
 * rewrites that keep ids: conversions and reverts are noticed through
   ``dfa_backups`` (:mod:`deerflow.convert`'s table); :func:`refresh_threads`
   recomputes named threads (the thread page heals its own row); a full
-  reconcile (``full=True``) rebuilds every row and drops vanished threads.
+  reconcile (``full=True``) rebuilds every row and drops vanished threads;
+* rows written below the watermark (a backfill, a restore, a bulk load with
+  old ids): the *count check* (``verify_s``) compares, in one statement,
+  ``COUNT(*)`` of ``checkpoints`` at or below the watermark with the
+  summary's ``SUM(checkpoint_count)``. The difference, when positive, is a
+  lower bound of the checkpoints the summary misses (rows counted above the
+  watermark or of deleted threads only lower it), so a positive ``missing``
+  is never a false alarm; it is stored until the next check or full
+  refresh, and ``rebuild_missing`` turns it into a full rebuild at once.
+  Cost: one count of ``checkpoints`` (an index-only scan on Postgres) and
+  one of the summary.
 
 Concurrency: on Postgres one refresher at a time (a transaction-level
 advisory lock; the others skip); on SQLite the write lock serializes them.
@@ -25,6 +35,7 @@ advisory lock; the others skip); on SQLite the write lock serializes them.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from dataclasses import asdict, dataclass
@@ -52,12 +63,15 @@ class RefreshReport:
         threads: thread rows recomputed (count).
         watermark: the checkpoint id the summary is now complete up to (``None``: empty database).
         seconds: wall time (seconds).
+        missing: checkpoints at or below the watermark the summary did not count, found by this
+            refresh's count check before any rebuild (count; a lower bound); ``None``: not checked.
     """
 
     kind: str
     threads: int
     watermark: str | None
     seconds: float
+    missing: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy."""
@@ -81,22 +95,31 @@ def id_floor(moment: dt.datetime) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0) -> RefreshReport:
+def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0, verify_s: float | None = None,
+            rebuild_missing: bool = False) -> RefreshReport:
     """Bring the summary up to date.
 
     Args:
         saver: SQLite or Postgres saver.
         full: rebuild every row from LangGraph's tables and drop rows of vanished threads
-            (also done automatically when the summary was never built).
+            (also done automatically when the summary was never built). Clears ``missing``.
         lag_s: also recompute threads with checkpoints up to this many seconds older than the
             watermark (catches rows committed late; seconds).
+        verify_s: run the count check (module docstring) when the last one is at least this
+            old (seconds; ``0``: always; ``None``: never) and store its ``missing``.
+        rebuild_missing: when the check finds missing checkpoints, rebuild every row in the
+            same transaction (the report's ``kind`` is then ``"full"``).
 
     Returns:
         A :class:`RefreshReport`.
+
+    Raises:
+        psycopg.Error / sqlite3.Error: e.g. this role may not write the summary.
     """
     started = time.monotonic()
     ensure_schema(saver)
     reader = reader_for(saver)
+    missing = None
     with reader.transaction() as tx:
         if not _locked(tx):
             return RefreshReport("skipped", 0, None, 0.0)
@@ -106,10 +129,45 @@ def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0) -> RefreshRep
         else:
             kind, count, mark = "incremental", *_incremental(tx, reader, state["watermark"], lag_s)
         count += _backups(tx, reader, state, rescan=kind != "full")
-        tx.execute("UPDATE dfa_summary_state SET watermark = ?, refreshed_at = ?"
-                   + (", full_refresh_at = ?" if kind == "full" else "") + " WHERE id = 1",
-                   [mark, _now(), _now()] if kind == "full" else [mark, _now()])
-    return RefreshReport(kind, count, mark, round(time.monotonic() - started, 4))
+        if kind != "full" and _due(state.get("verified_at"), verify_s):
+            missing = _missing(tx, mark)
+            if missing and rebuild_missing:
+                kind, count, mark = "full", *_full(tx, reader)
+        now = _now()
+        sets, params = ["watermark = ?", "refreshed_at = ?"], [mark, now]
+        if kind == "full":
+            sets += ["full_refresh_at = ?", "missing = ?"]
+            params += [now, 0]
+        elif missing is not None:
+            sets += ["missing = ?"]
+            params += [missing]
+        if missing is not None:
+            sets += ["verified_at = ?"]
+            params += [now]
+        tx.execute(f"UPDATE dfa_summary_state SET {', '.join(sets)} WHERE id = 1", params)
+    return RefreshReport(kind, count, mark, round(time.monotonic() - started, 4), missing)
+
+
+def _due(verified_at: str | None, verify_s: float | None) -> bool:
+    """True when a count check is asked for and the last one is at least ``verify_s`` seconds old."""
+    if verify_s is None:
+        return False
+    if verify_s <= 0 or not verified_at:
+        return True
+    try:
+        last = dt.datetime.fromisoformat(verified_at)
+    except ValueError:
+        return True
+    return (dt.datetime.now(dt.UTC) - last).total_seconds() >= verify_s
+
+
+def _missing(tx: Tx, mark: str | None) -> int:
+    """Checkpoints at or below ``mark`` the summary does not count (a lower bound, >= 0; one statement)."""
+    if mark is None:
+        return 0
+    row = tx.query("SELECT (SELECT COUNT(*) FROM checkpoints WHERE checkpoint_id <= ?) AS below, "
+                   "(SELECT COALESCE(SUM(checkpoint_count), 0) FROM dfa_thread_summary) AS counted", [mark])[0]
+    return max(0, int(row["below"]) - int(row["counted"]))
 
 
 def _full(tx: Tx, reader: SqlReader) -> tuple[int, str | None]:
@@ -188,6 +246,10 @@ class Freshness:
         full_refresh_at: when the last full reconcile ran (ISO 8601) or ``None``.
         backups_changed: threads were converted or reverted since the last refresh.
         refreshed: this call refreshed the summary.
+        missing: checkpoints at or below the watermark the summary misses, as the last count check
+            found them (count, a lower bound; 0 after a full refresh; ``None``: never checked).
+            While positive the summary is *not* complete up to ``as_of``.
+        verified_at: when the last count check ran (ISO 8601) or ``None``.
     """
 
     watermark: str | None
@@ -197,12 +259,24 @@ class Freshness:
     full_refresh_at: str | None
     backups_changed: bool = False
     refreshed: bool = False
+    missing: int | None = None
+    verified_at: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """True unless the last count check found checkpoints below the watermark missing."""
+        return not self.missing
 
 
 def freshness(saver: Any, *, budget: int = 2000) -> Freshness:
     """Read the watermark and count (up to ``budget + 1``) checkpoints newer than it. Writes nothing.
 
     The summary tables must exist and be readable (:func:`deerflow.summary.schema.access`).
+    ``missing`` is the stored result of the last count check (:func:`refresh` with ``verify_s``),
+    not a new count: this runs on every list request.
+
+    Returns:
+        A :class:`Freshness`.
     """
     reader = reader_for(saver)
     with reader.reading() as tx:
@@ -213,7 +287,9 @@ def freshness(saver: Any, *, budget: int = 2000) -> Freshness:
                                f"LIMIT {int(budget) + 1}) p", params)[0]["n"])
         marks = _backup_marks(tx, reader.dialect)
     changed = marks is not None and marks != (state["backups_seen"] or "", int(state["restored_seen"] or 0))
-    return Freshness(mark, checkpoint_time(mark), pending, state["refreshed_at"], state["full_refresh_at"], changed)
+    missing = state.get("missing")  # absent before this role's tables were migrated
+    return Freshness(mark, checkpoint_time(mark), pending, state["refreshed_at"], state["full_refresh_at"], changed,
+                     missing=None if missing is None else int(missing), verified_at=state.get("verified_at"))
 
 
 def ensure_fresh(saver: Any, *, budget: int = 2000) -> Freshness:
@@ -233,9 +309,7 @@ def ensure_fresh(saver: Any, *, budget: int = 2000) -> Freshness:
     if built and not fresh.backups_changed and (fresh.pending == 0 or fresh.pending > budget):
         return fresh
     refresh(saver)
-    after = freshness(saver, budget=budget)
-    return Freshness(after.watermark, after.as_of, after.pending, after.refreshed_at, after.full_refresh_at,
-                     after.backups_changed, True)
+    return dataclasses.replace(freshness(saver, budget=budget), refreshed=True)
 
 
 def readable(saver: Any, *, refresh: bool = True) -> bool:

@@ -75,6 +75,11 @@ def _migrations(dialect: str) -> list[str]:
         min_supersteps {big}, PRIMARY KEY (thread_id, kind, cadence))""")
     steps.append("CREATE INDEX IF NOT EXISTS dfa_tc_kind_cadence_idx ON dfa_thread_cadences (kind, cadence, thread_id)")
     steps.append("UPDATE dfa_summary_state SET watermark = NULL WHERE id = 1")  # rebuild every thread's facts
+    # The count check (deerflow.summary.refresh): checkpoints at or below the watermark the summary
+    # does not count (NULL: never checked), and when it last compared.
+    exists = "IF NOT EXISTS " if dialect == "postgres" else ""
+    steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}missing {big}")
+    steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}verified_at TEXT")
     return steps
 
 
@@ -152,7 +157,12 @@ def _apply(tx: Tx, steps: list[str]) -> None:
                 log.warning("summary: skipped optional migration %s (%s); the refresh scans without it", version, exc)
                 continue
         else:
-            tx.execute(step)
+            try:
+                tx.execute(step)
+            except sqlite3.OperationalError as exc:
+                # SQLite has no ADD COLUMN IF NOT EXISTS: a column already there means this step is done.
+                if "duplicate column name" not in str(exc):
+                    raise
         tx.execute("INSERT INTO dfa_summary_migrations (v) VALUES (?)", [version])
 
 

@@ -171,10 +171,45 @@ def test_plan_is_validated_with_the_bad_value_named(tmp_path):
     from deerflow.config.database_config import DatabaseConfig
 
     database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path))
-    for plan, text in [(SeedPlan(threads=0, turns_min=1, turns_max=2), "threads must be >= 1; got 0"),
+    for plan, text in [(SeedPlan(threads=0, turns_min=1, turns_max=2), "threads must be >= 1 and <= 10,000,000; got 0"),
+                       (SeedPlan(threads=10_000_001, turns_min=1, turns_max=2), "<= 10,000,000; got 10000001"),
                        (SeedPlan(threads=1, turns_min=3, turns_max=2), "3..2"),
+                       (SeedPlan(threads=1, turns_min=1, turns_max=5001), "turns_max must be <= 5000; got 5001"),
+                       (SeedPlan(threads=1, turns_min=1, turns_max=2, templates=1001), "templates <= 1000"),
                        (SeedPlan(threads=1, turns_min=1, turns_max=2, mode="half"), "'half'")]:
         with pytest.raises(ValueError, match=text.replace(".", r"\.")):
             seed_threads(database, plan)
     with pytest.raises(ValueError, match="persistent backend"):
         seed_threads(DatabaseConfig(backend="memory"), SeedPlan(threads=1, turns_min=1, turns_max=1))
+
+
+def _count(database) -> int:
+    if database.backend == "postgres":
+        with psycopg.connect(database.postgres_url) as conn:
+            return conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0]
+    with sqlite3.connect(str(database.sqlite_path())) as conn:
+        return conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_existing_thread_id_is_refused_before_anything_is_written(seeded, backend):
+    from deerflow.seed import ThreadExistsError, _thread_ids
+
+    database, report = seeded(backend, threads=6, mode="delta", seed="once")
+    assert [s.thread_id for s in report.samples] == list(_thread_ids("once", 6))  # ids are the seed's alone
+    before = _count(database)
+    plan = SeedPlan(threads=6, turns_min=1, turns_max=2, mode="full", seed="once", templates=1)
+    with pytest.raises(ThreadExistsError, match="already exists in") as caught:
+        seed_threads(database, plan)
+    assert caught.value.thread_id in {s.thread_id for s in report.samples}
+    assert _count(database) == before
+    # A collision in the last batch only: still nothing written (every id is checked first).
+    template = record_template(key="delta-x", kind="delta", dialect=backend, turns=1, snapshot_frequency=3,
+                               seed="x", postgres_url=database.postgres_url)
+    third = list(_thread_ids("later", 3))[2]
+    _copy_of(template, backend, database, 1, third)
+    before = _count(database)
+    with pytest.raises(ThreadExistsError, match=third):
+        seed_threads(database, SeedPlan(threads=3, turns_min=1, turns_max=2, mode="delta", seed="later",
+                                        templates=1, batch_threads=1))
+    assert _count(database) == before

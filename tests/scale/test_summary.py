@@ -192,3 +192,62 @@ def test_a_role_with_select_on_the_summary_reads_it_without_refreshing(postgres_
         with psycopg.connect(postgres_fixture_db_rw.postgres_url, autocommit=True) as conn:
             conn.execute(f'DROP OWNED BY "{role}"')
             conn.execute(f'DROP ROLE "{role}"')
+
+
+def _checkpoints(saver) -> int:
+    return int(inventory.reader_for(saver).query("SELECT COUNT(*) AS n FROM checkpoints")[0]["n"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seeding_into_a_built_summary_summarizes_exactly_the_seeded_threads(seeded, backend):
+    from deerflow.seed import SeedPlan, seed_threads
+
+    database, _ = seeded(backend, threads=20, mode="delta")
+    with open_checkpointer(database) as saver:
+        _run_turns(saver, "newest", 1)  # the watermark moves past every seeded id
+        summary.refresh(saver)
+        mark = summary.freshness(saver).watermark
+        report = seed_threads(database, SeedPlan(threads=7, turns_min=1, turns_max=3, mode="mixed", seed="more",
+                                                 templates=4, batch_threads=3))  # 3 batches
+        assert report.summarized == 7 and report.summary_seconds > 0
+        new = {s.thread_id for s in report.samples}
+        assert len(new) == 7
+        top = inventory.reader_for(saver).query(
+            f"SELECT MAX(checkpoint_id) AS m FROM checkpoints WHERE thread_id IN ({', '.join('?' * 7)})", list(new))
+        assert top[0]["m"] < mark  # below the watermark: a watermark refresh would never see them
+        assert summary.refresh(saver).threads == 0
+        listed = _assert_matches_naive(saver)
+        assert len(listed) == 28 and new <= {s.thread_id for s in listed}
+        assert summary.refresh(saver, verify_s=0).missing == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_count_check_finds_rows_written_below_the_watermark(seeded, backend):
+    from deerflow.seed import SeedPlan, seed_threads
+
+    database, _ = seeded(backend, threads=15, mode="mixed")
+    with open_checkpointer(database) as saver:
+        _run_turns(saver, "newest", 1)
+        assert summary.refresh(saver, verify_s=0).kind == "full"  # the first build: nothing to compare yet
+        assert summary.refresh(saver, verify_s=0).missing == 0 and summary.freshness(saver).complete
+        report = seed_threads(database, SeedPlan(threads=4, turns_min=1, turns_max=3, mode="delta", seed="hidden",
+                                                 templates=2), summarize=False)  # e.g. a restore or a backfill
+        assert report.summarized == 0
+        hidden = {s.thread_id for s in report.samples}
+        assert summary.freshness(saver).missing == 0  # nothing checked yet: the stored answer
+        plain = summary.refresh(saver, lag_s=120)
+        assert plain.kind == "incremental" and plain.missing is None  # no check asked for
+        assert not hidden & {s.thread_id for s in walk(saver)}
+        checked = summary.refresh(saver, verify_s=300)  # the last check is older than 0 s but not 300 s
+        assert checked.missing is None
+        checked = summary.refresh(saver, verify_s=0)
+        assert checked.kind == "incremental" and checked.missing == report.checkpoints
+        fresh = summary.freshness(saver)
+        assert fresh.missing == report.checkpoints and not fresh.complete and fresh.verified_at
+        assert summary.refresh(saver).missing is None and summary.freshness(saver).missing == report.checkpoints
+        rebuilt = summary.refresh(saver, verify_s=0, rebuild_missing=True)
+        assert (rebuilt.kind, rebuilt.threads, rebuilt.missing) == ("full", 20, report.checkpoints)
+        assert summary.freshness(saver).missing == 0
+        assert hidden <= {s.thread_id for s in _assert_matches_naive(saver)}
+        assert summary.refresh(saver, verify_s=0).missing == 0
+        assert _checkpoints(saver) == sum(s.checkpoint_count for s in walk(saver))

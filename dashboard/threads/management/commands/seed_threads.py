@@ -1,7 +1,12 @@
 """``python manage.py seed_threads --threads N --turns-min A --turns-max B --mode full|delta|mixed --snapshot-frequency K [--seed S]``.
 
 Writes realistic synthetic threads into the checkpoint database config.yaml
-names (see :mod:`deerflow.seed`), then brings the thread summary up to date.
+names (see :mod:`deerflow.seed`) and keeps the thread summary current: when
+it is built, each batch recomputes the rows of exactly the threads it wrote
+(seeded checkpoint ids are older than the summary's watermark, which a
+watermark refresh never looks below); otherwise the summary is built whole
+afterwards. Refuses, before writing anything, a thread id that already exists
+(the same ``--seed`` twice), and arguments past the bounds below.
 """
 
 from __future__ import annotations
@@ -15,23 +20,48 @@ from deerflow import summary
 from deerflow.config import load_config
 from deerflow.errors import ConfigError
 from deerflow.savers import open_checkpointer
-from deerflow.seed import MODES, SeedPlan, seed_threads
+from deerflow.seed import MAX_THREADS, MODES, SeedPlan, ThreadExistsError, describe_database, seed_threads
+
+#: Most turns per thread. Every thread copies a recorded template run of ``--turns-max`` turns, and
+#: a run's stored bytes grow with the square of its turns (each snapshot rewrites the history):
+#: measured, a 200-turn template takes ~10 s and ~350 MB in full mode, ~4 s and ~35 MB in delta
+#: mode; 500 delta turns ~30 s and ~210 MB -- per template, all held in memory.
+MAX_TURNS = 200
+#: Most distinct templates (each is one recorded run; see :data:`MAX_TURNS`).
+MAX_TEMPLATES = 100
+#: Most updates per delta snapshot.
+MAX_SNAPSHOT_FREQUENCY = 10_000
+#: ``(option, lowest, highest)``, checked before anything runs.
+BOUNDS = (("threads", 1, MAX_THREADS), ("turns_min", 1, MAX_TURNS), ("turns_max", 1, MAX_TURNS),
+          ("snapshot_frequency", 1, MAX_SNAPSHOT_FREQUENCY), ("templates", 1, MAX_TEMPLATES))
 
 
 class Command(BaseCommand):
-    help = "Write N realistic synthetic threads into the configured checkpoint database (bulk, LangGraph's own rows)."
+    help = ("Write N realistic synthetic threads into the configured checkpoint database (bulk, LangGraph's own "
+            "rows) and summarize them. Never adds checkpoints to an existing thread: a --seed whose thread ids "
+            "exist is refused before anything is written.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--threads", type=int, required=True, help="threads to create")
-        parser.add_argument("--turns-min", type=int, default=1, help="fewest turns per thread")
-        parser.add_argument("--turns-max", type=int, default=12, help="most turns per thread")
+        parser.add_argument("--threads", type=int, required=True, help=f"threads to create (1..{MAX_THREADS:,})")
+        parser.add_argument("--turns-min", type=int, default=1, help=f"fewest turns per thread (1..{MAX_TURNS})")
+        parser.add_argument("--turns-max", type=int, default=12,
+                            help=f"most turns per thread (1..{MAX_TURNS}: templates of this length are recorded "
+                                 "first, and their size grows with the square of the turns)")
         parser.add_argument("--mode", choices=MODES, default="mixed", help="checkpoint channel mode of the threads")
-        parser.add_argument("--snapshot-frequency", type=int, default=10, help="delta cadence (updates per snapshot)")
-        parser.add_argument("--seed", default=None, help="reproducible content, ids and times")
-        parser.add_argument("--templates", type=int, default=24, help="distinct recorded thread shapes")
+        parser.add_argument("--snapshot-frequency", type=int, default=10,
+                            help=f"delta cadence (updates per snapshot, 1..{MAX_SNAPSHOT_FREQUENCY:,})")
+        parser.add_argument("--seed", default=None,
+                            help="reproducible content, ids and times; the same seed gives the same thread ids, "
+                                 "so reusing one on the same database is refused")
+        parser.add_argument("--templates", type=int, default=24,
+                            help=f"distinct recorded thread shapes (1..{MAX_TEMPLATES})")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args, **opts):
+        for name, low, high in BOUNDS:
+            if not low <= opts[name] <= high:
+                raise CommandError(f"--{name.replace('_', '-')} must be between {low} and {high:,}; "
+                                   f"got {opts[name]:,}")
         try:
             database = load_config(settings.DEER_FLOW_CONFIG_PATH).database
         except ConfigError as exc:
@@ -39,20 +69,36 @@ class Command(BaseCommand):
         plan = SeedPlan(threads=opts["threads"], turns_min=opts["turns_min"], turns_max=opts["turns_max"],
                         mode=opts["mode"], snapshot_frequency=opts["snapshot_frequency"], seed=opts["seed"],
                         templates=opts["templates"])
+        if not opts["json"] and database.backend in ("sqlite", "postgres"):
+            self.stdout.write(f"Seeding {plan.threads:,} threads into {describe_database(database)}: recording "
+                              f"up to {min(plan.templates, plan.threads)} template run(s) of {plan.turns_max} "
+                              "turns first.")
         try:
             report = seed_threads(database, plan, progress=None if opts["json"] else self._progress)
+        except ThreadExistsError as exc:
+            raise CommandError(f"thread {exc.thread_id} already exists in {exc.where}: use another --seed "
+                               "(this command never adds checkpoints to existing threads)") from exc
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        with open_checkpointer(database) as saver:
-            refreshed = summary.refresh(saver)
+        if report.summarized:
+            # The summary was built: every batch recomputed its own threads' rows as it committed.
+            result = {"kind": "seeded", "threads": report.summarized, "seconds": report.summary_seconds}
+        else:
+            with open_checkpointer(database) as saver:
+                result = summary.refresh(saver).as_dict()  # never built: this builds every row
         if opts["json"]:
-            self.stdout.write(json.dumps({"seed": report.as_dict(), "summary": refreshed.as_dict()}, indent=2))
+            self.stdout.write(json.dumps({"seed": report.as_dict(), "summary": result}, indent=2))
             return
         self.stdout.write(
             f"Wrote {report.threads} threads ({report.checkpoints} checkpoints, {report.writes} writes, "
             f"{report.blobs} blobs, {report.bytes / 1e6:.1f} MB) in {report.seconds:.1f} s; "
-            f"by kind: {report.by_kind}. Summary refreshed: {refreshed.threads} threads in {refreshed.seconds:.2f} s."
+            f"by kind: {report.by_kind}."
         )
+        how = "with their rows" if result["kind"] == "seeded" else f"{result['kind']} refresh"
+        self.stdout.write(f"Summary refreshed: {result['threads']} threads ({how}) in {result['seconds']:.2f} s.")
 
     def _progress(self, report) -> None:
+        if not report.threads:
+            self.stdout.write(f"  templates recorded in {report.record_seconds:.1f} s")
+            return
         self.stdout.write(f"  {report.threads} threads, {report.checkpoints} checkpoints, {report.seconds:.1f} s")
