@@ -1,5 +1,14 @@
-"""A psycopg connection pool that answers at once while its server is known to be down.
+"""A psycopg connection pool that outlives server restarts and answers at once while its server is known down.
 
+Restarts: a pooled session a server restart ended would fail the next call
+that borrows it. When PostgreSQL ends a session (a restart's fast shutdown,
+``pg_terminate_backend``) it tells the client, so that connection's socket
+turns readable while it sits idle in the pool. :class:`FailFastConnectionPool`
+polls the socket when lending a connection (no round trip, no wait) and only
+then runs psycopg_pool's ``check_connection``, which fails and gets the
+connection replaced; a healthy idle connection costs one ``select``.
+
+Outages:
 psycopg_pool makes every caller wait its whole ``timeout`` for a connection
 while the server cannot be reached, so during an outage each request of a
 web process holds a worker for that long, and a few refreshing operators
@@ -13,6 +22,7 @@ connection was busy (the direct connection succeeds) is left as it is.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from typing import Any
@@ -20,7 +30,21 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-__all__ = ["FailFastConnectionPool", "ServerUnreachable"]
+__all__ = ["FailFastConnectionPool", "ServerUnreachable", "check_if_told"]
+
+
+def check_if_told(conn: Any) -> None:
+    """Run ``ConnectionPool.check_connection`` on ``conn`` only if it is closed or the server sent it something.
+
+    An idle connection has nothing to read unless the server ended the session
+    (its termination notice) or the peer went away; ``select`` with a zero
+    timeout tells without a round trip.
+
+    Raises:
+        psycopg.OperationalError: the connection is unusable (the pool discards it).
+    """
+    if conn.closed or select.select([conn.fileno()], [], [], 0)[0]:
+        ConnectionPool.check_connection(conn)
 
 
 class ServerUnreachable(PoolTimeout):
@@ -34,7 +58,7 @@ class FailFastConnectionPool(ConnectionPool):
         cooldown_s: seconds callers get :class:`ServerUnreachable` at once after a
             ``PoolTimeout`` whose direct connection attempt also failed (0 turns it off).
         probe_timeout_s: ``connect_timeout`` of that direct attempt (seconds).
-        Everything else as for ``ConnectionPool``.
+        Everything else as for ``ConnectionPool`` (``check`` is this class's own: module docstring).
     """
 
     def __init__(self, conninfo: str = "", *args: Any, cooldown_s: float = 5.0, probe_timeout_s: int = 2,
@@ -44,7 +68,7 @@ class FailFastConnectionPool(ConnectionPool):
         self._down_until = 0.0
         self._down_reason = ""
         self._down_lock = threading.Lock()
-        super().__init__(conninfo, *args, **kwargs)
+        super().__init__(conninfo, *args, check=check_if_told, **kwargs)
 
     @property
     def down_reason(self) -> str | None:

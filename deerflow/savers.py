@@ -101,12 +101,11 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
 
     from deerflow.pool import FailFastConnectionPool
 
-    # check: a pooled session ended by a server restart is replaced when lent, instead of failing the
-    # next request (psycopg_pool's check_connection; one empty round trip per checkout).
+    # A pooled session ended by a server restart is replaced when lent, instead of failing the next
+    # request (deerflow.pool.check_if_told: no round trip for a healthy connection).
     pool = FailFastConnectionPool(
         database.postgres_url, min_size=1, max_size=pool_size, timeout=timeout,
-        kwargs=postgres_connect_kwargs(database), open=True, check=FailFastConnectionPool.check_connection,
-        cooldown_s=unreachable_cooldown_s,
+        kwargs=postgres_connect_kwargs(database), open=True, cooldown_s=unreachable_cooldown_s,
     )
     try:
         saver = PostgresSaver(pool)
