@@ -76,8 +76,8 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
 
     Yields:
         ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``. The Postgres
-        pool checks each connection before lending it, so the saver outlives
-        a server restart without failing the calls that follow it.
+        pool never lends a session the server ended (:mod:`deerflow.pool`), so
+        the saver outlives a server restart without failing the calls that follow it.
 
     Raises:
         ConfigError: the SQLite file is missing and ``create`` is false.
