@@ -38,6 +38,7 @@ from typing import Any
 
 from deerflow import summary as summary_table
 from deerflow.inventory import checkpoint_time, reader_for
+from deerflow.sqlread import table_exists
 from deerflow.summary.cadences import counter_expr, snapshot_sql
 
 __all__ = ["CadenceInference", "CadenceOutliers", "WriterFacts", "cadence_outliers", "infer_cadences",
@@ -89,9 +90,7 @@ def _summary_cadences_ready(saver: Any) -> bool:
     if not summary_table.readable(saver):
         return False
     r = reader_for(saver)
-    exists = r.query("SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = 'dfa_thread_cadences'"
-                     if r.dialect == "sqlite" else "SELECT to_regclass('dfa_thread_cadences') IS NOT NULL AS x")
-    return bool(exists[0]["x"]) and r.query(
+    return table_exists(r, "dfa_thread_cadences") and r.query(
         "SELECT watermark FROM dfa_summary_state WHERE id = 1")[0]["watermark"] is not None
 
 

@@ -40,6 +40,20 @@ def checkpoint_time(checkpoint_id: str | None) -> dt.datetime | None:
     return _GREGORIAN_EPOCH + dt.timedelta(microseconds=ticks // 10)
 
 
+def table_exists(db: Tx | SqlReader, name: str) -> bool:
+    """True when table ``name`` exists (SQLite: ``sqlite_master``; Postgres: ``to_regclass`` on the search path).
+
+    Args:
+        db: a :class:`Tx` or :class:`SqlReader` (anything with ``dialect`` and ``query``).
+        name: an unquoted table name.
+    """
+    if db.dialect == "sqlite":
+        row = db.query("SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = ?", [name])[0]
+    else:
+        row = db.query("SELECT to_regclass(?) IS NOT NULL AS x", [name])[0]
+    return bool(row["x"])
+
+
 class Tx:
     """Statements inside one open transaction (see :meth:`SqlReader.transaction`)."""
 

@@ -47,7 +47,7 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer, postgres_connect_kwargs, sqlite_checkpoint_path
 from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
 from deerflow.seed.template import Template, record_template
-from deerflow.sqlread import SqlReader, Tx, reader_for
+from deerflow.sqlread import SqlReader, Tx, reader_for, table_exists
 from deerflow.summary import access as summary_access
 from deerflow.summary.rows import recompute
 
@@ -279,12 +279,7 @@ def _summary_built(saver: Any) -> bool:
     the bulk load does not maintain the summary's index on ``checkpoints``).
     """
     reader = reader_for(saver)
-    if reader.dialect == "sqlite":
-        present = reader.query("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' "
-                               "AND name = 'dfa_summary_state'")[0]["n"]
-    else:
-        present = reader.query("SELECT to_regclass('dfa_summary_state') IS NOT NULL AS n")[0]["n"]
-    if not present or summary_access(saver) != "write":
+    if not table_exists(reader, "dfa_summary_state") or summary_access(saver) != "write":
         return False
     return reader.query("SELECT watermark FROM dfa_summary_state WHERE id = 1")[0]["watermark"] is not None
 

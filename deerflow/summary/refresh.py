@@ -41,7 +41,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for
+from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for, table_exists
 from deerflow.summary.cadences import replace_cadences
 from deerflow.summary.rows import recompute, upsert_rows
 from deerflow.summary.schema import access, ensure_schema
@@ -194,9 +194,7 @@ def _incremental(tx: Tx, reader: SqlReader, watermark: str, lag_s: float) -> tup
 
 def _backup_marks(tx: Tx, dialect: str) -> tuple[str, int] | None:
     """``(newest backup time, restored backups)`` of ``deerflow.convert``'s ``dfa_backups``, or ``None`` if absent."""
-    exists = tx.query("SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = 'dfa_backups'"
-                      if dialect == "sqlite" else "SELECT to_regclass('dfa_backups') IS NOT NULL AS x")
-    if not exists[0]["x"]:
+    if not table_exists(tx, "dfa_backups"):
         return None
     row = tx.query(f"SELECT MAX({_created(dialect)}) AS newest, "
                    "SUM(CASE WHEN status = 'restored' THEN 1 ELSE 0 END) AS restored FROM dfa_backups")[0]

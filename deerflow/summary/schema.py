@@ -26,7 +26,7 @@ import time
 import weakref
 from typing import Any
 
-from deerflow.sqlread import Tx, reader_for
+from deerflow.sqlread import Tx, reader_for, table_exists
 
 __all__ = ["ACCESS_TTL_S", "MIGRATIONS", "OPTIONAL_STEPS", "SUMMARY_COLUMNS", "access", "ensure_schema",
            "is_denied"]
@@ -169,14 +169,10 @@ def _apply(tx: Tx, steps: list[str]) -> None:
 def _probe(saver: Any) -> str:
     """What the tables allow without trying to create them (see the module docstring)."""
     reader = reader_for(saver)
-    if reader.dialect == "sqlite":
-        rows = reader.query("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' "
-                            "AND name IN ('dfa_thread_summary', 'dfa_summary_state')")
-        return "read" if rows[0]["n"] == 2 else "none"
-    row = reader.query(
-        "SELECT to_regclass('dfa_thread_summary') IS NOT NULL AND to_regclass('dfa_summary_state') IS NOT NULL AS present")[0]
-    if not row["present"]:
+    if not (table_exists(reader, "dfa_thread_summary") and table_exists(reader, "dfa_summary_state")):
         return "none"
+    if reader.dialect == "sqlite":
+        return "read"
     row = reader.query(
         "SELECT has_table_privilege('dfa_thread_summary', 'SELECT') AND has_table_privilege('dfa_summary_state', 'SELECT') AS r, "
         "has_table_privilege('dfa_thread_summary', 'INSERT') AND has_table_privilege('dfa_thread_summary', 'UPDATE') "
