@@ -21,7 +21,7 @@ from typing import Any
 
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 
-__all__ = ["SqlReader", "Tx", "checkpoint_time", "reader_for"]
+__all__ = ["SqlReader", "Tx", "checkpoint_time", "reader_for", "table_exists"]
 
 _GREGORIAN_EPOCH = dt.datetime(1582, 10, 15, tzinfo=dt.UTC)
 
