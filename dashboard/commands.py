@@ -29,6 +29,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.errors import HANDLED, OUTAGES, describe
+from dashboard.outages import is_outage
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow.errors import ConfigError
 from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
@@ -130,4 +131,6 @@ class DashboardCommand(BaseCommand):
             self.preflight()
             return super().execute(*args, **options)
         except DESCRIBED as exc:
+            if isinstance(exc, OUTAGES) and not is_outage(exc):
+                raise
             raise command_error(exc) from exc

@@ -21,22 +21,21 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def error_page(request: HttpRequest, view, exception: BaseException | None = None, **extra) -> HttpResponse:
+def error_page(request: HttpRequest, view, **extra) -> HttpResponse:
     """The error page for ``view`` (an :class:`~dashboard.errors.ErrorView`): the site's layout, or its fragment
     for an htmx swap; plain text (still detail and hint, never a traceback) if the page itself cannot render.
 
-    When Django's own database is the one down (``exception``), the page is
+    When Django's own database is the one down (``dashboard_database_unavailable``), the page is
     rendered as for an anonymous user, since loading the session's user would
     fail again.
     """
     from django.contrib.auth.models import AnonymousUser
-    from django.db.utils import InterfaceError, OperationalError
     from django.shortcuts import render
 
     htmx = getattr(request, "htmx", None)
     fragment = bool(htmx) and not htmx.history_restore_request
     context: dict = {"error": view, **extra}
-    if isinstance(exception, OperationalError | InterfaceError):
+    if view.code == "dashboard_database_unavailable":
         context["user"] = AnonymousUser()
     try:
         return render(request, "errors/_error.html" if fragment else "errors/error.html", context,
@@ -53,11 +52,11 @@ def json_error(view) -> JsonResponse:
     return JsonResponse(view.as_json(), status=view.status)
 
 
-def error_answer(request: HttpRequest, view, exception: BaseException | None = None, **extra) -> HttpResponse:
+def error_answer(request: HttpRequest, view, **extra) -> HttpResponse:
     """:func:`json_error` under ``/api/``; :func:`error_page` elsewhere."""
     if request.path.startswith("/api/"):
         return json_error(view)
-    return error_page(request, view, exception, **extra)
+    return error_page(request, view, **extra)
 
 
 class ContentSecurityPolicyMiddleware:
@@ -98,7 +97,7 @@ class OutageMiddleware:
         view = describe(exception)
         log.error("%s on %s %s: %s (%s: %s)", view.code, request.method, request.path, view.hint,
                   type(exception).__name__, exception)
-        response = error_answer(request, view, exception)
+        response = error_answer(request, view)
         response["Retry-After"] = str(RETRY_AFTER_S)
         return response
 
@@ -142,7 +141,7 @@ class DamagedCheckpointMiddleware:
             return None
         view = describe(damaged)
         log.error("%s (%s: %s)", damaged, type(exception).__name__, exception)
-        return error_answer(request, view, exception, thread_id=thread_id)
+        return error_answer(request, view, thread_id=thread_id)
 
 
 class BearerTokenCsrfMiddleware:

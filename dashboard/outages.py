@@ -8,7 +8,8 @@ traceback) and says which service, where, why, and what to do::
                                       sqlite3 errors (locked, unreadable, not a database): the saver's database
     checkpoint_tables_missing         the database has no LangGraph checkpoint tables
     checkpoint_database_permission    the database role may not do what was asked
-    dashboard_database_unavailable    Django's OperationalError / InterfaceError (users, sessions, jobs)
+    dashboard_database_unavailable    Django's OperationalError / InterfaceError (users, sessions, jobs), and its
+                                      ProgrammingError when Postgres lacks a table or column (an unmigrated schema)
     broker_unavailable                kombu.exceptions.OperationalError, redis ConnectionError / TimeoutError
 
 Errors from Django's database arrive wrapped by Django (``django.db.utils``);
@@ -39,6 +40,7 @@ OUTAGES: tuple[type[BaseException], ...] = (
     sqlite3.DatabaseError,  # includes OperationalError (locked, unreadable) and "file is not a database"
     db_utils.OperationalError,
     db_utils.InterfaceError,
+    db_utils.ProgrammingError,  # only an unmigrated schema (see is_outage); any other is a bug and goes on
     kombu.exceptions.OperationalError,
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
@@ -129,9 +131,16 @@ def _dashboard_database(exc: BaseException) -> tuple[str, str, str]:
     else:
         where, service = f"{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}", "PostgreSQL at"
     detail = "The dashboard's own database (DASHBOARD_DATABASE_URL: users, sessions, tokens, jobs) cannot be used."
-    if "no such table" in reason or "does not exist" in reason:
-        return "dashboard_database_unavailable", detail, f"{service} {where}: {reason}. Run `python manage.py migrate`."
+    if _unmigrated(exc) or re.search(r"no such (table|column)", reason):
+        return ("dashboard_database_unavailable", detail,
+                f"{service} {where}: {reason}. Run `python manage.py migrate` (with the same "
+                "DASHBOARD_DATABASE_URL), then retry.")
     return "dashboard_database_unavailable", detail, f"{service} {where} is unreachable: {reason}. {_START}"
+
+
+def _unmigrated(exc: BaseException) -> bool:
+    """True when Django's Postgres error is a missing table or column: migrations not (all) applied."""
+    return isinstance(exc.__cause__, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn)
 
 
 def _broker(exc: BaseException) -> tuple[str, str, str]:
@@ -152,7 +161,8 @@ def describe_outage(exc: BaseException) -> tuple[str, str, str] | None:
 
 
 def _describe(exc: BaseException) -> tuple[str, str, str] | None:
-    if isinstance(exc, db_utils.OperationalError | db_utils.InterfaceError):
+    if isinstance(exc, db_utils.OperationalError | db_utils.InterfaceError) or (
+            isinstance(exc, db_utils.ProgrammingError) and _unmigrated(exc)):
         return _dashboard_database(exc)
     if isinstance(exc, kombu.exceptions.OperationalError | redis.exceptions.ConnectionError
                   | redis.exceptions.TimeoutError):
@@ -166,8 +176,13 @@ def _describe(exc: BaseException) -> tuple[str, str, str] | None:
 
 
 def is_outage(exc: BaseException) -> bool:
-    """True for the errors :func:`describe_outage` describes."""
-    return isinstance(exc, OUTAGES)
+    """True for the errors :func:`describe_outage` describes.
+
+    Every :data:`OUTAGES` instance is one except a Django ``ProgrammingError``
+    that is not a missing table or column (a bug, not an outage): code that
+    catches ``OUTAGES`` re-raises when this is False.
+    """
+    return isinstance(exc, OUTAGES) and (not isinstance(exc, db_utils.ProgrammingError) or _unmigrated(exc))
 
 
 _SECRET = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")

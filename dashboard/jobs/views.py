@@ -28,7 +28,7 @@ from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
 from dashboard.jobs.workers import check_delta_workers
 from dashboard.middleware import error_page
-from dashboard.outages import OUTAGES
+from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
 from deerflow.convert import BackupAlreadyPurgedError, BackupNotFoundError, list_backups, purge_backup
 
@@ -87,7 +87,9 @@ def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
         return {}
     try:
         revertible = bool(services.active_backups(job))
-    except OUTAGES:  # the checkpoint database is down: offer the button, its POST will say why it fails
+    except OUTAGES as exc:  # the checkpoint database is down: offer the button, its POST will say why it fails
+        if not is_outage(exc):
+            raise
         revertible = True
     return {"revertible": revertible, "reverted_by": [d for d in derived if d.kind == ConversionJob.Kind.REVERT]}
 

@@ -184,6 +184,31 @@ def test_an_unmigrated_dashboard_database(tmp_path, fixture_data, command):
                        "Run `python manage.py migrate`")
 
 
+@pytest.mark.parametrize("command", sorted(DASHBOARD_DB_COMMANDS))
+def test_an_unmigrated_dashboard_database_on_postgres(tmp_path, fixture_data, empty_database, command):
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(fixture_data)))
+    proc = manage(DASHBOARD_DB_COMMANDS[command],
+                  _env(tmp_path, config, DASHBOARD_DATABASE_URL=empty_database))
+    assert_clean_error(proc, "The dashboard's own database (DASHBOARD_DATABASE_URL", "PostgreSQL at 127.0.0.1:5432",
+                       "does not exist", "Run `python manage.py migrate`")
+
+
+def test_a_partly_migrated_dashboard_database_on_postgres(tmp_path, fixture_data):
+    """The jobs app at 0001 lacks ``ThreadResult.queued_at`` (0002): a missing column also says to migrate."""
+    name, url = fixtures_real.create_database("dfa_cmd_partial")
+    try:
+        config = write_config(tmp_path / "config.yaml",
+                              DatabaseConfig(backend="sqlite", sqlite_dir=str(fixture_data)))
+        env = _env(tmp_path, config, DASHBOARD_DATABASE_URL=url)
+        helpers.run_manage(["migrate", "--verbosity", "0"], env)
+        helpers.run_manage(["migrate", "jobs", "0001", "--verbosity", "0"], env)
+        proc = manage(["requeue_stalled_threads", "--dry-run"], env)
+        assert_clean_error(proc, "The dashboard's own database (DASHBOARD_DATABASE_URL", "queued_at",
+                           "does not exist", "Run `python manage.py migrate`")
+    finally:
+        fixtures_real.drop_database(name)
+
+
 # -- convert_threads in a full-mode process --------------------------------------------------------
 
 

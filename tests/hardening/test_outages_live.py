@@ -4,6 +4,8 @@
   port): the process still starts, ``/healthz`` answers (it reads no
   database), a page whose session must be loaded answers the 503 page, the
   API the 503 JSON; never a traceback.
+* Django's own database on Postgres but never migrated: the same 503 page
+  and JSON, saying which table is missing and to run ``manage.py migrate``.
 * The broker unreachable (``CELERY_BROKER_URL=redis://127.0.0.1:1/0``) from
   the start: browsing works; launching a job answers 503 with the broker's
   hint and the job waits ``paused`` (resume it when the broker is back);
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import fixtures_real
 from tests.integration import helpers
 
 SECRET = "hardening-test-secret-key-" + "x" * 40
@@ -121,6 +124,34 @@ def test_dashboard_database_down(web_without_dashboard_db):
     payload = json.loads(body)
     assert payload["code"] == "dashboard_database_unavailable"
     assert payload["hint"].startswith("PostgreSQL at 127.0.0.1:1 is unreachable")
+
+
+@pytest.fixture
+def web_with_unmigrated_dashboard_db(tmp_path: Path) -> Iterator[Web]:
+    name, url = fixtures_real.create_database("dfa_unmigrated")
+    try:
+        web = start_web(tmp_path, DASHBOARD_DATABASE_URL=url)
+        yield web
+        web.proc.stop()
+    finally:
+        fixtures_real.drop_database(name)
+
+
+def test_unmigrated_dashboard_database(web_with_unmigrated_dashboard_db):
+    web = web_with_unmigrated_dashboard_db
+    status, body, headers = web.request("/threads/", headers={"Cookie": "sessionid=abcdefghijklmnopqrstuvwxyz012345"})
+    assert status == 503, body[:2000]
+    assert_no_traceback(body)
+    assert "dashboard_database_unavailable" in body
+    assert 'relation &quot;django_session&quot; does not exist' in body
+    assert "Run `python manage.py migrate` (with the same DASHBOARD_DATABASE_URL), then retry." in body
+
+    status, body, _ = web.request("/api/threads", headers={"Authorization": "Bearer some-token"})
+    assert status == 503, body
+    payload = json.loads(body)
+    assert payload["code"] == "dashboard_database_unavailable"
+    assert payload["hint"].startswith("PostgreSQL at 127.0.0.1:5432: relation")
+    assert payload["hint"].endswith("Run `python manage.py migrate` (with the same DASHBOARD_DATABASE_URL), then retry.")
 
 
 def test_broker_down_from_the_start(web_without_broker):

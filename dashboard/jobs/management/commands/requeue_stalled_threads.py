@@ -19,7 +19,7 @@ from django.core.management.base import CommandError
 from dashboard.commands import DashboardCommand
 from dashboard.jobs import stalls
 from dashboard.jobs.models import ThreadResult
-from dashboard.outages import OUTAGES, describe_outage
+from dashboard.outages import OUTAGES, describe_outage, is_outage
 
 
 class Command(DashboardCommand):
@@ -50,6 +50,8 @@ class Command(DashboardCommand):
         try:
             ids = stalls.requeue_stalled(threshold, send)
         except OUTAGES as exc:
+            if not is_outage(exc):
+                raise
             _code, detail, hint = describe_outage(exc)
             raise CommandError(f"{detail}\nWhat to do: {hint} Sent {len(sent)} before the failure; the other "
                                "rows stay queued: run this command again.") from exc
