@@ -30,6 +30,8 @@ from django.conf import settings
 from django.db import utils as db_utils
 from kombu.utils.url import maybe_sanitize_url
 
+from deerflow.pool import ServerUnreachable
+
 __all__ = ["OUTAGES", "describe_outage", "is_outage", "redact"]
 
 #: The exception types :func:`describe_outage` recognises.
@@ -50,8 +52,12 @@ _START = "Start it (README) and retry."
 
 
 def _reason(exc: BaseException) -> str:
-    """The cause in a few words: the first line, without libpq's repeated ``connection ... failed:`` prefix."""
-    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
+    """The cause in a few words: the first line, without libpq's repeated ``connection ... failed:`` prefix.
+
+    A :class:`~deerflow.pool.ServerUnreachable` gives the reason its pool's direct connection attempt got.
+    """
+    text = exc.reason if isinstance(exc, ServerUnreachable) else str(exc)
+    line = (text.strip().splitlines() or [type(exc).__name__])[0].strip()
     if "failed: " in line:
         line = line.rsplit("failed: ", 1)[1]
     return line.rstrip(".") or type(exc).__name__
@@ -97,7 +103,9 @@ def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
                 f"The checkpoint database role at {where} is not allowed to do this: {_reason(exc)}.",
                 "Browsing needs only SELECT on checkpoints, checkpoint_blobs, checkpoint_writes and "
                 "checkpoint_migrations; conversions need a role that may write them.")
-    reason = _probe_postgres(url) if isinstance(exc, psycopg_pool.PoolTimeout) else _reason(exc)
+    # A plain PoolTimeout: connect once to tell why (FailFastConnectionPool's ServerUnreachable already did).
+    probe = isinstance(exc, psycopg_pool.PoolTimeout) and not isinstance(exc, ServerUnreachable)
+    reason = _probe_postgres(url) if probe else _reason(exc)
     if re.search(r'database ".*" does not exist', reason):  # the server answers; the URL names no database
         return ("checkpoint_database_unavailable",
                 f"The checkpoint database (database.postgres_url in {path}) cannot be reached.",

@@ -14,8 +14,8 @@ while the server cannot be reached, so during an outage each request of a
 web process holds a worker for that long, and a few refreshing operators
 saturate it (health checks included). :class:`FailFastConnectionPool` tells
 an outage from a busy pool after a ``PoolTimeout``: it connects once
-directly; if that fails too, callers get :class:`ServerUnreachable` (a
-``PoolTimeout``) at once for ``cooldown_s`` seconds while the pool keeps
+directly; if that fails too, that caller gets :class:`ServerUnreachable` (a
+``PoolTimeout`` carrying libpq's reason), and later callers get it at once for ``cooldown_s`` seconds while the pool keeps
 reconnecting in the background. A pool that timed out because every
 connection was busy (the direct connection succeeds) is left as it is.
 """
@@ -48,7 +48,19 @@ def check_if_told(conn: Any) -> None:
 
 
 class ServerUnreachable(PoolTimeout):
-    """Raised without waiting: the server could not be reached moments ago (see :class:`FailFastConnectionPool`)."""
+    """The pool's server cannot be reached: a direct connection failed (see :class:`FailFastConnectionPool`).
+
+    Raised after a ``PoolTimeout`` whose direct connection attempt failed, and
+    then at once, without waiting, while the cooldown lasts.
+
+    Attributes:
+        reason: the first line of libpq's error for that direct attempt
+            (e.g. ``connection to server at "10.0.0.5", port 5432 failed: Connection refused``).
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class FailFastConnectionPool(ConnectionPool):
@@ -76,24 +88,34 @@ class FailFastConnectionPool(ConnectionPool):
         return self._down_reason if time.monotonic() < self._down_until else None
 
     def getconn(self, timeout: float | None = None) -> Any:
-        """``ConnectionPool.getconn``, or :class:`ServerUnreachable` at once during a cooldown."""
+        """``ConnectionPool.getconn``; on its ``PoolTimeout``, tell an outage from a busy pool.
+
+        Raises:
+            ServerUnreachable: at once during a cooldown; or after the pool's
+                timeout when a direct connection (``probe_timeout_s``) fails too.
+            PoolTimeout: the pool timed out but the server answers (every connection is busy).
+        """
         reason = self.down_reason
         if reason is not None:
             raise ServerUnreachable(f"the server was unreachable moments ago ({reason}); "
-                                    f"not waiting for it again for up to {self.cooldown_s:g} s")
+                                    f"not waiting for it again for up to {self.cooldown_s:g} s", reason)
         try:
             return super().getconn(timeout)
-        except PoolTimeout:
-            self._note_outage()
-            raise
+        except PoolTimeout as exc:
+            reason = self._direct_connection_error()
+            if reason is None:
+                raise  # the server answers: the pool was only busy
+            if self.cooldown_s > 0:
+                with self._down_lock:
+                    self._down_reason = reason
+                    self._down_until = time.monotonic() + self.cooldown_s
+            raise ServerUnreachable(f"no pooled connection in time and a direct connection failed: {reason}",
+                                    reason) from exc
 
-    def _note_outage(self) -> None:
+    def _direct_connection_error(self) -> str | None:
+        """The first line of libpq's error for one direct connection attempt, or ``None`` if it connects."""
         try:
             with psycopg.connect(self.conninfo, connect_timeout=self.probe_timeout_s, **(self.kwargs or {})):
-                return  # the server answers: the pool was only busy
+                return None
         except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if self.cooldown_s > 0:
-            with self._down_lock:
-                self._down_reason = reason
-                self._down_until = time.monotonic() + self.cooldown_s
+            return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
