@@ -31,6 +31,7 @@ from django.db import utils as db_utils
 from kombu.utils.url import maybe_sanitize_url
 
 from deerflow.pool import ServerUnreachable
+from deerflow.savers import is_wal_file
 
 __all__ = ["OUTAGES", "describe_outage", "is_outage", "redact"]
 
@@ -126,6 +127,12 @@ def _checkpoint_sqlite(exc: sqlite3.DatabaseError) -> tuple[str, str, str]:
                 f"Point database.sqlite_dir in {path} at the directory holding DeerFlow's deerflow.db.")
     if "locked" in reason or "busy" in reason:
         hint = "Another process holds a write lock on the file; retry in a moment."
+    elif "readonly database" in reason and database is not None and is_wal_file(file):
+        hint = (f"The file is in WAL mode and this process may not write to {file.parent}: a WAL reader must "
+                f"create {file.name}-shm there while no other process has the file open. Let this process's "
+                "user write to that directory (DeerFlow's own user does), or browse a copy (sqlite3 "
+                f"{file.name} \"VACUUM INTO 'copy.db'\" makes one in rollback-journal mode, which a "
+                "read-only process can open).")
     else:
         hint = "Check that the file exists and this process may read it, then retry."
     return ("checkpoint_database_unavailable", f"The SQLite checkpoint file {file} cannot be read: {reason}.", hint)

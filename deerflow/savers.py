@@ -23,6 +23,8 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
 
 __all__ = [
+    "SQLITE_SAVER_TABLES",
+    "is_wal_file",
     "open_async_checkpointer",
     "open_checkpointer",
     "postgres_connect_kwargs",
@@ -57,6 +59,63 @@ def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Con
     return sqlite3.connect(str(path), check_same_thread=False, timeout=30)
 
 
+#: The tables ``SqliteSaver.setup()`` creates (LangGraph's SQLite schema).
+SQLITE_SAVER_TABLES = ("checkpoints", "writes")
+
+
+def is_wal_file(path: Path) -> bool:
+    """True when the SQLite file at ``path`` is in WAL mode (header bytes 18 and 19 are 2; SQLite file format).
+
+    A WAL file can be read by a process that may not write it only while its
+    ``-shm`` file exists (another process has it open); a rollback-journal
+    file always can. ``False`` for a missing or unreadable file.
+    """
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header[18:20] == b"\x02\x02"
+
+
+def _readonly_error(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "readonly database" in str(exc).lower()
+
+
+def _has_saver_tables(conn: sqlite3.Connection) -> bool:
+    count = conn.execute(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", SQLITE_SAVER_TABLES
+    ).fetchone()[0]
+    return count == len(SQLITE_SAVER_TABLES)
+
+
+def _setup_sqlite(saver: Any, conn: sqlite3.Connection) -> None:
+    """``saver.setup()``, except on a file this process may only read that already holds the saver's tables.
+
+    ``SqliteSaver.setup()`` (run before every call until it succeeds) sets WAL
+    and creates the tables, both writes, so a file readable but not writable
+    by this process (a read-only mount, another owner, a copy handed to
+    support) could not be browsed. With the tables there, nothing needs
+    creating: the saver is marked set up and reads the file as it is; writes
+    still fail with SQLite's "attempt to write a readonly database".
+
+    Raises:
+        sqlite3.OperationalError: ``setup()`` failed for another reason, or the
+            read-only file lacks the saver's tables.
+    """
+    try:
+        saver.setup()
+    except sqlite3.OperationalError as exc:
+        if not _readonly_error(exc) or not _has_saver_tables(conn):
+            raise
+        saver.is_setup = True
+        # What LangGraph's own setup() decides for a read-only file whose ``writes`` predates ``task_path``
+        # (it cannot add the column) and never reaches here, its WAL pragma having failed first.
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(writes)")}
+        if hasattr(saver, "_has_task_path"):
+            saver._has_task_path = "task_path" in columns
+
+
 @contextmanager
 def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4,
                       timeout: float = 30.0, unreachable_cooldown_s: float = 5.0) -> Iterator[BaseCheckpointSaver]:
@@ -75,7 +134,9 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
             instead of waiting ``timeout`` each (:class:`deerflow.pool.FailFastConnectionPool`).
 
     Yields:
-        ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``. The Postgres
+        ``InMemorySaver``, ``SqliteSaver`` or ``PostgresSaver``. A SQLite file
+        this process may only read is opened for reading when it holds
+        LangGraph's tables (:func:`_setup_sqlite`). The Postgres
         pool never lends a session the server ended (:mod:`deerflow.pool`), so
         the saver outlives a server restart without failing the calls that follow it.
 
@@ -92,7 +153,7 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
         conn = _sqlite_connection(database, create=create)
         try:
             saver = SqliteSaver(conn)
-            saver.setup()
+            _setup_sqlite(saver, conn)
             yield saver
         finally:
             conn.close()
