@@ -184,8 +184,14 @@ def _raw_tuple(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None, 
     if tup is not None:
         return tup
     if not _thread_exists(rt, thread_id):
-        raise ThreadNotFoundError(thread_id)
+        raise _not_found(rt, thread_id)
     raise CheckpointNotFoundError(thread_id, checkpoint_id, checkpoint_ns)
+
+
+def _not_found(rt: DashboardRuntime, thread_id: str) -> ThreadNotFoundError:
+    """The 404 of a thread without checkpoints, its summary row (if the list still shows it) removed first."""
+    storage.forget_vanished(rt, thread_id)
+    return ThreadNotFoundError(thread_id)
 
 
 def _thread_exists(rt: DashboardRuntime, thread_id: str) -> bool:
@@ -314,7 +320,7 @@ def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[namespaces.N
     except TypeError:
         return []
     if not found:
-        raise ThreadNotFoundError(thread_id)
+        raise _not_found(rt, thread_id)
     return found
 
 
@@ -349,7 +355,7 @@ def thread_summary(rt: DashboardRuntime, thread_id: str, *, head: StateView | No
     if summary is None:
         summary = inventory.get_thread_summary(rt.saver, thread_id)
         if summary is None:
-            raise ThreadNotFoundError(thread_id)
+            raise _not_found(rt, thread_id)
         storage.heal_summary(rt, summary)
     storage.summary_cache.put(rt, summary)
     return summary

@@ -129,6 +129,23 @@ def heal_summary(rt: DashboardRuntime, live: inventory.ThreadSummary) -> bool:
     return True
 
 
+def forget_vanished(rt: DashboardRuntime, thread_id: str) -> bool:
+    """Drop the summary's row of a thread that has no checkpoints any more (deleted outside the dashboard).
+
+    The watermark only sees new checkpoints, so a deleted thread stays listed
+    until the next full refresh; the thread's own 404 removes it here.
+    Call only once the thread is known to have no checkpoints. Returns True
+    when a stored row was removed.
+    """
+    try:
+        if summary_table.access(rt.saver) != "write" or inventory.stored_summary(rt.saver, thread_id) is None:
+            return False
+    except TypeError:  # no SQL tables (memory saver)
+        return False
+    summary_table.refresh_threads(rt.saver, [thread_id])
+    return True
+
+
 def storage_chart(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -> Chart | None:
     """The bytes-per-checkpoint chart of one namespace, or ``None`` (no rows, or no SQL tables)."""
     try:
