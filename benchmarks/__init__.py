@@ -9,7 +9,7 @@ Modules (run in this order; each adds flat keys to one results dict):
 * :mod:`benchmarks.bench_memory` -- peak memory of converting a 2,000-turn thread (subprocesses).
 
 :func:`run_all` writes ``benchmarks/results/latest.json`` and ``latest.md``
-(:mod:`benchmarks.report`). Scratch Postgres databases are created and
+(a small-scale or subset run: ``latest-<scale>[-<names>].*``; :mod:`benchmarks.report`). Scratch Postgres databases are created and
 dropped by each benchmark. Benchmarks are not tests: nothing here asserts a time.
 """
 

@@ -1,4 +1,10 @@
-"""Write a benchmark run to ``benchmarks/results/latest.json`` and ``latest.md`` (and a dated copy of the JSON)."""
+"""Write a benchmark run to ``benchmarks/results/latest.json`` and ``latest.md`` (and a dated copy of the JSON).
+
+Only a complete full-scale run writes ``latest.*``, the committed figures the
+README quotes; a small-scale run or a subset (``--only``) writes
+``latest-<scale>[-<names>].json`` and ``.md`` beside them instead (not
+committed: .gitignore), so a quick check never overwrites them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REQUIRED_KEYS", "RESULTS_DIR", "write_report"]
+__all__ = ["REQUIRED_KEYS", "RESULTS_DIR", "latest_name", "write_report"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 #: The keys issue 6 asks for (medians), with the target each is read against.
@@ -35,15 +41,36 @@ def _rows(results: dict[str, Any], keys: list[str]) -> list[str]:
     return [f"| `{k}` | {_shown(results, k)} | {REQUIRED_KEYS.get(k, '')} |" for k in keys]
 
 
+def latest_name(scale: str, only: list[str] | tuple[str, ...] = ()) -> str:
+    """The stem of the two result files: ``"latest"`` for a complete full-scale run.
+
+    Args:
+        scale: ``"full"`` or ``"small"``.
+        only: the benchmarks run, if a subset (empty: all).
+
+    Returns:
+        ``"latest"``, or e.g. ``"latest-small"``, ``"latest-full-thread_page"``.
+    """
+    if scale == "full" and not only:
+        return "latest"
+    return "-".join(["latest", scale, *only])
+
+
 def write_report(run: dict[str, Any]) -> tuple[Path, Path]:
-    """Write ``run`` (``{"machine", "scale", "results", "notes", "seconds"}``); returns the two paths."""
+    """Write ``run`` (``{"machine", "scale", "results", "notes", "seconds"}``, optional ``"only"``).
+
+    Returns:
+        The JSON and markdown paths: ``RESULTS_DIR/{latest_name(scale, only)}.json`` and ``.md``.
+    """
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     results = run["results"]
     text = json.dumps(run, indent=2, sort_keys=True, default=str)
-    json_path = RESULTS_DIR / "latest.json"
+    stem = latest_name(run["scale"], run.get("only") or ())
+    json_path = RESULTS_DIR / f"{stem}.json"
     json_path.write_text(text + "\n", encoding="utf-8")
     stamp = run["machine"]["date"].replace(":", "").replace("-", "")[:15]
-    (RESULTS_DIR / f"run-{stamp}-{run['scale']}.json").write_text(text + "\n", encoding="utf-8")
+    label = "full" if stem == "latest" else stem.removeprefix("latest-")
+    (RESULTS_DIR / f"run-{stamp}-{label}.json").write_text(text + "\n", encoding="utf-8")
     machine = run["machine"]
     lines = [
         f"# Benchmarks ({run['scale']} scale, {machine['date']})",
@@ -72,6 +99,6 @@ def write_report(run: dict[str, Any]) -> tuple[Path, Path]:
     ]
     if run.get("notes"):
         lines += ["## Notes", "", *[f"- {n}" for n in run["notes"]], ""]
-    md_path = RESULTS_DIR / "latest.md"
+    md_path = RESULTS_DIR / f"{stem}.md"
     md_path.write_text("\n".join(lines), encoding="utf-8")
     return json_path, md_path

@@ -1,7 +1,9 @@
 """``python manage.py run_benchmarks [--scale small|full] [--only list,thread_page,convert,memory]``.
 
 Runs :mod:`benchmarks` (scratch Postgres databases, created and dropped) and
-writes ``benchmarks/results/latest.json`` and ``latest.md``. Full scale
+writes ``benchmarks/results/latest.json`` and ``latest.md`` (a small-scale
+or ``--only`` run writes ``latest-<scale>[-<names>].*`` instead, leaving the
+committed full-scale figures alone: :func:`benchmarks.report.latest_name`). Full scale
 seeds 100,000 threads and takes tens of minutes on two cores. A
 ``--pg-admin-url`` server that cannot be reached is reported at once (exit 1,
 libpq's reason, no traceback).
@@ -18,7 +20,7 @@ from dashboard.outages import redact
 
 
 class Command(BaseCommand):
-    help = "Run the scale and speed benchmarks and write benchmarks/results/latest.{json,md}."
+    help = "Run the scale and speed benchmarks and write benchmarks/results/latest.{json,md} (a small or --only run: latest-<scale>[-<names>].{json,md})."
 
     def add_arguments(self, parser):
         parser.add_argument("--scale", choices=("small", "full"), default="full")
