@@ -7,6 +7,7 @@ traceback) and says which service, where, why, and what to do::
     checkpoint_database_unavailable   psycopg.OperationalError (incl. the pool's PoolTimeout), raw
                                       sqlite3 errors (locked, unreadable, not a database): the saver's database
     checkpoint_tables_missing         the database has no LangGraph checkpoint tables
+    summary_tables_missing            the dashboard's dfa_* summary tables were dropped under this process
     checkpoint_database_permission    the database role may not do what was asked
     dashboard_database_unavailable    Django's OperationalError / InterfaceError (users, sessions, jobs), and its
                                       ProgrammingError when Postgres lacks a table or column (an unmigrated schema)
@@ -32,6 +33,7 @@ from kombu.utils.url import maybe_sanitize_url
 
 from deerflow.pool import ServerUnreachable
 from deerflow.savers import is_wal_file
+from deerflow.summary.schema import is_summary_table_missing
 
 __all__ = ["OUTAGES", "describe_outage", "is_outage", "redact"]
 
@@ -94,6 +96,8 @@ def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
     path, database = _checkpoint_database()
     url = getattr(database, "postgres_url", None) or ""
     where = _postgres_where(url)
+    if is_summary_table_missing(exc):
+        return _summary_tables_missing(exc)
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return ("checkpoint_tables_missing",
                 f"The checkpoint database at {where} has no LangGraph checkpoint tables ({_reason(exc)}).",
@@ -117,10 +121,19 @@ def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
             f"PostgreSQL at {where} is unreachable: {reason}. {_START}")
 
 
+def _summary_tables_missing(exc: BaseException) -> tuple[str, str, str]:
+    return ("summary_tables_missing",
+            f"The dashboard's thread summary tables in the checkpoint database are gone ({_reason(exc)}); "
+            "LangGraph's own tables are not affected.",
+            "Reload: the thread list recreates and rebuilds them (or run `python manage.py refresh_inventory`).")
+
+
 def _checkpoint_sqlite(exc: sqlite3.DatabaseError) -> tuple[str, str, str]:
     path, database = _checkpoint_database()
     file = database.sqlite_path() if database is not None and hasattr(database, "sqlite_path") else "deerflow.db"
     reason = _reason(exc)
+    if is_summary_table_missing(exc):
+        return _summary_tables_missing(exc)
     if "no such table" in reason:
         return ("checkpoint_tables_missing",
                 f"The SQLite checkpoint file {file} has no LangGraph checkpoint tables ({reason}).",

@@ -44,7 +44,7 @@ from typing import Any
 from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for, table_exists
 from deerflow.summary.cadences import replace_cadences
 from deerflow.summary.rows import recompute, upsert_rows
-from deerflow.summary.schema import access, ensure_schema
+from deerflow.summary.schema import access, ensure_schema, forget, is_summary_table_missing
 
 __all__ = ["Freshness", "RefreshReport", "ensure_fresh", "freshness", "id_floor", "readable", "refresh",
            "refresh_threads"]
@@ -315,8 +315,19 @@ def readable(saver: Any, *, refresh: bool = True) -> bool:
 
     False when this role cannot use the tables (:func:`deerflow.summary.schema.access` is
     ``"none"``), or may only read them and they were never built: callers then aggregate
-    LangGraph's tables live.
+    LangGraph's tables live. Tables dropped under this process are recreated (and
+    rebuilt) once, instead of failing every request until a restart.
     """
+    try:
+        return _readable(saver, refresh)
+    except Exception as exc:
+        if not is_summary_table_missing(exc):
+            raise
+        forget(saver)  # the tables were dropped under this process: migrate (and rebuild) again
+        return _readable(saver, refresh)
+
+
+def _readable(saver: Any, refresh: bool) -> bool:
     allowed = access(saver)
     if allowed == "write":
         if refresh:

@@ -29,7 +29,7 @@ from typing import Any
 from deerflow.sqlread import Tx, reader_for, table_exists
 
 __all__ = ["ACCESS_TTL_S", "MIGRATIONS", "OPTIONAL_STEPS", "SUMMARY_COLUMNS", "access", "ensure_schema",
-           "is_denied"]
+           "forget", "is_denied", "is_summary_table_missing"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,27 @@ def is_denied(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - psycopg is a dependency
         return False
     return isinstance(exc, (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction))
+
+
+def is_summary_table_missing(exc: BaseException) -> bool:
+    """True when ``exc`` says one of this package's ``dfa_*`` tables does not exist (dropped under a process)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return "no such table: dfa_" in str(exc)
+    try:
+        from psycopg import errors
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        return False
+    return isinstance(exc, errors.UndefinedTable) and '"dfa_' in str(exc)
+
+
+def forget(saver: Any) -> None:
+    """Forget what this process knows of ``saver``'s summary tables, so the next use migrates and probes again.
+
+    For tables dropped under a running process (an operator's cleanup, a
+    restore of LangGraph's tables alone): :func:`ensure_schema` recreates them.
+    """
+    _READY.discard(saver)
+    _ACCESS.pop(saver, None)
 
 
 def ensure_schema(saver: Any) -> None:

@@ -1,10 +1,12 @@
-"""Which of Django's Postgres ``ProgrammingError`` values are outages (:func:`dashboard.outages.is_outage`).
+"""Which database errors are outages, and what they are called (:mod:`dashboard.outages`).
 
 A missing table or column means the dashboard's migrations were not (all)
 applied: an operator's setup step, answered 503 with "run migrate". Any other
 ``ProgrammingError`` (bad SQL) is a bug in this code and must not be dressed up
 as an outage. The errors come from a real Postgres through a real Django
 connection, wrapped as Django wraps them.
+
+A dropped ``dfa_*`` summary table is not "no LangGraph checkpoint tables".
 """
 
 from __future__ import annotations
@@ -60,3 +62,28 @@ def test_other_sql_errors_are_bugs_not_outages(postgres_connection):
     assert isinstance(exc, db_utils.ProgrammingError)
     assert not is_outage(exc)
     assert describe_outage(exc) is None
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
+def test_a_dropped_summary_table_is_not_called_missing_checkpoint_tables(postgres_connection, tmp_path, dialect):
+    """LangGraph's tables are there; the dashboard's own dfa_* tables were dropped (the list recreates them)."""
+    import sqlite3
+
+    import psycopg
+
+    if dialect == "postgres":
+        with pytest.raises(psycopg.errors.UndefinedTable) as caught, psycopg.connect(_url(postgres_connection)) as conn:
+            conn.execute("SELECT * FROM dfa_summary_state")
+    else:
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            sqlite3.connect(tmp_path / "deerflow.db").execute("SELECT * FROM dfa_summary_state")
+    assert is_outage(caught.value)
+    code, detail, hint = describe_outage(caught.value)
+    assert code == "summary_tables_missing"
+    assert "dfa_summary_state" in detail and "LangGraph's own tables are not affected" in detail
+    assert hint.startswith("Reload: the thread list recreates and rebuilds them")
+
+
+def _url(connection) -> str:
+    s = connection.settings_dict
+    return f"postgresql://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
