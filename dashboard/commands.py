@@ -1,7 +1,7 @@
 """Management commands report setup errors the way the web pages do: detail and hint, no traceback.
 
-Every dashboard management command (except ``seed_threads``) subclasses
-:class:`DashboardCommand`. An error the web pages describe (the registry's
+Every dashboard management command subclasses :class:`DashboardCommand`.
+An error the web pages describe (the registry's
 :data:`~dashboard.errors.HANDLED` domain errors, ``ConfigError`` included, and
 the :data:`~dashboard.outages.OUTAGES`: an unreachable or unmigrated
 database, missing checkpoint tables, the broker) becomes a ``CommandError``
@@ -20,6 +20,9 @@ database config.yaml names (:func:`check_checkpoint_database`), so a wrong
 ``sqlite_dir``, a Postgres server that is down or a database that does not
 exist is reported at once with libpq's own reason (instead of a pool
 timeout after 10 s), and the ``memory`` backend is refused with one sentence.
+``seed_threads`` writes into databases that may have no tables yet: its
+:meth:`~DashboardCommand.preflight` checks the target its own way
+(:func:`deerflow.seed.check_target`).
 """
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ database's thread summary (:mod:`deerflow.summary`) is built, each batch also
 recomputes the summary rows of exactly its threads in the batch's own
 transaction: seeded ids are older than the summary's watermark, so a
 watermark refresh would never see them.
+
+Before anything runs, :func:`deerflow.seed.target.check_target` checks the
+target (a few seconds at most: an unreachable server, a missing database or
+schema, a ``sqlite_dir`` in a directory that does not exist).
 """
 
 from __future__ import annotations
@@ -46,13 +50,14 @@ from typing import Any
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer, postgres_connect_kwargs, sqlite_checkpoint_path
 from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
+from deerflow.seed.target import SeedTargetError, check_target
 from deerflow.seed.template import Template, record_template
 from deerflow.sqlread import SqlReader, Tx, reader_for, table_exists
 from deerflow.summary import access as summary_access
 from deerflow.summary.rows import recompute
 
-__all__ = ["MAX_TEMPLATES", "MAX_THREADS", "MAX_TURNS", "MODES", "SeedPlan", "SeedReport", "SeededThread",
-           "ThreadExistsError", "describe_database", "seed_threads"]
+__all__ = ["MAX_TEMPLATES", "MAX_THREADS", "MAX_TURNS", "MODES", "SeedPlan", "SeedReport", "SeedTargetError",
+           "SeededThread", "ThreadExistsError", "check_target", "describe_database", "seed_threads"]
 
 MODES = ("full", "delta", "mixed")
 _MIXED_WEIGHTS = {"full": 40, "delta": 45, "migrated": 10, "markerless": 5}
@@ -288,10 +293,11 @@ def seed_threads(database: DatabaseConfig, plan: SeedPlan,
                  progress: Callable[[SeedReport], None] | None = None, *, summarize: bool = True) -> SeedReport:
     """Write ``plan.threads`` threads into ``database`` (tables created if missing).
 
-    Nothing is written when a thread id of the plan already exists. With
-    ``summarize`` and a built thread summary, every batch recomputes the
-    summary rows of its own threads in its transaction (the rows and their
-    summary commit together); otherwise the summary is left alone.
+    The target is checked first (:func:`check_target`). Nothing is written
+    when a thread id of the plan already exists. With ``summarize`` and a
+    built thread summary, every batch recomputes the summary rows of its own
+    threads in its transaction (the rows and their summary commit together);
+    otherwise the summary is left alone.
 
     Args:
         database: a ``sqlite`` or ``postgres`` ``database:`` block.
@@ -307,6 +313,10 @@ def seed_threads(database: DatabaseConfig, plan: SeedPlan,
 
     Raises:
         ValueError: a bad plan, or the ``memory`` backend (nothing would persist).
+        SeedTargetError: (a ``ValueError``) ``sqlite_dir`` is in a directory that does not exist, or
+            the Postgres schema does not exist; nothing was written.
+        psycopg.OperationalError: the Postgres server or database cannot be reached (within
+            :data:`deerflow.seed.target.CONNECT_TIMEOUT_S`); nothing was written.
         ThreadExistsError: (a ``ValueError``) a thread id of the plan already has checkpoints;
             nothing was written. Ids depend on ``plan.seed`` only. (A thread another writer
             creates between the check and the load is not detected.)
@@ -314,8 +324,7 @@ def seed_threads(database: DatabaseConfig, plan: SeedPlan,
         psycopg.Error / sqlite3.Error: the database refused the rows.
     """
     plan.validate()
-    if database.backend not in ("sqlite", "postgres"):
-        raise ValueError("seeding needs a persistent backend (sqlite or postgres)")
+    check_target(database)
     started = time.monotonic()
     seed = str(plan.seed if plan.seed is not None else uuid.uuid4().hex)
     with open_checkpointer(database, create=True) as saver:  # LangGraph's own setup(): tables and migrations

@@ -5,7 +5,10 @@ environment built from scratch (:func:`tests.integration.helpers.dashboard_env`)
 as an operator would, against real services: config.yaml files that are
 missing or invalid, a Postgres database that does not exist, a closed port,
 a database without checkpoint tables, the memory backend, an unmigrated
-dashboard database. Every run must exit non-zero with ``CommandError: <detail>``
+dashboard database; for ``seed_threads``, which creates tables but not
+databases, schemas or parent directories, a missing schema and a
+``sqlite_dir`` in a directory that does not exist (answered in seconds,
+not after a pool timeout). Every run must exit non-zero with ``CommandError: <detail>``
 and a ``What to do: <hint>`` line on stderr (:mod:`dashboard.commands`), and
 no traceback.
 """
@@ -14,10 +17,12 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
@@ -32,8 +37,10 @@ CHECKPOINT_COMMANDS = {
     "conversion_backups": ["conversion_backups"],
     "convert_threads": ["convert_threads", "--to", "full", "--all", "--dry-run"],
 }
+#: ``seed_threads`` with a small plan: it writes the checkpoint database, creating its tables.
+SEED = ["seed_threads", "--threads", "3", "--turns-max", "2", "--templates", "1"]
 #: Commands that read config.yaml without opening the runtime's saver.
-CONFIG_COMMANDS = {**CHECKPOINT_COMMANDS, "load_demo_data": ["load_demo_data"]}
+CONFIG_COMMANDS = {**CHECKPOINT_COMMANDS, "load_demo_data": ["load_demo_data"], "seed_threads": SEED}
 #: Commands that use the dashboard's own database.
 DASHBOARD_DB_COMMANDS = {
     "audit_modes": ["audit_modes"],
@@ -131,6 +138,22 @@ def test_the_memory_backend_is_refused_in_one_sentence(tmp_path, command):
     assert "TypeError" not in proc.stderr
 
 
+def test_seed_threads_refuses_a_sqlite_dir_in_a_missing_directory(tmp_path):
+    typo = tmp_path / "dta" / "data"
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(typo)))
+    proc = manage(SEED, _env(tmp_path, config))
+    assert_clean_error(proc, f"{config}: the parent directory {typo.parent} of database.sqlite_dir",
+                       f"Fix database.sqlite_dir (a typo?), or create {typo.parent} first")
+    assert not typo.parent.exists() and "Seeding" not in proc.stdout
+
+
+def test_seed_threads_refuses_the_memory_backend(tmp_path):
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="memory"))
+    proc = manage(SEED, _env(tmp_path, config))
+    assert_clean_error(proc, "This command needs the SQLite or Postgres backend",
+                       f"{config} sets database.backend: memory")
+
+
 # -- PostgreSQL ------------------------------------------------------------------------------------
 
 
@@ -163,6 +186,56 @@ def test_a_postgres_database_without_checkpoint_tables(tmp_path, empty_database,
     proc = manage(CHECKPOINT_COMMANDS[command], _env(tmp_path, config))
     assert_clean_error(proc, "has no LangGraph checkpoint tables", 'relation "checkpoints" does not exist',
                        f"Point database.postgres_url in {config}")
+
+
+def _timed_manage(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    proc = manage(args, env)
+    return proc, time.monotonic() - started
+
+
+@pytest.mark.postgres
+def test_seed_threads_into_a_postgres_database_that_does_not_exist(tmp_path):
+    name = f"dfa_no_such_db_{uuid.uuid4().hex[:10]}"
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="postgres", postgres_url=url))
+    proc, seconds = _timed_manage(SEED, _env(tmp_path, config))
+    assert_clean_error(proc, f"database.postgres_url in {config}", f'PostgreSQL at 127.0.0.1:5432 answers, but '
+                       f'database "{name}" does not exist: the seeder creates LangGraph\'s tables, not the database',
+                       f'Create it (CREATE DATABASE "{name}";')
+    assert "PoolTimeout" not in proc.stderr and "Seeding" not in proc.stdout
+    assert seconds < 15, seconds  # not the pool's 30 s timeout
+
+
+@pytest.mark.postgres
+def test_seed_threads_into_postgres_on_a_closed_port(tmp_path):
+    url = "postgresql://postgres@127.0.0.1:1/deerflow"
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="postgres", postgres_url=url))
+    proc, seconds = _timed_manage(SEED, _env(tmp_path, config))
+    assert_clean_error(proc, f"database.postgres_url in {config}",
+                       "PostgreSQL at 127.0.0.1:1 is unreachable: Connection refused")
+    assert "PoolTimeout" not in proc.stderr and "ServerUnreachable" not in proc.stderr
+    assert seconds < 15, seconds
+
+
+@pytest.mark.postgres
+def test_seed_threads_into_a_postgres_schema_that_does_not_exist(tmp_path):
+    name, url = fixtures_real.create_database("dfa_cmd_schema")
+    try:
+        config = tmp_path / "config.yaml"
+        config.write_text(f"database:\n  backend: postgres\n  postgres_url: {url}\n  postgres_schema: dfa_nosuch\n",
+                          encoding="utf-8")
+        proc, seconds = _timed_manage(SEED, _env(tmp_path, config))
+        assert_clean_error(proc, f"{config}: database.postgres_schema names schema 'dfa_nosuch', which does not "
+                           f"exist in database {name} on 127.0.0.1:5432",
+                           "Create it (CREATE SCHEMA dfa_nosuch;) or fix database.postgres_schema")
+        assert "InvalidSchemaName" not in proc.stderr and seconds < 15, seconds
+        with psycopg.connect(url) as conn:  # nothing was created, not even a template's scratch schema
+            assert conn.execute("SELECT COUNT(*) FROM pg_tables WHERE schemaname NOT IN "
+                                "('pg_catalog', 'information_schema')").fetchone() == (0,)
+            assert conn.execute("SELECT COUNT(*) FROM pg_namespace WHERE nspname LIKE 'dfa_%'").fetchone() == (0,)
+    finally:
+        fixtures_real.drop_database(name)
 
 
 @pytest.mark.postgres

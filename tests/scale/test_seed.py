@@ -213,3 +213,63 @@ def test_an_existing_thread_id_is_refused_before_anything_is_written(seeded, bac
         seed_threads(database, SeedPlan(threads=3, turns_min=1, turns_max=2, mode="delta", seed="later",
                                         templates=1, batch_threads=1))
     assert _count(database) == before
+
+
+# -- the target: checked before anything runs ------------------------------------------------------
+
+
+def test_a_sqlite_dir_in_a_missing_directory_is_refused_and_nothing_is_created(tmp_path):
+    from deerflow.config.database_config import DatabaseConfig
+    from deerflow.seed import SeedTargetError
+
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "typo" / "data"))
+    with pytest.raises(SeedTargetError, match=f"the parent directory {tmp_path / 'typo'} of database.sqlite_dir") \
+            as caught:
+        seed_threads(database, SeedPlan(threads=1, turns_min=1, turns_max=1))
+    assert caught.value.key == "database.sqlite_dir" and "create" in caught.value.remedy
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_sqlite_dir_in_an_existing_directory_is_created(tmp_path):
+    from deerflow.config.database_config import DatabaseConfig
+
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "data"))
+    report = seed_threads(database, SeedPlan(threads=2, turns_min=1, turns_max=1, templates=1, seed="new-dir"))
+    assert report.threads == 2 and _count(database) == report.checkpoints
+
+
+@pytest.mark.postgres
+def test_a_missing_postgres_schema_is_refused_before_anything_is_written():
+    from deerflow.config.database_config import DatabaseConfig
+    from deerflow.seed import SeedTargetError
+    from tests import fixtures_real
+
+    name, url = fixtures_real.create_database("dfa_seed_schema")
+    try:
+        database = DatabaseConfig(backend="postgres", postgres_url=url, postgres_schema="dfa_nosuch")
+        with pytest.raises(SeedTargetError, match=f"schema 'dfa_nosuch', which does not exist in database {name}"):
+            seed_threads(database, SeedPlan(threads=1, turns_min=1, turns_max=1))
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA dfa_nosuch")
+        report = seed_threads(database, SeedPlan(threads=2, turns_min=1, turns_max=1, templates=1))
+        with psycopg.connect(url) as conn:  # the configured schema, not public
+            assert conn.execute("SELECT COUNT(DISTINCT thread_id) FROM dfa_nosuch.checkpoints").fetchone() == (2,)
+        assert report.threads == 2
+    finally:
+        fixtures_real.drop_database(name)
+
+
+@pytest.mark.postgres
+def test_an_unreachable_server_fails_in_seconds():
+    import time
+
+    from deerflow.config.database_config import DatabaseConfig
+
+    database = DatabaseConfig(backend="postgres", postgres_url="postgresql://postgres@127.0.0.1:1/deerflow")
+    started = time.monotonic()
+    with pytest.raises(psycopg.OperationalError, match="Connection refused"):
+        seed_threads(database, SeedPlan(threads=1, turns_min=1, turns_max=1))
+    assert time.monotonic() - started < 5  # not the pool's 30 s timeout
+

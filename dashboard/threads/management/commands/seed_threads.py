@@ -5,22 +5,47 @@ names (see :mod:`deerflow.seed`) and keeps the thread summary current: when
 it is built, each batch recomputes the rows of exactly the threads it wrote
 (seeded checkpoint ids are older than the summary's watermark, which a
 watermark refresh never looks below); otherwise the summary is built whole
-afterwards. Refuses, before writing anything, a thread id that already exists
-(the same ``--seed`` twice), and arguments past the bounds below.
+afterwards.
+
+Refuses, before anything runs, arguments past the bounds below; then, like
+every :class:`~dashboard.commands.DashboardCommand`, reports a bad
+config.yaml or an unreachable database in a few seconds as ``CommandError:
+<detail>`` and ``What to do: <hint>`` (exit 1), with a check of its own
+(:func:`deerflow.seed.check_target`, not the readers' check: the tables may
+not exist yet): a missing Postgres database or schema, or a ``sqlite_dir``
+in a directory that does not exist, is refused, never created. A thread id
+that already exists (the same ``--seed`` twice) is refused before anything
+is written.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from dashboard.commands import MEMORY_BACKEND_MESSAGE, DashboardCommand
+from dashboard.errors import describe
+from dashboard.runtime import startup
 from deerflow import summary
-from deerflow.config import load_config
-from deerflow.errors import ConfigError
+from deerflow.config import LoadedConfig, load_config
+from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer
-from deerflow.seed import MAX_THREADS, MODES, SeedPlan, ThreadExistsError, describe_database, seed_threads
+from deerflow.seed import (
+    MAX_THREADS,
+    MODES,
+    SeedPlan,
+    SeedReport,
+    SeedTargetError,
+    ThreadExistsError,
+    check_target,
+    describe_database,
+    seed_threads,
+)
 
 #: Most turns per thread. Every thread copies a recorded template run of ``--turns-max`` turns, and
 #: a run's stored bytes grow with the square of its turns (each snapshot rewrites the history):
@@ -36,7 +61,21 @@ BOUNDS = (("threads", 1, MAX_THREADS), ("turns_min", 1, MAX_TURNS), ("turns_max"
           ("snapshot_frequency", 1, MAX_SNAPSHOT_FREQUENCY), ("templates", 1, MAX_TEMPLATES))
 
 
-class Command(BaseCommand):
+def check_arguments(opts: dict[str, Any]) -> None:
+    """Refuse options past :data:`BOUNDS`, or ``--turns-min`` above ``--turns-max``, naming the flags.
+
+    Raises:
+        CommandError: the first bad option, its bounds and the value given.
+    """
+    for name, low, high in BOUNDS:
+        if not low <= opts[name] <= high:
+            raise CommandError(f"--{name.replace('_', '-')} must be between {low} and {high:,}; got {opts[name]:,}")
+    if opts["turns_min"] > opts["turns_max"]:
+        raise CommandError(f"--turns-min must not be greater than --turns-max; got --turns-min {opts['turns_min']} "
+                           f"and --turns-max {opts['turns_max']}")
+
+
+class Command(DashboardCommand):
     help = ("Write N realistic synthetic threads into the configured checkpoint database (bulk, LangGraph's own "
             "rows) and summarize them. Never adds checkpoints to an existing thread: a --seed whose thread ids "
             "exist is refused before anything is written.")
@@ -57,19 +96,46 @@ class Command(BaseCommand):
                             help=f"distinct recorded thread shapes (1..{MAX_TEMPLATES})")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    def handle(self, *args, **opts):
-        for name, low, high in BOUNDS:
-            if not low <= opts[name] <= high:
-                raise CommandError(f"--{name.replace('_', '-')} must be between {low} and {high:,}; "
-                                   f"got {opts[name]:,}")
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Arguments first (:func:`check_arguments`), then ``DashboardCommand.execute``.
+
+        Raises:
+            CommandError: bad arguments or a described error (exit 1).
+        """
+        check_arguments(options)
+        return super().execute(*args, **options)
+
+    def preflight(self) -> None:
+        """Load config.yaml and check the target database (:func:`deerflow.seed.check_target`).
+
+        Raises:
+            ConfigError: config.yaml is missing or invalid (described by ``DashboardCommand``).
+            CommandError: the ``memory`` backend, a missing Postgres database, schema or parent of
+                ``sqlite_dir``.
+            psycopg.OperationalError: the server is unreachable (described by ``DashboardCommand``).
+        """
+        # Like the web and worker processes: outage messages (dashboard.outages) name this config.yaml.
+        startup(settings.DEER_FLOW_CONFIG_PATH)
+        self.config = load_config(settings.DEER_FLOW_CONFIG_PATH)
+        database = self.config.database
+        if database.backend == "memory":
+            raise CommandError(MEMORY_BACKEND_MESSAGE.format(path=self.config.path))
         try:
-            database = load_config(settings.DEER_FLOW_CONFIG_PATH).database
-        except ConfigError as exc:
-            raise CommandError(str(exc)) from exc
+            check_target(database)
+        except SeedTargetError as exc:
+            raise CommandError(f"{self.config.path}: {exc.problem}.\n"
+                               f"What to do: {exc.remedy}") from exc
+        except psycopg.OperationalError as exc:
+            if (missing := _missing_database(exc)) is None:
+                raise
+            raise CommandError(_missing_database_message(exc, missing, self.config)) from exc
+
+    def handle(self, *args, **opts):
+        database = self.config.database
         plan = SeedPlan(threads=opts["threads"], turns_min=opts["turns_min"], turns_max=opts["turns_max"],
                         mode=opts["mode"], snapshot_frequency=opts["snapshot_frequency"], seed=opts["seed"],
                         templates=opts["templates"])
-        if not opts["json"] and database.backend in ("sqlite", "postgres"):
+        if not opts["json"]:
             self.stdout.write(f"Seeding {plan.threads:,} threads into {describe_database(database)}: recording "
                               f"up to {min(plan.templates, plan.threads)} template run(s) of {plan.turns_max} "
                               "turns first.")
@@ -80,12 +146,7 @@ class Command(BaseCommand):
                                "(this command never adds checkpoints to existing threads)") from exc
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        if report.summarized:
-            # The summary was built: every batch recomputed its own threads' rows as it committed.
-            result = {"kind": "seeded", "threads": report.summarized, "seconds": report.summary_seconds}
-        else:
-            with open_checkpointer(database) as saver:
-                result = summary.refresh(saver).as_dict()  # never built: this builds every row
+        result = self._summarize(report, database)
         if opts["json"]:
             self.stdout.write(json.dumps({"seed": report.as_dict(), "summary": result}, indent=2))
             return
@@ -97,8 +158,31 @@ class Command(BaseCommand):
         how = "with their rows" if result["kind"] == "seeded" else f"{result['kind']} refresh"
         self.stdout.write(f"Summary refreshed: {result['threads']} threads ({how}) in {result['seconds']:.2f} s.")
 
+    def _summarize(self, report: SeedReport, database: DatabaseConfig) -> dict[str, Any]:
+        """The summary's part of the report; builds the summary when it was not built."""
+        if report.summarized:
+            # The summary was built: every batch recomputed its own threads' rows as it committed.
+            return {"kind": "seeded", "threads": report.summarized, "seconds": report.summary_seconds}
+        with open_checkpointer(database) as saver:
+            return summary.refresh(saver).as_dict()  # never built: this builds every row
+
     def _progress(self, report) -> None:
         if not report.threads:
             self.stdout.write(f"  templates recorded in {report.record_seconds:.1f} s")
             return
         self.stdout.write(f"  {report.threads} threads, {report.checkpoints} checkpoints, {report.seconds:.1f} s")
+
+
+def _missing_database(exc: psycopg.OperationalError) -> str | None:
+    """The database name when the server answered that the URL's database does not exist."""
+    found = re.search(r'database "([^"]+)" does not exist', str(exc))
+    return found.group(1) if found else None
+
+
+def _missing_database_message(exc: psycopg.OperationalError, name: str, config: LoadedConfig) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(config.database.postgres_url or "")
+    where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
+    return (f"{describe(exc).detail}\nWhat to do: PostgreSQL at {where} answers, but database \"{name}\" does not "
+            f"exist: the seeder creates LangGraph's tables, not the database. Create it (CREATE DATABASE "
+            f"\"{name}\"; or createdb {name}) or point database.postgres_url in {config.path} at an existing "
+            "database.")
