@@ -30,6 +30,9 @@ watermark refresh would never see them.
 Before anything runs, :func:`deerflow.seed.target.check_target` checks the
 target (a few seconds at most: an unreachable server, a missing database or
 schema, a ``sqlite_dir`` in a directory that does not exist).
+Batches commit whole: an interrupted seed (Ctrl-C, :class:`SeedInterrupted`)
+commits the batches it reported, each with its summary rows, and stops; its
+ids are then taken, so it is re-run with another seed.
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ from deerflow.sqlread import SqlReader, Tx, reader_for, table_exists
 from deerflow.summary import access as summary_access
 from deerflow.summary.rows import recompute
 
-__all__ = ["MAX_TEMPLATES", "MAX_THREADS", "MAX_TURNS", "MODES", "SeedPlan", "SeedReport", "SeedTargetError",
-           "SeededThread", "ThreadExistsError", "check_target", "describe_database", "seed_threads"]
+__all__ = ["MAX_TEMPLATES", "MAX_THREADS", "MAX_TURNS", "MODES", "SeedInterrupted", "SeedPlan", "SeedReport",
+           "SeedTargetError", "SeededThread", "ThreadExistsError", "check_target", "describe_database", "seed_threads"]
 
 MODES = ("full", "delta", "mixed")
 _MIXED_WEIGHTS = {"full": 40, "delta": 45, "migrated": 10, "markerless": 5}
@@ -167,6 +170,7 @@ class SeedReport:
             0 when the summary was not built yet -- its first refresh builds every row -- or
             with ``summarize=False``).
         summary_seconds: of ``seconds``, spent recomputing those rows (seconds).
+        batches: transactions committed (count; each holds whole threads and their summary rows).
     """
 
     threads: int = 0
@@ -180,6 +184,7 @@ class SeedReport:
     samples: list[SeededThread] = field(default_factory=list)
     summarized: int = 0
     summary_seconds: float = 0.0
+    batches: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy."""
@@ -245,6 +250,30 @@ class ThreadExistsError(ValueError):
         self.where = where
         super().__init__(f"thread {thread_id} already exists in {where}: use another seed "
                          "(seeding never adds checkpoints to existing threads)")
+
+
+class SeedInterrupted(KeyboardInterrupt):
+    """The seed was interrupted (Ctrl-C): the batches committed before stay, nothing else was written.
+
+    Raised by :func:`seed_threads` in place of the ``KeyboardInterrupt``
+    (a subclass, so callers that do not know it still stop). Every batch
+    already handed to the writer -- every batch a ``progress`` report
+    counted, at most two of them still uncommitted -- is committed first;
+    nothing else is written. Each committed batch holds whole threads and,
+    with a built summary, their summary rows. The seed's ids of the
+    committed threads now exist, so the same seed is refused next time.
+
+    Attributes:
+        report: what was committed (:class:`SeedReport`: ``threads``, ``checkpoints``, ``writes``,
+            ``blobs``, ``bytes``, ``batches``, ``summarized``; ``samples`` and ``by_kind`` empty).
+        where: the database, for messages (:func:`describe_database`).
+    """
+
+    def __init__(self, report: SeedReport, where: str):
+        super().__init__(f"seed interrupted after {report.threads} threads in {report.batches} batches "
+                         f"were committed to {where}")
+        self.report = report
+        self.where = where
 
 
 def describe_database(database: DatabaseConfig) -> str:
@@ -317,6 +346,7 @@ def seed_threads(database: DatabaseConfig, plan: SeedPlan,
             the Postgres schema does not exist; nothing was written.
         psycopg.OperationalError: the Postgres server or database cannot be reached (within
             :data:`deerflow.seed.target.CONNECT_TIMEOUT_S`); nothing was written.
+        SeedInterrupted: (a ``KeyboardInterrupt``) interrupted; carries what was committed.
         ThreadExistsError: (a ``ValueError``) a thread id of the plan already has checkpoints;
             nothing was written. Ids depend on ``plan.seed`` only. (A thread another writer
             creates between the check and the load is not detected.)
@@ -327,18 +357,25 @@ def seed_threads(database: DatabaseConfig, plan: SeedPlan,
     check_target(database)
     started = time.monotonic()
     seed = str(plan.seed if plan.seed is not None else uuid.uuid4().hex)
-    with open_checkpointer(database, create=True) as saver:  # LangGraph's own setup(): tables and migrations
-        reader = reader_for(saver) if summarize and _summary_built(saver) else None
-        with _Writer(database, reader) as writer:
-            _refuse_existing(writer.conn, writer.dialect, database, seed, plan.threads)
-            writer.conn.commit()  # no transaction stays open while templates are recorded
-            templates = _record_all(database, plan, seed)
-            prepared = {t.key: PreparedTemplate(t) for t in templates}
-            report = SeedReport(record_seconds=round(time.monotonic() - started, 3))
-            if progress:
-                progress(report)
-            _write_all(writer, plan, templates, prepared, report, seed, started, progress)
-    report.summarized, report.summary_seconds = writer.summarized, round(writer.summary_seconds, 3)
+    writer: _Writer | None = None
+    try:
+        with open_checkpointer(database, create=True) as saver:  # LangGraph's own setup(): tables and migrations
+            reader = reader_for(saver) if summarize and _summary_built(saver) else None
+            with _Writer(database, reader) as writer:
+                _refuse_existing(writer.conn, writer.dialect, database, seed, plan.threads)
+                writer.conn.commit()  # no transaction stays open while templates are recorded
+                templates = _record_all(database, plan, seed)
+                prepared = {t.key: PreparedTemplate(t) for t in templates}
+                report = SeedReport(record_seconds=round(time.monotonic() - started, 3))
+                if progress:
+                    progress(report)
+                _write_all(writer, plan, templates, prepared, report, seed, started, progress)
+        report.summarized, report.summary_seconds = writer.summarized, round(writer.summary_seconds, 3)
+        report.batches = writer.committed.batches
+    except KeyboardInterrupt as exc:
+        committed = writer.committed if writer is not None else SeedReport()
+        committed.seconds = round(time.monotonic() - started, 3)
+        raise SeedInterrupted(committed, describe_database(database)) from exc
     report.seconds = round(time.monotonic() - started, 3)
     return report
 
@@ -394,6 +431,9 @@ class _Writer:
     is re-raised by the next :meth:`submit` or on exit. With a ``summary``
     reader, each transaction also recomputes the summary rows of the batch's
     threads (:func:`deerflow.summary.rows.recompute`) before committing.
+    Leaving the block, even on an exception (Ctrl-C), first commits every
+    batch submitted (at most two: the one being written and the one
+    waiting); :attr:`committed` counts what committed.
     """
 
     def __init__(self, database: DatabaseConfig, summary: SqlReader | None = None):
@@ -402,6 +442,7 @@ class _Writer:
         self.summary = summary
         self.summarized = 0
         self.summary_seconds = 0.0
+        self.committed = SeedReport()
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="dfa-seed-writer", daemon=True)
@@ -439,11 +480,22 @@ class _Writer:
                     batch.copy_into(self.conn)
                     self._summarize(ids)
                     self.conn.commit()
+                self._count(batch, len(ids))
             except BaseException as exc:  # noqa: BLE001 - handed to the submitting thread
                 self.error = exc
                 if self.dialect == "postgres":
                     with contextlib.suppress(Exception):
                         self.conn.rollback()
+
+    def _count(self, batch: Any, threads: int) -> None:
+        done = self.committed
+        done.threads += threads
+        done.checkpoints += batch.counts[0]
+        done.writes += batch.counts[1]
+        done.blobs += batch.counts[2]
+        done.bytes += batch.pending_bytes
+        done.batches += 1
+        done.summarized = self.summarized
 
     def _summarize(self, ids: list[str]) -> None:
         if self.summary is None:

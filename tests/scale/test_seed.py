@@ -235,7 +235,7 @@ def test_a_missing_sqlite_dir_in_an_existing_directory_is_created(tmp_path):
 
     database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "data"))
     report = seed_threads(database, SeedPlan(threads=2, turns_min=1, turns_max=1, templates=1, seed="new-dir"))
-    assert report.threads == 2 and _count(database) == report.checkpoints
+    assert report.threads == 2 and report.batches == 1 and _count(database) == report.checkpoints
 
 
 @pytest.mark.postgres
@@ -272,4 +272,46 @@ def test_an_unreachable_server_fails_in_seconds():
     with pytest.raises(psycopg.OperationalError, match="Connection refused"):
         seed_threads(database, SeedPlan(threads=1, turns_min=1, turns_max=1))
     assert time.monotonic() - started < 5  # not the pool's 30 s timeout
+
+
+# -- interrupted: whole batches, each with its summary rows ----------------------------------------
+
+
+def _threads_and_summary(database) -> tuple[int, int, int, int]:
+    """(threads with checkpoints, checkpoints, summary rows, checkpoints the summary counts)."""
+    sql = ["SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints",
+           "SELECT COUNT(*), COALESCE(SUM(checkpoint_count), 0) FROM dfa_thread_summary"]
+    if database.backend == "postgres":
+        with psycopg.connect(database.postgres_url) as conn:
+            return (*conn.execute(sql[0]).fetchone(), *conn.execute(sql[1]).fetchone())
+    with sqlite3.connect(str(database.sqlite_path())) as conn:
+        return (*conn.execute(sql[0]).fetchone(), *conn.execute(sql[1]).fetchone())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_interrupted_seed_keeps_whole_batches_with_their_summary_rows(seeded, backend):
+    from deerflow import summary
+    from deerflow.seed import SeedInterrupted, ThreadExistsError, _thread_ids
+
+    database, first = seeded(backend, threads=5, mode="delta", seed="before")
+    with open_checkpointer(database) as saver:
+        summary.refresh(saver)  # built: each batch now writes its threads' summary rows too
+
+    def ctrl_c(report):
+        if report.threads >= 15:  # three batches reported; the writer may be one or two behind
+            raise KeyboardInterrupt
+
+    plan = SeedPlan(threads=200, turns_min=1, turns_max=2, mode="delta", seed="cut", templates=1, batch_threads=5)
+    with pytest.raises(SeedInterrupted, match="seed interrupted after") as caught:
+        seed_threads(database, plan, ctrl_c)
+    got = caught.value.report
+    assert isinstance(caught.value, KeyboardInterrupt) and caught.value.where.split()[0] in ("SQLite", "Postgres")
+    assert (got.batches, got.threads, got.summarized) == (3, 15, 15)  # every reported batch, no other
+    threads, checkpoints, rows, counted = _threads_and_summary(database)
+    assert (threads, checkpoints) == (5 + got.threads, first.checkpoints + got.checkpoints)
+    assert (rows, counted) == (threads, checkpoints)  # the summary holds exactly the committed threads
+    with pytest.raises(ThreadExistsError) as again:  # the same seed is refused: its first ids exist
+        seed_threads(database, plan)
+    assert again.value.thread_id in list(_thread_ids("cut", got.threads))
+    assert _threads_and_summary(database) == (threads, checkpoints, rows, counted)
 

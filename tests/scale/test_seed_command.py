@@ -1,5 +1,9 @@
 """``python manage.py seed_threads`` as an operator runs it: a subprocess, real SQLite and Postgres databases.
 
+* Ctrl-C (SIGINT after the first batch is reported) ends with one message,
+  no traceback, exit 130: the threads committed (whole batches, each with
+  its summary rows: the summary matches the checkpoints exactly), and that
+  a re-run needs another ``--seed`` (the same one is refused);
 * ``--turns-min`` above ``--turns-max`` is refused by flag name before
   anything runs.
 """
@@ -75,6 +79,32 @@ def _interrupt_after_first_batch(args: list[str], env: dict[str, str]) -> tuple[
         time.monotonic() - interrupted
 
 
+@pytest.mark.parametrize("target", BACKENDS, indirect=True)
+def test_ctrl_c_keeps_whole_batches_and_says_to_change_the_seed(target):
+    database, env = target
+    helpers.run_manage(["seed_threads", "--threads", "5", "--turns-max", "2", "--templates", "1", "--seed", "first"],
+                       env)  # builds the summary: batches from now on write their threads' rows too
+    proc, seconds = _interrupt_after_first_batch(LONG, env)
+    where = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.returncode == 130, where
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, where
+    found = re.search(r"CommandError: Interrupted: ([\d,]+) threads \(([\d,]+) checkpoints\) in (\d+) whole batch(es)? "
+                      r"were committed to (SQLite file|Postgres database) .* with their thread summary rows; nothing "
+                      r"else was written\.\nWhat to do: the committed threads stay\. To write more, run the command "
+                      r"again with a different --seed \(this seed's thread ids now exist, so it is refused\)\.",
+                      proc.stderr)
+    assert found, where
+    threads, checkpoints, batches = (int(found.group(i).replace(",", "")) for i in (1, 2, 3))
+    assert 1 <= batches and threads == 1000 * batches < 50_000 and seconds < 30, where
+    (seeded, rows), = _query(database, "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints")
+    summary = _query(database, "SELECT COUNT(*), SUM(checkpoint_count) FROM dfa_thread_summary")[0]
+    assert seeded == 5 + threads and summary == (seeded, rows), where
+    again = manage(LONG, env)
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr
+    assert re.search(r"CommandError: thread [0-9a-f-]{36} already exists in .*: use another --seed", again.stderr)
+    assert _query(database, "SELECT COUNT(*) FROM checkpoints") == [(rows,)]
+
+
 def test_turns_min_above_turns_max_is_refused_by_flag_name_before_anything_runs(tmp_path):
     data = tmp_path / "data"
     config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(data)))
@@ -86,3 +116,15 @@ def test_turns_min_above_turns_max_is_refused_by_flag_name_before_anything_runs(
         in proc.stderr
     assert "turns_min" not in proc.stderr and proc.stdout == "" and not data.exists()
 
+
+def test_interrupted_message_names_what_was_committed():
+    from dashboard.threads.management.commands.seed_threads import interrupted_message
+    from deerflow.seed import SeedReport
+
+    nothing = interrupted_message(SeedReport(), "SQLite file x.db")
+    assert nothing.startswith("Interrupted before any thread was committed to SQLite file x.db; nothing was written.")
+    assert "the same --seed is fine" in nothing
+    some = interrupted_message(SeedReport(threads=2000, checkpoints=17_000, batches=2), "SQLite file x.db")
+    assert some.startswith("Interrupted: 2,000 threads (17,000 checkpoints) in 2 whole batches were committed to "
+                           "SQLite file x.db; nothing else was written.\nWhat to do:")
+    assert "with a different --seed" in some

@@ -15,7 +15,7 @@ config.yaml or an unreachable database in a few seconds as ``CommandError:
 not exist yet): a missing Postgres database or schema, or a ``sqlite_dir``
 in a directory that does not exist, is refused, never created. A thread id
 that already exists (the same ``--seed`` twice) is refused before anything
-is written.
+is written. Ctrl-C ends with what was committed (whole batches) and exit 130.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from deerflow.savers import open_checkpointer
 from deerflow.seed import (
     MAX_THREADS,
     MODES,
+    SeedInterrupted,
     SeedPlan,
     SeedReport,
     SeedTargetError,
@@ -59,6 +60,8 @@ MAX_SNAPSHOT_FREQUENCY = 10_000
 #: ``(option, lowest, highest)``, checked before anything runs.
 BOUNDS = (("threads", 1, MAX_THREADS), ("turns_min", 1, MAX_TURNS), ("turns_max", 1, MAX_TURNS),
           ("snapshot_frequency", 1, MAX_SNAPSHOT_FREQUENCY), ("templates", 1, MAX_TEMPLATES))
+#: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
+INTERRUPTED = 130
 
 
 def check_arguments(opts: dict[str, Any]) -> None:
@@ -97,13 +100,26 @@ class Command(DashboardCommand):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def execute(self, *args: Any, **options: Any) -> Any:
-        """Arguments first (:func:`check_arguments`), then ``DashboardCommand.execute``.
+        """Arguments first (:func:`check_arguments`), then ``DashboardCommand.execute``; Ctrl-C is one message.
 
         Raises:
-            CommandError: bad arguments or a described error (exit 1).
+            CommandError: bad arguments or a described error (exit 1); interrupted (exit :data:`INTERRUPTED`).
         """
         check_arguments(options)
-        return super().execute(*args, **options)
+        self.seeded: SeedReport | None = None
+        try:
+            return super().execute(*args, **options)
+        except SeedInterrupted as exc:
+            raise CommandError(interrupted_message(exc.report, exc.where), returncode=INTERRUPTED) from exc
+        except KeyboardInterrupt as exc:
+            if self.seeded is None:
+                message = "Interrupted before seeding started; nothing was written.\nWhat to do: run the command again."
+            else:  # while the summary was built or the report printed
+                message = (f"Interrupted after all {self.seeded.threads:,} threads were committed to "
+                           f"{describe_database(self.config.database)}; the thread summary may not be built yet.\n"
+                           "What to do: run `python manage.py refresh_inventory` (the thread list also builds the "
+                           "summary on its first request).")
+            raise CommandError(message, returncode=INTERRUPTED) from exc
 
     def preflight(self) -> None:
         """Load config.yaml and check the target database (:func:`deerflow.seed.check_target`).
@@ -146,6 +162,7 @@ class Command(DashboardCommand):
                                "(this command never adds checkpoints to existing threads)") from exc
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        self.seeded = report
         result = self._summarize(report, database)
         if opts["json"]:
             self.stdout.write(json.dumps({"seed": report.as_dict(), "summary": result}, indent=2))
@@ -171,6 +188,19 @@ class Command(DashboardCommand):
             self.stdout.write(f"  templates recorded in {report.record_seconds:.1f} s")
             return
         self.stdout.write(f"  {report.threads} threads, {report.checkpoints} checkpoints, {report.seconds:.1f} s")
+
+
+def interrupted_message(report: SeedReport, where: str) -> str:
+    """The ``CommandError`` text after Ctrl-C: what was committed, and that a re-run needs another ``--seed``."""
+    if not report.batches:
+        return (f"Interrupted before any thread was committed to {where}; nothing was written.\n"
+                "What to do: run the command again (the same --seed is fine: none of its threads exist).")
+    rows = " with their thread summary rows" if report.summarized else ""
+    batches = f"{report.batches:,} whole batch{'es' if report.batches > 1 else ''}"
+    return (f"Interrupted: {report.threads:,} threads ({report.checkpoints:,} checkpoints) in {batches} were "
+            f"committed to {where}{rows}; nothing else was written.\n"
+            "What to do: the committed threads stay. To write more, run the command again with a different --seed "
+            "(this seed's thread ids now exist, so it is refused).")
 
 
 def _missing_database(exc: psycopg.OperationalError) -> str | None:
