@@ -29,7 +29,8 @@ watermark refresh would never see them.
 
 Before anything runs, :func:`deerflow.seed.target.check_target` checks the
 target (a few seconds at most: an unreachable server, a missing database or
-schema, a ``sqlite_dir`` in a directory that does not exist).
+schema, a ``sqlite_dir`` in a directory that does not exist); after the last
+batch, the loaded tables are analyzed (:func:`deerflow.seed.target.analyze`).
 Batches commit whole: an interrupted seed (Ctrl-C, :class:`SeedInterrupted`)
 commits the batches it reported, each with its summary rows, and stops; its
 ids are then taken, so it is re-run with another seed.
@@ -53,7 +54,7 @@ from typing import Any
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer, postgres_connect_kwargs, sqlite_checkpoint_path
 from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
-from deerflow.seed.target import SeedTargetError, check_target
+from deerflow.seed.target import SeedTargetError, analyze, check_target, loaded_tables
 from deerflow.seed.template import Template, record_template
 from deerflow.sqlread import SqlReader, Tx, reader_for, table_exists
 from deerflow.summary import access as summary_access
@@ -171,6 +172,7 @@ class SeedReport:
             with ``summarize=False``).
         summary_seconds: of ``seconds``, spent recomputing those rows (seconds).
         batches: transactions committed (count; each holds whole threads and their summary rows).
+        analyze_seconds: of ``seconds``, spent analyzing the loaded tables (seconds).
     """
 
     threads: int = 0
@@ -185,6 +187,7 @@ class SeedReport:
     summarized: int = 0
     summary_seconds: float = 0.0
     batches: int = 0
+    analyze_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy."""
@@ -319,14 +322,16 @@ def _summary_built(saver: Any) -> bool:
 
 
 def seed_threads(database: DatabaseConfig, plan: SeedPlan,
-                 progress: Callable[[SeedReport], None] | None = None, *, summarize: bool = True) -> SeedReport:
+                 progress: Callable[[SeedReport], None] | None = None, *, summarize: bool = True,
+                 analyze_tables: bool = True) -> SeedReport:
     """Write ``plan.threads`` threads into ``database`` (tables created if missing).
 
     The target is checked first (:func:`check_target`). Nothing is written
     when a thread id of the plan already exists. With ``summarize`` and a
     built thread summary, every batch recomputes the summary rows of its own
     threads in its transaction (the rows and their summary commit together);
-    otherwise the summary is left alone.
+    otherwise the summary is left alone. Last, the tables written are
+    analyzed (planner statistics; see :mod:`deerflow.seed.target`).
 
     Args:
         database: a ``sqlite`` or ``postgres`` ``database:`` block.
@@ -336,6 +341,8 @@ def seed_threads(database: DatabaseConfig, plan: SeedPlan,
         summarize: keep a built summary current as batches commit (``False``: leave it, e.g.
             when the caller rebuilds it anyway; seeded ids are older than the summary's
             watermark, so only a full refresh would then find them).
+        analyze_tables: ``ANALYZE`` the tables written at the end (LangGraph's, and the summary's
+            when ``summarized``).
 
     Returns:
         A :class:`SeedReport`.
@@ -372,6 +379,9 @@ def seed_threads(database: DatabaseConfig, plan: SeedPlan,
                 _write_all(writer, plan, templates, prepared, report, seed, started, progress)
         report.summarized, report.summary_seconds = writer.summarized, round(writer.summary_seconds, 3)
         report.batches = writer.committed.batches
+        if analyze_tables:
+            tables = loaded_tables(writer.dialect, summary=report.summarized > 0)
+            report.analyze_seconds = round(analyze(database, tables), 3)
     except KeyboardInterrupt as exc:
         committed = writer.committed if writer is not None else SeedReport()
         committed.seconds = round(time.monotonic() - started, 3)

@@ -315,3 +315,30 @@ def test_an_interrupted_seed_keeps_whole_batches_with_their_summary_rows(seeded,
     assert again.value.thread_id in list(_thread_ids("cut", got.threads))
     assert _threads_and_summary(database) == (threads, checkpoints, rows, counted)
 
+
+# -- planner statistics after the load -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_loaded_tables_are_analyzed_and_with_a_built_summary_its_tables_too(seeded, backend):
+    from deerflow import summary
+
+    database, report = seeded(backend, threads=200, mode="mixed", seed="stats")
+    langgraph = ["checkpoints", "writes"] if backend == "sqlite" else ["checkpoints", "checkpoint_blobs",
+                                                                       "checkpoint_writes"]
+    assert _analyzed(database) == set(langgraph) and report.summarized == 0
+    with open_checkpointer(database) as saver:
+        summary.refresh(saver)
+    report = seed_threads(database, SeedPlan(threads=20, turns_min=1, turns_max=2, seed="stats-2", templates=4))
+    assert report.summarized == 20 and report.analyze_seconds < 5
+    assert _analyzed(database) >= {*langgraph, "dfa_thread_summary", "dfa_thread_cadences"}
+
+
+def _analyzed(database) -> set[str]:
+    """Tables with planner statistics: ``sqlite_stat1`` rows, or Postgres's manual ``ANALYZE`` time."""
+    if database.backend == "sqlite":
+        with sqlite3.connect(str(database.sqlite_path())) as conn:
+            return {r[0] for r in conn.execute("SELECT DISTINCT tbl FROM sqlite_stat1")}
+    with psycopg.connect(database.postgres_url) as conn:
+        rows = conn.execute("SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL").fetchall()
+    return {r[0] for r in rows}

@@ -4,6 +4,9 @@
   no traceback, exit 130: the threads committed (whole batches, each with
   its summary rows: the summary matches the checkpoints exactly), and that
   a re-run needs another ``--seed`` (the same one is refused);
+* the tables loaded are analyzed, so on Postgres the thread list's
+  freshness count uses the ``checkpoint_id`` index instead of a sequential
+  scan of ``checkpoints``;
 * ``--turns-min`` above ``--turns-max`` is refused by flag name before
   anything runs.
 """
@@ -103,6 +106,25 @@ def test_ctrl_c_keeps_whole_batches_and_says_to_change_the_seed(target):
     assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr
     assert re.search(r"CommandError: thread [0-9a-f-]{36} already exists in .*: use another --seed", again.stderr)
     assert _query(database, "SELECT COUNT(*) FROM checkpoints") == [(rows,)]
+
+
+@pytest.mark.parametrize("target", BACKENDS, indirect=True)
+def test_the_loaded_tables_are_analyzed_so_the_freshness_count_uses_the_index(target):
+    database, env = target
+    proc = helpers.run_manage(["seed_threads", "--threads", "300", "--turns-max", "4", "--templates", "4",
+                               "--seed", "stats"], env)
+    assert "tables analyzed in" in proc.stdout
+    tables = {"checkpoints", "dfa_thread_summary", "dfa_thread_cadences"}
+    if database.backend == "sqlite":
+        assert {r[0] for r in _query(database, "SELECT tbl FROM sqlite_stat1")} >= tables | {"writes"}
+        return
+    analyzed = _query(database, "SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL")
+    assert {r[0] for r in analyzed} >= tables | {"checkpoint_blobs", "checkpoint_writes"}
+    (mark,), = _query(database, "SELECT watermark FROM dfa_summary_state")
+    # deerflow.summary.refresh.freshness, on every list request; the index is dfa_checkpoints_checkpoint_id_idx.
+    plan = "\n".join(r[0] for r in _query(database, "EXPLAIN SELECT COUNT(*) FROM (SELECT 1 FROM checkpoints WHERE "
+                                                    f"checkpoint_id > '{mark}' LIMIT 2001) p"))
+    assert "dfa_checkpoints_checkpoint_id_idx" in plan and "Seq Scan" not in plan, plan
 
 
 def test_turns_min_above_turns_max_is_refused_by_flag_name_before_anything_runs(tmp_path):

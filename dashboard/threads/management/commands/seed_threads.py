@@ -5,7 +5,7 @@ names (see :mod:`deerflow.seed`) and keeps the thread summary current: when
 it is built, each batch recomputes the rows of exactly the threads it wrote
 (seeded checkpoint ids are older than the summary's watermark, which a
 watermark refresh never looks below); otherwise the summary is built whole
-afterwards.
+afterwards. The tables loaded are then analyzed (planner statistics).
 
 Refuses, before anything runs, arguments past the bounds below; then, like
 every :class:`~dashboard.commands.DashboardCommand`, reports a bad
@@ -47,6 +47,7 @@ from deerflow.seed import (
     describe_database,
     seed_threads,
 )
+from deerflow.seed.target import SUMMARY_TABLES, analyze
 
 #: Most turns per thread. Every thread copies a recorded template run of ``--turns-max`` turns, and
 #: a run's stored bytes grow with the square of its turns (each snapshot rewrites the history):
@@ -170,18 +171,20 @@ class Command(DashboardCommand):
         self.stdout.write(
             f"Wrote {report.threads} threads ({report.checkpoints} checkpoints, {report.writes} writes, "
             f"{report.blobs} blobs, {report.bytes / 1e6:.1f} MB) in {report.seconds:.1f} s; "
-            f"by kind: {report.by_kind}."
+            f"by kind: {report.by_kind}; tables analyzed in {report.analyze_seconds:.2f} s."
         )
         how = "with their rows" if result["kind"] == "seeded" else f"{result['kind']} refresh"
         self.stdout.write(f"Summary refreshed: {result['threads']} threads ({how}) in {result['seconds']:.2f} s.")
 
     def _summarize(self, report: SeedReport, database: DatabaseConfig) -> dict[str, Any]:
-        """The summary's part of the report; builds the summary when it was not built."""
+        """The summary's part of the report; builds the summary (and analyzes it) when it was not built."""
         if report.summarized:
             # The summary was built: every batch recomputed its own threads' rows as it committed.
             return {"kind": "seeded", "threads": report.summarized, "seconds": report.summary_seconds}
         with open_checkpointer(database) as saver:
-            return summary.refresh(saver).as_dict()  # never built: this builds every row
+            result = summary.refresh(saver).as_dict()  # never built: this builds every row
+        analyze(database, SUMMARY_TABLES)
+        return result
 
     def _progress(self, report) -> None:
         if not report.threads:
