@@ -40,7 +40,7 @@ def test_seed_threads_writes_and_summarizes(database, runtime_for):
 
 
 def test_seed_threads_rejects_a_bad_plan(database):
-    with pytest.raises(CommandError, match="turns_min <= turns_max"):
+    with pytest.raises(CommandError, match="--turns-min must not be greater than --turns-max"):
         call_command("seed_threads", "--threads", "3", "--turns-min", "5", "--turns-max", "2")
 
 
