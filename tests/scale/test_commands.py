@@ -39,6 +39,19 @@ def test_seed_threads_writes_and_summarizes(database, runtime_for):
     assert counts["delta"] == 30
 
 
+def test_seed_threads_reports_bytes_as_the_dashboard_shows_them(database):
+    """The seeder's byte total uses the dashboard's units (Django's filesizeformat), so the two can be compared."""
+    from django.template.defaultfilters import filesizeformat
+
+    out = StringIO()
+    call_command("seed_threads", "--threads", "4", "--turns-min", "1", "--turns-max", "2", "--mode", "full",
+                 "--seed", "units", stdout=out)
+    with open_checkpointer(database) as saver:
+        total = sum(t.bytes_total for t in inventory.list_threads(saver, limit=100)[0])
+    wrote = next(line for line in out.getvalue().splitlines() if line.startswith("Wrote 4 threads"))
+    assert f"blobs, {filesizeformat(total)}) in " in wrote, (wrote, total)
+
+
 def test_seed_threads_rejects_a_bad_plan(database):
     with pytest.raises(CommandError, match="--turns-min must not be greater than --turns-max"):
         call_command("seed_threads", "--threads", "3", "--turns-min", "5", "--turns-max", "2")
