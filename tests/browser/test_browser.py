@@ -64,11 +64,12 @@ class Server:
         return self.base_url + path
 
 
-def _start_server(root: Path, mode: str) -> Server:
+def _start_server(root: Path, mode: str, **env_extra: str) -> Server:
+    """A migrated runserver on the fixture data in ``mode`` with the test user; ``env_extra`` adds variables."""
     config_path, var_dir = helpers.dashboard_home(root, mode)
     port = helpers.free_port()
     env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, DJANGO_DEBUG="0",
-                                DJANGO_SECRET_KEY="test", DJANGO_ALLOWED_HOSTS="127.0.0.1")
+                                DJANGO_SECRET_KEY="test", DJANGO_ALLOWED_HOSTS="127.0.0.1", **env_extra)
     helpers.run_manage(["migrate", "--noinput"], env)
     helpers.run_manage(["shell", "-c", (
         "from django.contrib.auth import get_user_model; "

@@ -28,10 +28,10 @@ from tests.browser.test_browser import (  # noqa: F401  (browser is a fixture)
     USERNAME,
     Server,
     _login,
+    _start_server,
     browser,
     pytestmark,
 )
-from tests.integration import helpers
 
 PAGE_SIZE = 5
 FORM = "form.filters"
@@ -44,26 +44,11 @@ document.addEventListener('htmx:historyRestore', () => { window.__restores += 1;
 
 @pytest.fixture(scope="module")
 def paged_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("server-paged")
-    config_path, var_dir = helpers.dashboard_home(root, "delta")
-    port = helpers.free_port()
-    env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, DJANGO_DEBUG="0",
-                                DJANGO_SECRET_KEY="test", DJANGO_ALLOWED_HOSTS="127.0.0.1",
-                                DASHBOARD_PAGE_SIZE=str(PAGE_SIZE))
-    helpers.run_manage(["migrate", "--noinput"], env)
-    helpers.run_manage(["shell", "-c", (
-        "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r}, is_staff=True)"
-    )], env)
-    proc = helpers.ManagedProcess.start(
-        "runserver (paged)", [helpers.PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-        env, root / "server.log")
-    server = Server(proc, f"http://127.0.0.1:{port}", "delta")
+    server = _start_server(tmp_path_factory.mktemp("server-paged"), "delta", DASHBOARD_PAGE_SIZE=str(PAGE_SIZE))
     try:
-        helpers.wait_http(server.url("/accounts/login/"), proc, timeout=90)
         yield server
     finally:
-        proc.stop()
+        server.proc.stop()
 
 
 @pytest.fixture
