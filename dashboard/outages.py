@@ -35,7 +35,7 @@ from deerflow.pool import ServerUnreachable
 from deerflow.savers import is_wal_file
 from deerflow.summary.schema import is_summary_table_missing
 
-__all__ = ["OUTAGES", "describe_outage", "is_outage", "redact"]
+__all__ = ["OUTAGES", "describe_outage", "is_outage", "postgres_where", "redact"]
 
 #: The exception types :func:`describe_outage` recognises.
 OUTAGES: tuple[type[BaseException], ...] = (
@@ -66,8 +66,8 @@ def _reason(exc: BaseException) -> str:
     return line.rstrip(".") or type(exc).__name__
 
 
-def _postgres_where(url: str) -> str:
-    """``host:port`` of a libpq URL or DSN (no credentials)."""
+def postgres_where(url: str) -> str:
+    """``host:port`` of a libpq URL or DSN (no credentials); ``"the configured server"`` if it does not parse."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
@@ -95,7 +95,7 @@ def _checkpoint_database() -> tuple[str, object]:
 def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
     path, database = _checkpoint_database()
     url = getattr(database, "postgres_url", None) or ""
-    where = _postgres_where(url)
+    where = postgres_where(url)
     if is_summary_table_missing(exc):
         return _summary_tables_missing(exc)
     if isinstance(exc, psycopg.errors.UndefinedTable):

@@ -21,6 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
+from deerflow.sqlread import Tx, table_exists
 
 __all__ = [
     "SQLITE_SAVER_TABLES",
@@ -83,10 +84,7 @@ def _readonly_error(exc: BaseException) -> bool:
 
 
 def _has_saver_tables(conn: sqlite3.Connection) -> bool:
-    count = conn.execute(
-        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", SQLITE_SAVER_TABLES
-    ).fetchone()[0]
-    return count == len(SQLITE_SAVER_TABLES)
+    return all(table_exists(Tx("sqlite", conn), name) for name in SQLITE_SAVER_TABLES)
 
 
 def _setup_sqlite(saver: Any, conn: sqlite3.Connection) -> None:

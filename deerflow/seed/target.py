@@ -23,7 +23,8 @@ from pathlib import Path
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
-from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.savers import SQLITE_SAVER_TABLES, postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.sqlread import Tx, table_exists
 
 __all__ = ["CONNECT_TIMEOUT_S", "SUMMARY_TABLES", "SeedTargetError", "analyze", "check_target", "loaded_tables"]
 
@@ -118,7 +119,7 @@ def _check_postgres(database: DatabaseConfig) -> None:
 
 def loaded_tables(dialect: str, *, summary: bool) -> tuple[str, ...]:
     """The tables a seed fills: LangGraph's (per ``dialect``), and the summary's when ``summary``."""
-    own = ("checkpoints", "writes") if dialect == "sqlite" else ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+    own = SQLITE_SAVER_TABLES if dialect == "sqlite" else ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
     return own + (SUMMARY_TABLES if summary else ())
 
 
@@ -138,17 +139,17 @@ def analyze(database: DatabaseConfig, tables: tuple[str, ...]) -> float:
             # As the seed's writer: closing the file otherwise fsyncs everything the load left unsynced.
             conn.execute("PRAGMA synchronous = OFF")
             conn.execute(f"PRAGMA analysis_limit = {_SQLITE_ANALYSIS_LIMIT}")
-            present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            for table in tables:
-                if table in present:
-                    conn.execute(f'ANALYZE "{table}"')
+            _analyze_present(Tx("sqlite", conn), tables)
             conn.commit()
     else:
         import psycopg
 
         with psycopg.connect(database.postgres_url, **postgres_connect_kwargs(database)) as conn:
-            for table in tables:
-                if conn.execute("SELECT to_regclass(%s) IS NOT NULL AS x", (table,)).fetchone()["x"]:
-                    conn.execute(f'ANALYZE "{table}"')
+            _analyze_present(Tx("postgres", conn), tables)
     return time.monotonic() - started
 
+
+def _analyze_present(tx: Tx, tables: tuple[str, ...]) -> None:
+    for table in tables:
+        if table_exists(tx, table):
+            tx.execute(f'ANALYZE "{table}"')

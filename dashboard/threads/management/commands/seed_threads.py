@@ -31,6 +31,7 @@ from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import MEMORY_BACKEND_MESSAGE, DashboardCommand
 from dashboard.errors import describe
+from dashboard.outages import postgres_where
 from dashboard.runtime import startup
 from deerflow import summary
 from deerflow.config import LoadedConfig, load_config
@@ -215,8 +216,7 @@ def _missing_database(exc: psycopg.OperationalError) -> str | None:
 
 
 def _missing_database_message(exc: psycopg.OperationalError, name: str, config: LoadedConfig) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(config.database.postgres_url or "")
-    where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
+    where = postgres_where(config.database.postgres_url or "")
     return (f"{describe(exc).detail}\nWhat to do: PostgreSQL at {where} answers, but database \"{name}\" does not "
             f"exist: the seeder creates LangGraph's tables, not the database. Create it (CREATE DATABASE "
             f"\"{name}\"; or createdb {name}) or point database.postgres_url in {config.path} at an existing "
