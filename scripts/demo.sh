@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# make demo: the dashboard and one Celery worker on the embedded default (SQLite
-# checkpoints, SQLite dashboard DB, filesystem Celery broker), loaded with the
-# real DeerFlow threads. No service needed. Ctrl-C stops both.
+# make demo: the dashboard, one Celery worker and Celery beat on the embedded
+# default (SQLite checkpoints, SQLite dashboard DB, filesystem Celery broker),
+# loaded with the real DeerFlow threads. No service needed. Ctrl-C stops all three.
+# Beat runs the schedules the README promises (the thread summary refresh, the
+# stalled-job requeue, saved retention policies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -41,7 +43,10 @@ echo "----------------------------------------------------------------"
 .venv/bin/celery -A dashboard worker --loglevel=INFO --concurrency=1 -Q dashboard \
   --logfile "$DASHBOARD_VAR_DIR/worker.log" &
 WORKER=$!
-trap 'kill $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
-echo "Worker pid $WORKER, log: $DASHBOARD_VAR_DIR/worker.log"
+.venv/bin/celery -A dashboard beat --loglevel=INFO --schedule "$DASHBOARD_VAR_DIR/celerybeat-schedule" \
+  --logfile "$DASHBOARD_VAR_DIR/beat.log" &
+BEAT=$!
+trap 'kill $WORKER $BEAT 2>/dev/null; wait $WORKER $BEAT 2>/dev/null' EXIT INT TERM
+echo "Worker pid $WORKER, log: $DASHBOARD_VAR_DIR/worker.log; beat pid $BEAT, log: $DASHBOARD_VAR_DIR/beat.log"
 echo "Open http://127.0.0.1:$PORT/threads/ and log in with the credentials above."
 $PY manage.py runserver "127.0.0.1:$PORT" --noreload
