@@ -45,6 +45,7 @@ from deerflow.retention.reading import read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, needs_rebase, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.store import MemoryStore, SqlStore
+from deerflow.savers import sqlite_checkpoint_path
 
 __all__ = ["keep_last", "prune_thread", "safe_only"]
 
@@ -129,6 +130,9 @@ class _store:  # noqa: N801 - a context manager used like a function
 
     def __enter__(self) -> Any:
         if isinstance(self.target, DatabaseConfig):
+            if self.target.backend == "sqlite" and not sqlite_checkpoint_path(self.target).exists():
+                raise RetentionAbort("not_found", f"SQLite checkpoint file {sqlite_checkpoint_path(self.target)} "
+                                     "does not exist.", "Point database.sqlite_dir at DeerFlow's deerflow.db.")
             self._cm = open_session(self.target, write=self.write)
             store = SqlStore(self._cm.__enter__())
             if self.write:

@@ -1,0 +1,31 @@
+"""Fixtures for the retention tests: a fresh store on memory, SQLite and Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from deerflow.config.database_config import DatabaseConfig
+from tests import fixtures_real
+
+ALL = [pytest.param("memory", id="memory"), pytest.param("sqlite", id="sqlite"),
+       pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=ALL)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """What retention prunes: an ``InMemorySaver``, or a fresh SQLite / Postgres ``DatabaseConfig``."""
+    if request.param == "memory":
+        yield InMemorySaver()
+        return
+    if request.param == "sqlite":
+        yield DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "sqlite"))
+        return
+    name, url = fixtures_real.create_database("dfa_retention")
+    try:
+        yield DatabaseConfig(backend="postgres", postgres_url=url)
+    finally:
+        fixtures_real.drop_database(name)
