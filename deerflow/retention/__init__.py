@@ -12,6 +12,7 @@ from deerflow.retention.prune import keep_last, prune_thread, safe_only
 from deerflow.retention.reclaim import database_file_bytes, reclaim
 from deerflow.retention.report import STATUSES, PruneReport
 from deerflow.retention.revert import revert_prune
+from deerflow.retention.selection import select_threads
 
 __all__ = [
     "REASONS",
@@ -28,4 +29,5 @@ __all__ = [
     "reclaim",
     "revert_prune",
     "safe_only",
+    "select_threads",
 ]

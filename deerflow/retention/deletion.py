@@ -21,7 +21,7 @@ def delete_threads(target: Any, thread_ids: Iterable[str], **options: Any) -> li
 
 
 def delete_thread(target: Any, thread_id: str, *, dry_run: bool = False, backup: bool = True, note: str = "",
-                  max_attempts: int = 3) -> PruneReport:
+                  max_attempts: int = 3, protect: Iterable[str] = ()) -> PruneReport:
     """Delete every checkpoint, write and blob of one thread (the saver's ``delete_thread``), in one transaction.
 
     Args:
@@ -31,10 +31,11 @@ def delete_thread(target: Any, thread_id: str, *, dry_run: bool = False, backup:
         backup: back up the whole thread first (revertible with :func:`deerflow.retention.revert_prune`).
         note: stored with the backup.
         max_attempts: transactions to try when a live writer adds a checkpoint meanwhile (count).
+        protect: checkpoint ids that must stay (resume targets): a thread holding one is not deleted.
 
     Returns:
         A :class:`PruneReport` with status ``deleted`` / ``would_delete``, or ``not_found`` /
-        ``changed_during_prune`` (nothing written).
+        ``blocked`` (it holds a protected checkpoint) / ``changed_during_prune`` (nothing written).
     """
     started = time.monotonic()
     report = PruneReport(thread_id=thread_id, rule="delete_thread")
@@ -42,7 +43,8 @@ def delete_thread(target: Any, thread_id: str, *, dry_run: bool = False, backup:
         report = PruneReport(thread_id=thread_id, rule="delete_thread", attempts=attempt)
         try:
             with _store(target, thread_id, write=not dry_run) as store:
-                _delete_once(store, thread_id, report, dry_run=dry_run, backup=backup, note=note)
+                _delete_once(store, thread_id, report, dry_run=dry_run, backup=backup, note=note,
+                             protect=set(protect))
         except RetentionAbort as exc:
             report.fail(exc)
         if report.status != "changed_during_prune":
@@ -56,12 +58,18 @@ def _ids(store: Any, thread_id: str) -> list[str]:
     return sorted(cid for _ns, cid in rows)
 
 
-def _delete_once(store: Any, thread_id: str, report: PruneReport, *, dry_run: bool, backup: bool, note: str) -> None:
+def _delete_once(store: Any, thread_id: str, report: PruneReport, *, dry_run: bool, backup: bool, note: str,
+                 protect: set[str]) -> None:
     mark = store.watermark(thread_id)
     if mark[0] == 0:
         raise RetentionAbort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
     report.bytes_before = store.stored_bytes(thread_id)
     report.deleted_checkpoint_ids = _ids(store, thread_id)
+    held = sorted(protect & set(report.deleted_checkpoint_ids))
+    if held:
+        report.deleted_checkpoint_ids = []
+        raise RetentionAbort("blocked", f"thread {thread_id!r} holds protected checkpoint {held[0]}",
+                             "A resume target is protected; drop --protect for it or prune with --keep-last.")
     if dry_run:
         report.status, report.bytes_after = "would_delete", 0
         return
