@@ -15,10 +15,10 @@ from deerflow.retention.revert import revert_prune
 from deerflow.retention.selection import select_threads
 
 __all__ = [
-    "REASONS",
-    "STATUSES",
     "Plan",
     "PruneReport",
+    "REASONS",
+    "STATUSES",
     "database_file_bytes",
     "delete_thread",
     "delete_threads",

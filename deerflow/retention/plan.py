@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["REASONS", "Node", "Plan", "is_duration_only", "plan_keep_last", "plan_safe_only"]
+__all__ = ["DURATION_KEY", "Node", "Plan", "REASONS", "is_duration_only", "plan_keep_last", "plan_safe_only"]
 
-Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
+_Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 
 REASONS = ("head", "resume_target", "pending_writes", "chain_to_seed")
 """Why a checkpoint is protected: the namespace head (the latest resumable state), an explicit resume target
@@ -57,7 +57,7 @@ class Node:
     owns_writes: bool
 
     @property
-    def key(self) -> Key:
+    def key(self) -> _Key:
         return (self.ns, self.checkpoint_id)
 
 
@@ -74,12 +74,12 @@ class Plan:
             resumed or forked from.
     """
 
-    kept: set[Key] = field(default_factory=set)
-    deleted: set[Key] = field(default_factory=set)
-    protected: dict[Key, str] = field(default_factory=dict)
-    chain_starts: set[Key] = field(default_factory=set)
+    kept: set[_Key] = field(default_factory=set)
+    deleted: set[_Key] = field(default_factory=set)
+    protected: dict[_Key, str] = field(default_factory=dict)
+    chain_starts: set[_Key] = field(default_factory=set)
     deleted_namespaces: set[str] = field(default_factory=set)
-    unbranchable: set[Key] = field(default_factory=set)
+    unbranchable: set[_Key] = field(default_factory=set)
 
 
 def _by_ns(nodes: Iterable[Node]) -> dict[str, dict[str, Node]]:

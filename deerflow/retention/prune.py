@@ -47,11 +47,11 @@ from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.store import MemoryStore, SqlStore
 from deerflow.savers import sqlite_checkpoint_path
 
-__all__ = ["keep_last", "prune_thread", "safe_only"]
+__all__ = ["RULES", "keep_last", "prune_thread", "safe_only"]
 
-Key = tuple[str, str]
+_Key = tuple[str, str]
 RULES = ("keep_last", "safe_only")
-EMPTY_DIGEST = messages_sha256([])
+_EMPTY_DIGEST = messages_sha256([])
 
 
 def keep_last(target: Any, thread_id: str, n: int, **options: Any) -> PruneReport:
@@ -147,14 +147,14 @@ class _store:  # noqa: N801 - a context manager used like a function
         self._cm.__exit__(*exc)
 
 
-def _walk(store: Any, thread_id: str) -> tuple[dict[Key, Any], list[dict[str, Any]]]:
+def _walk(store: Any, thread_id: str) -> tuple[dict[_Key, Any], list[dict[str, Any]]]:
     """``({key: _Entry}, findings)`` for every checkpoint the walk reaches."""
     walk_report = ThreadReport(thread_id=thread_id)
     entries = {(e.ns, e.checkpoint_id): e for e in _Walk(store.session, thread_id, walk_report)}
     return entries, walk_report.findings
 
 
-def _nodes(entries: dict[Key, Any], owners: set[Key]) -> list[Node]:
+def _nodes(entries: dict[_Key, Any], owners: set[_Key]) -> list[Node]:
     out = []
     for (ns, cid), e in entries.items():
         parent = e.tup.parent_config["configurable"]["checkpoint_id"] if e.tup.parent_config else None
@@ -215,7 +215,7 @@ def _prune_once(store: Any, thread_id: str, report: PruneReport, rule: str, *, n
     store.session.commit() if store.persistent else store.commit()
 
 
-def _garbage(entries: dict[Key, Any], plan: Plan, versions: dict[Key, Any],
+def _garbage(entries: dict[_Key, Any], plan: Plan, versions: dict[_Key, Any],
              blob_keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
     """Blobs a deleted checkpoint used and no kept one does (LangGraph ``prune``'s rule)."""
     kept = set()
@@ -243,7 +243,7 @@ def _check_watermark(store: Any, thread_id: str, mark: tuple[int, str | None], p
                              "Retried automatically; if it keeps happening, prune when the thread is idle.")
 
 
-def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[Key, Any], before: dict[Key, Any],
+def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], before: dict[_Key, Any],
             garbage: set[tuple[str, str, str]]) -> None:
     """Every kept checkpoint reads as before (ours and LangGraph's); no orphaned rows; heads as planned."""
     def fail(error: str, difference: dict[str, Any]) -> RetentionAbort:
@@ -254,7 +254,7 @@ def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[Key, Any], bef
     for k in sorted(plan.kept):
         want = entries[k].digest
         got = after_entries[k].digest if k in after_entries else None
-        if got is None and want == EMPTY_DIGEST and "messages" not in (entries[k].tup.checkpoint.get("channel_versions") or {}):
+        if got is None and want == _EMPTY_DIGEST and "messages" not in (entries[k].tup.checkpoint.get("channel_versions") or {}):
             got = want  # a chain start that never had messages: our walk has no seed for it, LangGraph reads []
         if got != want:
             raise fail(f"checkpoint {k[1]} reads differently after the prune (one-pass walk)",

@@ -28,7 +28,7 @@ from deerflow.convert.onepass import stored_seed
 
 __all__ = ["RebasePlan", "needs_rebase", "rebase"]
 
-Key = tuple[str, str]
+_Key = tuple[str, str]
 
 
 def needs_rebase(tup: Any, value: list[Any] | None) -> bool:
@@ -46,7 +46,7 @@ class RebasePlan:
         blob_keys: ``{(ns, channel, version)}`` of blobs stored now.
     """
 
-    def __init__(self, dialect: str, kept: Mapping[Key, tuple[Any, str | None]], blob_keys: Iterable[tuple[str, str, str]]):
+    def __init__(self, dialect: str, kept: Mapping[_Key, tuple[Any, str | None]], blob_keys: Iterable[tuple[str, str, str]]):
         self.dialect = dialect
         self._digests: dict[tuple[str, str], set[str | None]] = {}
         for (ns, _cid), (version, digest) in kept.items():
@@ -68,7 +68,7 @@ class RebasePlan:
         return candidate
 
 
-def rebase(store: Any, thread_id: str, key: Key, tup: Any, value: list[Any], version: Any) -> None:
+def rebase(store: Any, thread_id: str, key: _Key, tup: Any, value: list[Any], version: Any) -> None:
     """Re-``put`` one checkpoint with ``_DeltaSnapshot(value)`` as its stored ``messages``, parent link cleared.
 
     The checkpoint keeps its id, metadata (the stored column is put back

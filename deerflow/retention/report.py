@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["STATUSES", "PruneReport", "RetentionAbort"]
+__all__ = ["FAILED", "PruneReport", "RetentionAbort", "STATUSES"]
 
 STATUSES = ("would_prune", "pruned", "nothing_to_prune", "would_delete", "deleted", "not_found", "blocked",
             "verification_failed", "changed_during_prune", "reverted")

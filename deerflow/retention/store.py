@@ -26,7 +26,7 @@ from deerflow.convert.storage import ConversionSession
 
 __all__ = ["MemorySession", "MemoryStore", "SqlStore"]
 
-Key = tuple[str, str]
+_Key = tuple[str, str]
 
 _WRITES = {"sqlite": "writes", "postgres": "checkpoint_writes"}
 
@@ -45,18 +45,18 @@ class SqlStore:
         self.dialect = session.dialect
         self.saver = session.saver
 
-    def writes_owners(self, thread_id: str) -> set[Key]:
+    def writes_owners(self, thread_id: str) -> set[_Key]:
         """Checkpoints with writes rows stored under them: ``{(checkpoint_ns, checkpoint_id)}``."""
         rows = self.session.query(f"SELECT DISTINCT checkpoint_ns, checkpoint_id FROM {_WRITES[self.dialect]} "
                                   "WHERE thread_id = ?", [thread_id])
         return {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows}
 
-    def raw_metadata(self, thread_id: str, key: Key) -> Any:
+    def raw_metadata(self, thread_id: str, key: _Key) -> Any:
         """The stored ``metadata`` column of one checkpoint, as the driver returns it."""
         return self.session.query("SELECT metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
                                   "AND checkpoint_id = ?", [thread_id, *key])[0]["metadata"]
 
-    def finish_rebase(self, thread_id: str, key: Key, metadata: Any) -> None:
+    def finish_rebase(self, thread_id: str, key: _Key, metadata: Any) -> None:
         """After the rebase ``put``: parent link cleared, the original metadata column put back unchanged."""
         if self.dialect == "postgres":
             from psycopg.types.json import Jsonb
@@ -73,8 +73,8 @@ class SqlStore:
                                   [thread_id])
         return {(r["checkpoint_ns"], r["channel"], r["version"]) for r in rows}
 
-    def delete(self, thread_id: str, deleted: set[Key], garbage: set[tuple[str, str, str]],
-               clear: Iterable[Key]) -> None:
+    def delete(self, thread_id: str, deleted: set[_Key], garbage: set[tuple[str, str, str]],
+               clear: Iterable[_Key]) -> None:
         """Delete checkpoints, their writes rows and garbage blobs; clear parent links of ``clear``."""
         by_ns: dict[str, list[str]] = {}
         for ns, cid in deleted:
@@ -93,7 +93,7 @@ class SqlStore:
             self.session.execute("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? "
                                  "AND checkpoint_ns = ? AND checkpoint_id = ?", [thread_id, ns, cid])
 
-    def sizes(self, thread_id: str) -> tuple[dict[Key, int], dict[Key, int], dict[tuple[str, str, str], int]]:
+    def sizes(self, thread_id: str) -> tuple[dict[_Key, int], dict[_Key, int], dict[tuple[str, str, str], int]]:
         """Stored bytes per checkpoint row, per checkpoint's writes rows, and per blob (Postgres)."""
         rows = self.session.checkpoint_row_sizes(thread_id)
         value = "value" if self.dialect == "sqlite" else "blob"
@@ -215,15 +215,15 @@ class MemoryStore:
             del self._mem.blobs[k]
         self._mem.blobs.update(blobs)
 
-    def writes_owners(self, thread_id: str) -> set[Key]:
+    def writes_owners(self, thread_id: str) -> set[_Key]:
         """Checkpoints with pending writes stored under them."""
         return {(ns, cid) for (tid, ns, cid), v in self._mem.writes.items() if tid == thread_id and v}
 
-    def raw_metadata(self, thread_id: str, key: Key) -> Any:
+    def raw_metadata(self, thread_id: str, key: _Key) -> Any:
         """The stored (serialized) metadata of one checkpoint."""
         return self._mem.storage[thread_id][key[0]][key[1]][1]
 
-    def finish_rebase(self, thread_id: str, key: Key, metadata: Any) -> None:
+    def finish_rebase(self, thread_id: str, key: _Key, metadata: Any) -> None:
         """Parent link cleared, original metadata put back."""
         ns_storage = self._mem.storage[thread_id][key[0]]
         checkpoint, _metadata, _parent = ns_storage[key[1]]
@@ -233,8 +233,8 @@ class MemoryStore:
         """``{(checkpoint_ns, channel, version)}`` of the thread's blobs."""
         return {(ns, ch, ver) for (tid, ns, ch, ver) in self._mem.blobs if tid == thread_id}
 
-    def delete(self, thread_id: str, deleted: set[Key], garbage: set[tuple[str, str, str]],
-               clear: Iterable[Key]) -> None:
+    def delete(self, thread_id: str, deleted: set[_Key], garbage: set[tuple[str, str, str]],
+               clear: Iterable[_Key]) -> None:
         """Delete checkpoints, their writes and garbage blobs; clear parent links of ``clear``."""
         storage = self._mem.storage[thread_id]
         for ns, cid in deleted:
@@ -248,7 +248,7 @@ class MemoryStore:
             checkpoint, metadata, _parent = storage[ns][cid]
             storage[ns][cid] = (checkpoint, metadata, None)
 
-    def sizes(self, thread_id: str) -> tuple[dict[Key, int], dict[Key, int], dict[tuple[str, str, str], int]]:
+    def sizes(self, thread_id: str) -> tuple[dict[_Key, int], dict[_Key, int], dict[tuple[str, str, str], int]]:
         """Serialized bytes per checkpoint, per checkpoint's writes, per blob."""
         rows = {(ns, cid): len(c[1]) + len(m[1]) for ns, v in self._mem.storage.get(thread_id, {}).items()
                 for cid, (c, m, _p) in v.items()}
