@@ -38,6 +38,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.converter import ThreadReport, _Walk
+from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.storage import open_session
 from deerflow.digest import messages_sha256
 from deerflow.retention.plan import Node, Plan, plan_keep_last, plan_safe_only
@@ -197,7 +198,8 @@ def _prune_once(store: Any, thread_id: str, report: PruneReport, rule: str, *, n
         report.bytes_after = _estimate(store, thread_id, plan, garbage, [entries[k].value for k in rebased])
         report.status = "would_prune"
         return
-    before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept))
+    digest = MessageDigester()
+    before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept), digest)
     if backup and store.persistent:
         report.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         backups.copy_to_backup(store.session, report.backup_id, thread_id, note=note or f"prune:{rule}",
@@ -206,7 +208,7 @@ def _prune_once(store: Any, thread_id: str, report: PruneReport, rule: str, *, n
         rebase(store, thread_id, k, entries[k].tup, entries[k].value, targets[k])
     store.delete(thread_id, plan.deleted, garbage, sorted(plan.chain_starts))
     _check_watermark(store, thread_id, mark, plan)
-    _verify(store, thread_id, plan, entries, before, garbage)
+    _verify(store, thread_id, plan, entries, before, garbage, digest)
     if before_commit is not None:
         before_commit(store)
     _check_watermark(store, thread_id, mark, plan)
@@ -244,7 +246,7 @@ def _check_watermark(store: Any, thread_id: str, mark: tuple[int, str | None], p
 
 
 def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], before: dict[_Key, Any],
-            garbage: set[tuple[str, str, str]]) -> None:
+            garbage: set[tuple[str, str, str]], digest: Any) -> None:
     """Every kept checkpoint reads as before (ours and LangGraph's); no orphaned rows; heads as planned."""
     def fail(error: str, difference: dict[str, Any]) -> RetentionAbort:
         return RetentionAbort("verification_failed", error, "Nothing was changed (rolled back). Report the thread shape.",
@@ -259,7 +261,7 @@ def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], be
         if got != want:
             raise fail(f"checkpoint {k[1]} reads differently after the prune (one-pass walk)",
                        {"checkpoint_ns": k[0], "checkpoint_id": k[1], "before_sha256": want, "after_sha256": got})
-    after = read_through_langgraph(store.saver, thread_id, sorted(plan.kept))
+    after = read_through_langgraph(store.saver, thread_id, sorted(plan.kept), digest)
     for k in sorted(plan.kept):
         if after[k] != before[k]:
             raise fail(f"checkpoint {k[1]} reads differently after the prune (LangGraph's reader)",

@@ -7,7 +7,7 @@ constructor is a one-line change here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from deerflow.digest import channels_sha256, messages_sha256
@@ -31,8 +31,16 @@ def config_for(thread_id: str, ns: str, checkpoint_id: str | None = None) -> dic
     return {"configurable": configurable}
 
 
-def read_through_langgraph(saver: Any, thread_id: str, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Reading]:
+def read_through_langgraph(saver: Any, thread_id: str, keys: Iterable[tuple[str, str]],
+                           digest: Callable[[list[Any]], str] = messages_sha256) -> dict[tuple[str, str], Reading]:
     """``{(checkpoint_ns, checkpoint_id): (messages_sha256, channels_sha256)}`` read by LangGraph's reader.
+
+    Args:
+        saver: the saver to read through (the session's, inside its transaction).
+        thread_id: the thread.
+        keys: ``(checkpoint_ns, checkpoint_id)`` pairs to read.
+        digest: computes ``messages_sha256`` (e.g. a
+            :class:`~deerflow.convert.encoding.MessageDigester`, which hashes each shared message once).
 
     A checkpoint the reader fails on gets ``("error: <Type>: <message>", "")``,
     so a failure compares unequal to any real reading.
@@ -42,7 +50,7 @@ def read_through_langgraph(saver: Any, thread_id: str, keys: Iterable[tuple[str,
     for ns, cid in keys:
         try:
             values = reader.get(config_for(thread_id, ns, cid)).values
-            out[(ns, cid)] = (messages_sha256(values.get("messages") or []), channels_sha256(values))
+            out[(ns, cid)] = (digest(list(values.get("messages") or [])), channels_sha256(values))
         except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported
             out[(ns, cid)] = (f"error: {type(exc).__name__}: {exc}", "")
     return out
