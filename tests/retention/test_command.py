@@ -154,3 +154,18 @@ def test_as_a_subprocess_json_and_exit_codes(tmp_path, small):
     assert set(row) == KEYS and row["status"] == "pruned" and len(row["kept_checkpoint_ids"]) == 4
     proc = _manage(tmp_path, small, "--all", "--keep-last", "0")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "at least 1" in proc.stderr
+
+
+def test_revert_prune_command_restores_byte_for_byte(delta):
+    original = raw_rows(delta, "delta-f10-fork")
+    code, out, err = run("--thread", "delta-f10-fork", "--keep-last", "2", "--yes")
+    assert code == 0, err
+    backup = out.split("backup ", 1)[1].split()[0]
+    assert raw_rows(delta, "delta-f10-fork") != original
+    out, err = io.StringIO(), io.StringIO()
+    call_command("revert_prune", backup, "--json", stdout=out, stderr=err)
+    [row] = json.loads(out.getvalue())["reverted"]
+    assert (row["status"], row["thread_id"]) == ("reverted", "delta-f10-fork")
+    assert raw_rows(delta, "delta-f10-fork") == original
+    with pytest.raises(CommandError, match="could not be restored"):
+        call_command("revert_prune", backup, stdout=io.StringIO(), stderr=io.StringIO())
