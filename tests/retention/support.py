@@ -17,7 +17,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.digest import channels_sha256, messages_sha256
-from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+from deerflow.retention.reading import langgraph_reader
 from tests.convert.support import agent_graph, config_for, human, open_saver, run_turn
 
 
@@ -56,7 +56,7 @@ def read(target: Any, thread_id: str, keys: Any = None) -> dict[tuple[str, str],
     keys = sorted(all_keys(target, thread_id)) if keys is None else sorted(keys)
     out = {}
     with saver_for(target) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = langgraph_reader(saver)
         for ns, cid in keys:
             values = accessor.get(config_for(thread_id, cid, ns)).values
             messages = values.get("messages") or []
@@ -67,7 +67,7 @@ def read(target: Any, thread_id: str, keys: Any = None) -> dict[tuple[str, str],
 def head_messages(target: Any, thread_id: str) -> list[Any]:
     """The head's materialized messages (delta-mode accessor)."""
     with saver_for(target) as saver:
-        return list(CheckpointStateAccessor.bind(saver, mode="delta").get(config_for(thread_id)).values["messages"])
+        return list(langgraph_reader(saver).get(config_for(thread_id)).values["messages"])
 
 
 def turns(target: Any, thread_id: str, count: int, *, mode: str = "delta", start: int = 0,
