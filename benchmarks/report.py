@@ -27,6 +27,8 @@ REQUIRED_KEYS = {
     "convert_largest_state_mb_2000t": "(reference for the line above)",
     "convert_threads_per_s_1w": "",
     "convert_threads_per_s_2w": "",
+    "prune_threads_per_s_100k": "",
+    "prune_ratio_to_delete_floor": "",
 }
 
 

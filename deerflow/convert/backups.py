@@ -1,9 +1,14 @@
-"""Backups of converted threads: copy, list, restore (revert) and purge.
+"""Backups of converted or pruned threads: copy, list, restore (revert) and purge.
 
-A backup holds, byte for byte, the rows a conversion rewrites: every
-``checkpoints`` row of the thread and, on Postgres, every ``messages`` blob
-of the thread. It is written in the conversion's own transaction, so a
-converted thread always has its backup.
+A conversion backup holds, byte for byte, the rows a conversion rewrites:
+every ``checkpoints`` row of the thread and, on Postgres, every ``messages``
+blob of the thread. A whole-thread backup (``whole_thread=True``, what
+retention takes before it deletes) also holds every blob of the thread (all
+channels, Postgres) and every writes row (``dfa_backup_writes``), and is
+marked in ``dfa_backup_scopes`` so its restore puts back exactly those rows.
+A backup is written in the job's own transaction, so a changed thread always
+has its backup. The two newer tables are created ``IF NOT EXISTS``; older
+backups (no scope row) restore as before.
 """
 
 from __future__ import annotations
@@ -14,11 +19,36 @@ from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.storage import ConversionSession, open_session
+from deerflow.sqlread import table_exists
 
 __all__ = ["BackupInfo", "BackupNotFoundError", "copy_to_backup", "list_backups", "purge_backup", "restore_rows"]
+# ensure_whole_thread_tables is public for retention (deerflow.retention), not re-exported by deerflow.convert.
 
 _CHECKPOINT_COLS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
 _BLOB_COLS = "thread_id, checkpoint_ns, channel, version, type, blob"
+_WRITE_COLS = {
+    "sqlite": "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path",
+    "postgres": "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob",
+}
+_WRITES_TABLE = {"sqlite": "writes", "postgres": "checkpoint_writes"}
+_WHOLE_THREAD_DDL = {
+    "sqlite": [
+        """CREATE TABLE IF NOT EXISTS dfa_backup_writes (
+            backup_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL,
+            type TEXT, value BLOB, task_path TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (backup_id, checkpoint_ns, checkpoint_id, task_id, idx))""",
+        "CREATE TABLE IF NOT EXISTS dfa_backup_scopes (backup_id TEXT PRIMARY KEY, scope TEXT NOT NULL)",
+    ],
+    "postgres": [
+        """CREATE TABLE IF NOT EXISTS dfa_backup_writes (
+            backup_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, task_path TEXT NOT NULL DEFAULT '',
+            idx INTEGER NOT NULL, channel TEXT NOT NULL, type TEXT, blob BYTEA NOT NULL,
+            PRIMARY KEY (backup_id, checkpoint_ns, checkpoint_id, task_id, idx))""",
+        "CREATE TABLE IF NOT EXISTS dfa_backup_scopes (backup_id TEXT PRIMARY KEY, scope TEXT NOT NULL)",
+    ],
+}
 
 
 class BackupNotFoundError(LookupError):
@@ -53,16 +83,51 @@ def _size_expr(session: ConversionSession) -> str:
     return "COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0)"
 
 
-def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *, note: str = "") -> BackupInfo:
-    """Copy the thread's rows into the backup tables (inside the session's transaction)."""
+def ensure_whole_thread_tables(session: ConversionSession) -> None:
+    """Create ``dfa_backup_writes`` and ``dfa_backup_scopes`` if missing (inside the transaction)."""
     session.ensure_backup_tables()
+    for ddl in _WHOLE_THREAD_DDL[session.dialect]:
+        session.conn.execute(ddl)
+
+
+def _scope(session: ConversionSession, backup_id: str) -> str:
+    """``"thread"`` for a whole-thread backup, ``"conversion"`` otherwise (also before the tables exist)."""
+    if not table_exists(session, "dfa_backup_scopes"):
+        return "conversion"
+    rows = session.query("SELECT scope FROM dfa_backup_scopes WHERE backup_id = ?", [backup_id])
+    return rows[0]["scope"] if rows else "conversion"
+
+
+def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *, note: str = "",
+                   whole_thread: bool = False) -> BackupInfo:
+    """Copy the thread's rows into the backup tables (inside the session's transaction).
+
+    Args:
+        session: the open session (its transaction holds the copy).
+        backup_id: the new backup's id.
+        thread_id: the thread.
+        note: stored with the backup (e.g. the job id).
+        whole_thread: also copy every blob (all channels; Postgres) and every
+            writes row, so :func:`restore_rows` can put the whole thread back
+            byte for byte after rows were deleted (retention).
+
+    Returns:
+        The new backup's :class:`BackupInfo` (``blob_rows`` counts blobs and
+        writes rows of a whole-thread backup; ``bytes`` their stored size).
+    """
+    session.ensure_backup_tables()
+    if whole_thread:
+        ensure_whole_thread_tables(session)
     rows = session.execute(
         f"INSERT INTO dfa_backup_checkpoints (backup_id, {_CHECKPOINT_COLS}) "
         f"SELECT ?, {_CHECKPOINT_COLS} FROM checkpoints WHERE thread_id = ?", [backup_id, thread_id])
     size = int(session.query(f"SELECT {_size_expr(session)} AS b FROM checkpoints WHERE thread_id = ?",
                              [thread_id])[0]["b"])
     blobs = 0
-    if session.dialect == "postgres":
+    if whole_thread:
+        blobs, extra = _copy_whole_thread(session, backup_id, thread_id)
+        size += extra
+    elif session.dialect == "postgres":
         blobs = session.execute(
             f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} FROM checkpoint_blobs "
             "WHERE thread_id = ? AND channel = 'messages'", [backup_id, thread_id])
@@ -73,6 +138,59 @@ def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *
         "INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, status, note) "
         "VALUES (?, ?, ?, ?, ?, ?, 'active', ?)", [backup_id, thread_id, created, rows, blobs, size, note])
     return BackupInfo(backup_id, thread_id, created, rows, blobs, size, "active", note)
+
+
+def _copy_whole_thread(session: ConversionSession, backup_id: str, thread_id: str) -> tuple[int, int]:
+    """Copy every blob and writes row of the thread; ``(rows copied, bytes)``."""
+    cols, table = _WRITE_COLS[session.dialect], _WRITES_TABLE[session.dialect]
+    copied = session.execute(f"INSERT INTO dfa_backup_writes (backup_id, {cols}) SELECT ?, {cols} FROM {table} "
+                             "WHERE thread_id = ?", [backup_id, thread_id])
+    value = "value" if session.dialect == "sqlite" else "blob"
+    size = int(session.query(f"SELECT COALESCE(SUM(COALESCE(LENGTH({value}), 0)), 0) AS b FROM {table} "
+                             "WHERE thread_id = ?", [thread_id])[0]["b"])
+    if session.dialect == "postgres":
+        copied += session.execute(f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} "
+                                  "FROM checkpoint_blobs WHERE thread_id = ?", [backup_id, thread_id])
+        size += int(session.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_blobs "
+                                  "WHERE thread_id = ?", [thread_id])[0]["b"])
+    session.execute("INSERT INTO dfa_backup_scopes (backup_id, scope) VALUES (?, 'thread')", [backup_id])
+    return copied, size
+
+
+def _restore_whole_thread(session: ConversionSession, info: BackupInfo) -> None:
+    """Put a whole-thread backup back: its checkpoints, blobs and writes rows, byte for byte.
+
+    Rows of checkpoints written after the backup (ids not in it) are kept,
+    with the blobs they reference.
+    """
+    thread_id, backup_id = info.thread_id, info.backup_id
+    in_backup = ("EXISTS (SELECT 1 FROM dfa_backup_checkpoints b WHERE b.backup_id = ? "
+                 "AND b.checkpoint_ns = {t}.checkpoint_ns AND b.checkpoint_id = {t}.checkpoint_id)")
+    table, cols = _WRITES_TABLE[session.dialect], _WRITE_COLS[session.dialect]
+    session.execute(f"DELETE FROM {table} WHERE thread_id = ? AND ({in_backup.format(t=table)} OR EXISTS ("
+                    f"SELECT 1 FROM dfa_backup_writes w WHERE w.backup_id = ? AND w.checkpoint_ns = {table}.checkpoint_ns "
+                    f"AND w.checkpoint_id = {table}.checkpoint_id))", [thread_id, backup_id, backup_id])
+    if session.dialect == "postgres":
+        # Blobs only the backed-up checkpoints' current rows reference (e.g. a rebased snapshot) go first.
+        session.execute(
+            "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND EXISTS (SELECT 1 FROM checkpoints c "
+            "WHERE c.thread_id = checkpoint_blobs.thread_id AND c.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+            "AND c.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel = checkpoint_blobs.version "
+            f"AND {in_backup.format(t='c')}) AND NOT EXISTS (SELECT 1 FROM checkpoints c "
+            "WHERE c.thread_id = checkpoint_blobs.thread_id AND c.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+            "AND c.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel = checkpoint_blobs.version "
+            f"AND NOT {in_backup.format(t='c')})", [thread_id, backup_id, backup_id])
+    session.execute(f"DELETE FROM checkpoints WHERE thread_id = ? AND {in_backup.format(t='checkpoints')}",
+                    [thread_id, backup_id])
+    session.execute(f"INSERT INTO checkpoints ({_CHECKPOINT_COLS}) SELECT {_CHECKPOINT_COLS} "
+                    "FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
+    session.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM dfa_backup_writes WHERE backup_id = ?",
+                    [backup_id])
+    if session.dialect == "postgres":
+        session.execute(
+            f"INSERT INTO checkpoint_blobs ({_BLOB_COLS}) SELECT {_BLOB_COLS} FROM dfa_backup_blobs "
+            "WHERE backup_id = ? ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE "
+            "SET type = EXCLUDED.type, blob = EXCLUDED.blob", [backup_id])
 
 
 def _info(row: dict[str, Any]) -> BackupInfo:
@@ -106,6 +224,10 @@ def restore_rows(session: ConversionSession, backup_id: str) -> BackupInfo:
     info = get_backup(session, backup_id)
     if info.status != "active":
         raise BackupNotFoundError(f"Backup {backup_id!r} is {info.status}, not active.")
+    if _scope(session, backup_id) == "thread":
+        _restore_whole_thread(session, info)
+        session.execute("UPDATE dfa_backups SET status = 'restored' WHERE backup_id = ?", [backup_id])
+        return info
     if session.dialect == "postgres":
         # Blobs the conversion wrote (including split versions) go first, while the converted rows name them.
         session.execute(
@@ -164,6 +286,8 @@ def purge_backup(database: DatabaseConfig, backup_id: str) -> BackupInfo:
         session.execute("DELETE FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
         if session.dialect == "postgres":
             session.execute("DELETE FROM dfa_backup_blobs WHERE backup_id = ?", [backup_id])
+        if table_exists(session, "dfa_backup_writes"):
+            session.execute("DELETE FROM dfa_backup_writes WHERE backup_id = ?", [backup_id])
         session.execute("UPDATE dfa_backups SET status = 'purged' WHERE backup_id = ?", [backup_id])
         session.commit()
     return info

@@ -36,6 +36,8 @@ CHECKPOINT_COMMANDS = {
     "refresh_inventory": ["refresh_inventory"],
     "conversion_backups": ["conversion_backups"],
     "convert_threads": ["convert_threads", "--to", "full", "--all", "--dry-run"],
+    "prune_threads": ["prune_threads", "--all", "--safe-only", "--dry-run"],
+    "revert_prune": ["revert_prune", "no-such-backup"],
 }
 #: ``seed_threads`` with a small plan: it writes the checkpoint database, creating its tables.
 SEED = ["seed_threads", "--threads", "3", "--turns-max", "2", "--templates", "1"]

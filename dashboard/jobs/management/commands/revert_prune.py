@@ -1,0 +1,45 @@
+"""``python manage.py revert_prune BACKUP_ID ... [--json]``
+
+Puts pruned (or deleted) threads back from their whole-thread backups, byte
+for byte, one verified transaction each (``deerflow.retention.revert_prune``);
+checkpoints written after the prune are kept. Find backup ids with
+``manage.py conversion_backups`` (notes ``cli:prune_threads`` / ``prune:<rule>``),
+or in ``prune_threads``' output. Exit status 1 when a backup is not an active one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import CommandError
+
+from dashboard.commands import DashboardCommand
+from dashboard.runtime import get_runtime
+from deerflow.retention import revert_prune
+
+
+class Command(DashboardCommand):
+    help = "Revert prunes from their backups (byte for byte)."
+    uses_checkpoint_database = True
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("backup_ids", nargs="+", metavar="BACKUP_ID", help="a prune's backup id")
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    def handle(self, *args, **opts) -> None:
+        database = get_runtime().config.database
+        reports = [revert_prune(database, backup_id) for backup_id in opts["backup_ids"]]
+        if opts["json"]:
+            self.stdout.write(json.dumps({"reverted": [
+                {"backup_id": r.backup_id, "thread_id": r.thread_id, "status": r.status,
+                 "checkpoint_ids": r.kept_checkpoint_ids, "bytes_before": r.bytes_before,
+                 "bytes_after": r.bytes_after} for r in reports]}))
+        else:
+            for r in reports:
+                self.stdout.write(f"{r.status:<10} {r.backup_id}  {r.thread_id}  {len(r.kept_checkpoint_ids)} checkpoints"
+                                  f"  bytes {r.bytes_before} -> {r.bytes_after}")
+        failed = [r for r in reports if r.status != "reverted"]
+        for r in failed:
+            self.stderr.write(f"{r.backup_id}: {r.error}\n  hint: {r.hint}")
+        if failed:
+            raise CommandError(f"{len(failed)} backup(s) could not be restored (see above).", returncode=1)

@@ -1,0 +1,255 @@
+"""Retention plans: which checkpoints of one thread a rule keeps, deletes and protects, and why.
+
+Pure functions over the thread's checkpoint tree (no database). The rules
+follow DeerFlow's checkpoint retention contract: its protected set (the
+latest resumable state, explicit resume targets, the ancestor chain a kept
+checkpoint reads through, pending writes) and its two provably safe shapes
+(trailing duration-only leaves, leaf sibling branches).
+
+* :func:`plan_keep_last` -- per namespace the head and its ``n - 1`` nearest
+  ancestors on the head's parent chain, plus every protected checkpoint
+  (kept on its own); a subgraph call's namespace (``:`` in it) goes with the
+  root-graph checkpoint it started from (``metadata.parents[""]``).
+* :func:`plan_safe_only` -- only trailing duration-only leaves and leaf
+  sibling branches; never the head chain, never an ancestor of a kept one.
+
+A kept checkpoint whose parent is deleted is a *chain start*: its parent
+link is cleared and, when its value lives in its ancestors (a delta
+checkpoint storing no seed), it is rebased (:mod:`deerflow.retention.rebase`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DURATION_KEY", "Node", "Plan", "REASONS", "is_duration_only", "plan_keep_last", "plan_safe_only"]
+
+_Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
+
+REASONS = ("head", "resume_target", "pending_writes", "chain_to_seed")
+"""Why a checkpoint is protected: the namespace head (the latest resumable state), an explicit resume target
+(``--protect``), pending writes (a leaf owning writes rows: in-flight state), or the ancestor chain a kept
+checkpoint reads through (``safe_only``)."""
+
+DURATION_KEY = "runtime_run_duration"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One stored checkpoint, as a plan needs it.
+
+    Attributes:
+        ns: ``checkpoint_ns`` (``""`` for the root graph).
+        checkpoint_id: the id.
+        parent_id: ``parent_checkpoint_id`` (``None`` for a root).
+        metadata: the stored metadata (``parents``, ``source``, ``writes`` ...).
+        versions: ``checkpoint["channel_versions"]``.
+        owns_writes: True when writes rows are stored under this checkpoint.
+    """
+
+    ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    metadata: Mapping[str, Any]
+    versions: Mapping[str, Any]
+    owns_writes: bool
+
+    @property
+    def key(self) -> _Key:
+        return (self.ns, self.checkpoint_id)
+
+
+@dataclass
+class Plan:
+    """What a rule does to one thread.
+
+    Attributes:
+        kept, deleted: checkpoint keys ``(checkpoint_ns, checkpoint_id)``.
+        protected: ``{key: reason}`` (a reason from :data:`REASONS`) for kept checkpoints the rule must keep.
+        chain_starts: kept checkpoints whose parent is deleted (their parent link is cleared).
+        deleted_namespaces: subgraph namespaces deleted whole with their root-graph checkpoint.
+        unbranchable: deleted checkpoints on a head's parent chain: older turns that can no longer be
+            resumed or forked from.
+    """
+
+    kept: set[_Key] = field(default_factory=set)
+    deleted: set[_Key] = field(default_factory=set)
+    protected: dict[_Key, str] = field(default_factory=dict)
+    chain_starts: set[_Key] = field(default_factory=set)
+    deleted_namespaces: set[str] = field(default_factory=set)
+    unbranchable: set[_Key] = field(default_factory=set)
+
+
+def _by_ns(nodes: Iterable[Node]) -> dict[str, dict[str, Node]]:
+    out: dict[str, dict[str, Node]] = {}
+    for node in nodes:
+        out.setdefault(node.ns, {})[node.checkpoint_id] = node
+    return out
+
+
+def _children(tree: Mapping[str, Node]) -> dict[str, list[str]]:
+    kids: dict[str, list[str]] = {}
+    for node in tree.values():
+        if node.parent_id is not None and node.parent_id in tree:
+            kids.setdefault(node.parent_id, []).append(node.checkpoint_id)
+    return kids
+
+
+def _chain(tree: Mapping[str, Node], start: str) -> list[str]:
+    """``start`` and its ancestors, nearest first (stops at a missing parent or a cycle)."""
+    out, seen, cid = [], set(), start
+    while cid is not None and cid in tree and cid not in seen:
+        out.append(cid)
+        seen.add(cid)
+        cid = tree[cid].parent_id
+    return out
+
+
+def _protect(plan: Plan, tree: Mapping[str, Node], kids: Mapping[str, list[str]], head: str,
+             protect: set[str]) -> None:
+    ns = tree[head].ns
+    plan.protected[(ns, head)] = "head"
+    for cid, node in tree.items():
+        if cid in protect and (ns, cid) not in plan.protected:
+            plan.protected[(ns, cid)] = "resume_target"
+        elif node.owns_writes and not kids.get(cid) and (ns, cid) not in plan.protected:
+            plan.protected[(ns, cid)] = "pending_writes"
+
+
+def _finish(plan: Plan, trees: Mapping[str, Mapping[str, Node]], heads: Mapping[str, str]) -> Plan:
+    for ns, tree in trees.items():
+        on_head_chain = set(_chain(tree, heads[ns]))
+        for cid, node in tree.items():
+            key = (ns, cid)
+            if key in plan.kept and node.parent_id is not None and (ns, node.parent_id) in plan.deleted:
+                plan.chain_starts.add(key)
+            if key in plan.deleted and cid in on_head_chain:
+                plan.unbranchable.add(key)
+    return plan
+
+
+def _heads(trees: Mapping[str, Mapping[str, Node]]) -> dict[str, str]:
+    """``{checkpoint_ns: head id}``."""
+    return {ns: max(tree) for ns, tree in trees.items()}  # LangGraph's latest: the largest id
+
+
+def plan_keep_last(nodes: Iterable[Node], n: int, protect: Iterable[str] = ()) -> Plan:
+    """Keep the head and its ``n - 1`` nearest ancestors per namespace, plus the protected set.
+
+    Args:
+        nodes: every checkpoint of the thread (all namespaces).
+        n: checkpoints to keep on each head's chain (count, >= 1).
+        protect: checkpoint ids to keep (explicit resume targets), in any namespace.
+
+    Returns:
+        A :class:`Plan`. A subgraph call's namespace (``:`` in its name) whose
+        head's ``metadata.parents[""]`` names a deleted root-graph checkpoint is
+        deleted whole, unless it holds a protected id.
+
+    Raises:
+        ValueError: ``n`` < 1.
+    """
+    if n < 1:
+        raise ValueError(f"keep_last needs n >= 1 (the head is always kept), got {n}")
+    protect = set(protect)
+    trees = _by_ns(nodes)
+    heads = _heads(trees)
+    plan = Plan()
+    for ns in sorted(trees, key=lambda x: (x != "", x)):
+        tree = trees[ns]
+        if ns and ":" in ns and not (protect & set(tree)):
+            root = (tree[heads[ns]].metadata.get("parents") or {}).get("")
+            if root is not None and ("", root) in plan.deleted:
+                plan.deleted |= {(ns, cid) for cid in tree}
+                plan.deleted_namespaces.add(ns)
+                continue
+        kids = _children(tree)
+        _protect(plan, tree, kids, heads[ns], protect)
+        keep = set(_chain(tree, heads[ns])[:n]) | {cid for (pns, cid) in plan.protected if pns == ns}
+        for cid in tree:
+            (plan.kept if cid in keep else plan.deleted).add((ns, cid))
+    return _finish(plan, trees, heads)
+
+
+def is_duration_only(node: Node, parent: Node | None) -> bool:
+    """True when ``node`` is one of DeerFlow's run-duration stamps on ``parent``.
+
+    DeerFlow's ``persist_run_durations`` appends a clone of the parent's
+    values whose metadata ``writes`` holds only ``runtime_run_duration``. The
+    Postgres savers drop metadata ``writes``, so there (no ``writes`` key) it
+    is recognised as DeerFlow does: ``source == "update"``, DeerFlow's
+    run-history stamp (``runtime_run_duration``) in the metadata, and channel
+    versions identical to the parent's.
+    """
+    if parent is None or node.versions != parent.versions:
+        return False
+    writes = node.metadata.get("writes")
+    if isinstance(writes, Mapping) and writes:
+        return all(isinstance(v, Mapping) and set(v) == {DURATION_KEY} for v in writes.values()) or \
+            set(writes) == {DURATION_KEY}
+    return node.metadata.get("source") == "update" and DURATION_KEY in node.metadata
+
+
+def plan_safe_only(nodes: Iterable[Node], protect: Iterable[str] = ()) -> Plan:
+    """Delete only what DeerFlow's contract proves safe: trailing duration-only leaves and leaf sibling branches.
+
+    A trailing duration-only leaf is a duration-only checkpoint
+    (:func:`is_duration_only`) with no children that is not protected. A leaf
+    sibling branch is a line of checkpoints off a head's chain, each with
+    exactly one child except its last (a leaf), none protected, none on a
+    kept checkpoint's ancestor chain. The head chain is never touched.
+
+    Args:
+        nodes: every checkpoint of the thread (all namespaces).
+        protect: checkpoint ids to keep (explicit resume targets).
+
+    Returns:
+        A :class:`Plan`; ancestors of kept checkpoints are marked ``chain_to_seed`` when deleting them
+        would have been possible otherwise.
+    """
+    protect = set(protect)
+    trees = _by_ns(nodes)
+    heads = _heads(trees)
+    plan = Plan()
+    for ns, tree in trees.items():
+        kids = _children(tree)
+        doomed: set[str] = set()
+        head = heads[ns]
+        while _deletable_duration_leaf(tree, head, kids, doomed, protect):
+            doomed.add(head)  # a trailing duration-only head: its parent (same values) becomes the head
+            head = tree[head].parent_id  # type: ignore[assignment]
+        heads[ns] = head
+        _protect(plan, tree, {k: [c for c in v if c not in doomed] for k, v in kids.items()}, head, protect)
+        head_chain = set(_chain(tree, head))
+        for cid in tree:
+            if cid in doomed or kids.get(cid) or (ns, cid) in plan.protected:
+                continue
+            if cid not in head_chain and _deletable_duration_leaf(tree, cid, kids, doomed, protect):
+                doomed.add(cid)
+                continue
+            line = _chain(tree, cid)
+            branch: list[str] = []
+            for link in line:
+                if link in head_chain or (ns, link) in plan.protected or len(kids.get(link, [])) > 1:
+                    break
+                branch.append(link)
+            if branch and len(branch) < len(line):  # it joins a kept line: a sibling branch, not a root line
+                doomed |= set(branch)
+        for cid in tree:
+            (plan.deleted if cid in doomed else plan.kept).add((ns, cid))
+        for cid in tree:
+            if (ns, cid) in plan.kept and (ns, cid) not in plan.protected:
+                if any((ns, k) in plan.kept for k in kids.get(cid, [])):
+                    plan.protected[(ns, cid)] = "chain_to_seed"
+    return _finish(plan, trees, heads)
+
+
+def _deletable_duration_leaf(tree: Mapping[str, Node], cid: str, kids: Mapping[str, list[str]], doomed: set[str],
+                             protect: set[str]) -> bool:
+    node = tree[cid]
+    live_kids = [k for k in kids.get(cid, []) if k not in doomed]
+    parent = tree.get(node.parent_id) if node.parent_id else None
+    return (not live_kids and cid not in protect and not node.owns_writes and parent is not None
+            and is_duration_only(node, parent))

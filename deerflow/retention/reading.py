@@ -1,0 +1,56 @@
+"""Readings of checkpoints through LangGraph's own reader, the yardstick a prune is verified against.
+
+The accessor is built in ONE place (:func:`langgraph_reader`), so a change
+of :class:`~deerflow.runtime.checkpoint_state.CheckpointStateAccessor`'s
+constructor is a one-line change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from deerflow.digest import channels_sha256, messages_sha256
+from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+
+__all__ = ["Reading", "config_for", "langgraph_reader", "read_through_langgraph"]
+
+Reading = tuple[str, str]  # (messages_sha256, channels_sha256)
+
+
+def langgraph_reader(saver: Any) -> CheckpointStateAccessor:
+    """A delta-mode accessor over ``saver`` (a delta-mode process reads both modes)."""
+    return CheckpointStateAccessor.bind(saver, mode="delta")
+
+
+def config_for(thread_id: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """``{"configurable": {thread_id, checkpoint_ns[, checkpoint_id]}}``."""
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def read_through_langgraph(saver: Any, thread_id: str, keys: Iterable[tuple[str, str]],
+                           digest: Callable[[list[Any]], str] = messages_sha256) -> dict[tuple[str, str], Reading]:
+    """``{(checkpoint_ns, checkpoint_id): (messages_sha256, channels_sha256)}`` read by LangGraph's reader.
+
+    Args:
+        saver: the saver to read through (the session's, inside its transaction).
+        thread_id: the thread.
+        keys: ``(checkpoint_ns, checkpoint_id)`` pairs to read.
+        digest: computes ``messages_sha256`` (e.g. a
+            :class:`~deerflow.convert.encoding.MessageDigester`, which hashes each shared message once).
+
+    A checkpoint the reader fails on gets ``("error: <Type>: <message>", "")``,
+    so a failure compares unequal to any real reading.
+    """
+    reader = langgraph_reader(saver)
+    out: dict[tuple[str, str], Reading] = {}
+    for ns, cid in keys:
+        try:
+            values = reader.get(config_for(thread_id, ns, cid)).values
+            out[(ns, cid)] = (digest(list(values.get("messages") or [])), channels_sha256(values))
+        except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported
+            out[(ns, cid)] = (f"error: {type(exc).__name__}: {exc}", "")
+    return out

@@ -1,0 +1,45 @@
+"""Revert a prune (or a whole-thread deletion) from its backup, byte for byte, in one transaction."""
+
+from __future__ import annotations
+
+import time
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.convert import backups
+from deerflow.convert.converter import ThreadReport, _Walk
+from deerflow.convert.storage import open_session
+from deerflow.retention.report import PruneReport
+
+__all__ = ["revert_prune"]
+
+
+def revert_prune(database: DatabaseConfig, backup_id: str) -> PruneReport:
+    """Put a pruned thread's backed-up rows back (checkpoints, blobs, writes rows), verified, one transaction.
+
+    Checkpoints written after the prune are kept. The restored thread is
+    walked once; a blocking finding the backup did not have rolls back.
+
+    Returns:
+        A :class:`PruneReport` with status ``reverted`` and ``kept_checkpoint_ids`` the thread's ids after,
+        or ``not_found`` (no active backup with that id; nothing written).
+    """
+    started = time.monotonic()
+    report = PruneReport(thread_id="", rule="revert", attempts=1, backup_id=backup_id)
+    with open_session(database) as session:
+        try:
+            info = backups.get_backup(session, backup_id)
+            report.thread_id = info.thread_id
+            session.lock_thread(info.thread_id)
+            report.bytes_before = session.stored_bytes(info.thread_id)
+            backups.restore_rows(session, backup_id)
+        except backups.BackupNotFoundError as exc:
+            report.status, report.error = "not_found", str(exc)
+            report.hint = "List backups (manage.py conversion_backups) to find an active one."
+            return report
+        walk_report = ThreadReport(thread_id=info.thread_id)
+        report.kept_checkpoint_ids = sorted(e.checkpoint_id for e in _Walk(session, info.thread_id, walk_report))
+        report.bytes_after = session.stored_bytes(info.thread_id)
+        report.status = "reverted"
+        session.commit()
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report
