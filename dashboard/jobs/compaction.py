@@ -18,10 +18,10 @@ from django.utils import timezone
 from dashboard.fleet.models import ProcessRecord
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
-from deerflow.convert import ThreadReport
+from deerflow.convert import ThreadReport, list_backups
 from deerflow.convert.compactor import compact_thread, dry_run_compact
 
-__all__ = ["CompactionTotals", "candidate_threads", "compact", "dry_run", "full_mode_processes", "totals"]
+__all__ = ["CompactionTotals", "candidate_threads", "compact", "dry_run", "full_mode_processes", "run_one", "totals"]
 
 _PAGE = 500
 #: The note full-mode processes get for compacted threads (shown by the dry run and the confirmation).
@@ -74,6 +74,26 @@ def compact(rt: DashboardRuntime, thread_ids: Iterable[str], *, integrity: bool 
         if on_report is not None:
             on_report(report)
     return reports
+
+
+def run_one(rt: DashboardRuntime, thread_id: str, *, dry_run: bool, integrity: bool, note: str,
+            retried: bool = False) -> ThreadReport:
+    """One job row: the compaction preview or the compaction of ``thread_id`` at this process's cadence.
+
+    A retried row whose earlier attempt committed but died before recording it
+    (so this attempt finds ``already_delta``) reports that compaction, found by
+    the backup carrying the job's ``note``.
+    """
+    k = rt.snapshot_frequency
+    if dry_run:
+        return dry_run_compact(rt.config.database, thread_id, snapshot_frequency=k, integrity=integrity)
+    report = compact_thread(rt.config.database, thread_id, snapshot_frequency=k, integrity=integrity, note=note)
+    if retried and report.status == "already_delta":
+        mine = [b for b in list_backups(rt.config.database, thread_id) if b.note == note and b.status == "active"]
+        if mine:
+            report.status, report.backup_id = "compacted", mine[0].backup_id
+            report.hint = "Compacted by an earlier attempt of this job whose worker stopped before recording it."
+    return report
 
 
 @dataclass(frozen=True)
