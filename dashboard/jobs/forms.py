@@ -77,6 +77,17 @@ class ConfirmConvertForm(forms.Form):
                 "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"]}
 
 
+class ConfirmCompactForm(ConfirmConvertForm):
+    """``POST /jobs/<compaction dry run id>/compact``: compact what the dry run found (no size limit: it shrinks)."""
+
+    force_full_fleet = forms.BooleanField(required=False, label="Compact although full-mode processes are live")
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`services.create_job`."""
+        return {**super().options(), "confirmed": True,
+                "force_full_fleet": self.cleaned_data["force_full_fleet"]}
+
+
 class JobActionForm(forms.Form):
     """``POST /jobs/<id>/action``: one of the job buttons."""
 
