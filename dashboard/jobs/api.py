@@ -33,8 +33,9 @@ _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewri
 
 
 #: What a job body holds (said with every 400 of ``POST /api/jobs``).
-JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert or revert); one of thread_ids, filter or backup_ids; "
-                 "optionally estimate_job, confirmed, throttle_delay_s, max_in_flight, integrity (README, jobs API).")
+JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run or compact); one of thread_ids, "
+                 "filter or backup_ids; optionally estimate_job, confirmed, throttle_delay_s, max_in_flight, integrity, "
+                 "force_full_fleet (README, jobs API).")
 
 
 def _iso(value) -> str | None:

@@ -144,6 +144,15 @@ class SizeLimitExceeded(JobError):
             "then confirm the size explicitly, or convert fewer threads at a time.")
 
 
+class FullModeFleet(JobError):
+    """A compaction was requested while live registered processes of the fleet run in full mode."""
+
+    status = 409
+    code = "full_mode_fleet"
+    hint = ("A compacted thread is delta: full-mode processes answer 409 for it. Switch every process to "
+            "database.checkpoint_channel_mode: delta and restart it, or override explicitly (force_full_fleet: true).")
+
+
 class InvalidTransition(JobError):
     """The job's state does not allow this action (e.g. resume a job that is not paused)."""
 

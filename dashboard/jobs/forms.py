@@ -77,6 +77,17 @@ class ConfirmConvertForm(forms.Form):
                 "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"]}
 
 
+class ConfirmCompactForm(ConfirmConvertForm):
+    """``POST /jobs/<compaction dry run id>/compact``: compact what the dry run found (no size limit: it shrinks)."""
+
+    force_full_fleet = forms.BooleanField(required=False, label="Compact although full-mode processes are live")
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`services.create_job`."""
+        return {**super().options(), "confirmed": True,
+                "force_full_fleet": self.cleaned_data["force_full_fleet"]}
+
+
 class JobActionForm(forms.Form):
     """``POST /jobs/<id>/action``: one of the job buttons."""
 
@@ -95,7 +106,8 @@ class ApiJobForm(forms.Form):
     """``POST /api/jobs`` JSON body.
 
     ``{"kind", "thread_ids" | "filter" | "backup_ids", "estimate_job", "confirmed",
-    "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes"}``.
+    "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes", "force_full_fleet"}``
+    (``force_full_fleet``: ``compact`` although live full-mode processes are registered).
     """
 
     kind = forms.ChoiceField(choices=ConversionJob.Kind.choices)
@@ -108,6 +120,7 @@ class ApiJobForm(forms.Form):
     max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False)
     integrity = forms.NullBooleanField(required=False)
     size_limit_bytes = forms.IntegerField(min_value=1, required=False)
+    force_full_fleet = forms.BooleanField(required=False)
 
     def selection(self) -> dict[str, Any] | None:
         """The selection, or ``None`` to derive it from ``estimate_job``."""
@@ -120,4 +133,5 @@ class ApiJobForm(forms.Form):
         data = self.cleaned_data
         return {"confirmed": bool(data["confirmed"]), "throttle_delay_s": data["throttle_delay_s"] or 0.0,
                 "max_in_flight": data["max_in_flight"] or 1,
-                "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"]}
+                "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"],
+                "force_full_fleet": bool(data.get("force_full_fleet"))}

@@ -28,7 +28,8 @@ class ConversionJob(models.Model):
     """One dry run, conversion or revert over a selection of threads.
 
     Attributes:
-        kind: ``dry_run`` (estimate + integrity check), ``convert`` (delta to full) or ``revert``.
+        kind: ``dry_run`` (estimate + integrity check), ``convert`` (delta to full), ``revert``,
+            ``compact_dry_run`` (compaction preview) or ``compact`` (full to delta, :mod:`dashboard.jobs.compaction`).
         state: see :class:`State`; ``revision`` is bumped on every state change and
             also serializes dispatchers (its UPDATE takes the row's write lock).
         selection: what was asked for, as JSON: ``{"thread_ids": [...]}``,
@@ -51,6 +52,8 @@ class ConversionJob(models.Model):
         DRY_RUN = "dry_run", "dry run"
         CONVERT = "convert", "convert to full"
         REVERT = "revert", "revert"
+        COMPACT_DRY_RUN = "compact_dry_run", "compaction dry run"
+        COMPACT = "compact", "compact to delta"
 
     class State(models.TextChoices):
         QUEUED = "queued"

@@ -16,6 +16,8 @@ SUCCESS = {
     ConversionJob.Kind.DRY_RUN: ("needs_conversion", "already_full"),
     ConversionJob.Kind.CONVERT: ("converted", "already_full"),
     ConversionJob.Kind.REVERT: ("reverted",),
+    ConversionJob.Kind.COMPACT_DRY_RUN: ("needs_compaction", "already_delta"),
+    ConversionJob.Kind.COMPACT: ("compacted", "already_delta"),
 }
 
 

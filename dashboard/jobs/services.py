@@ -38,12 +38,13 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.jobs import owners
+from dashboard.jobs import compaction, owners
 from dashboard.jobs import selection as sel
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
     WORKER_FULL_MODE_HINT,
     EstimateRequired,
+    FullModeFleet,
     InvalidSelection,
     InvalidTransition,
     NotADryRun,
@@ -72,12 +73,12 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
                source_job: ConversionJob | None = None, parent: ConversionJob | None = None,
                throttle_delay_s: float = 0.0, max_in_flight: int = 1, integrity: bool = True,
                confirmed: bool = False, size_limit_bytes: int | None = None, runner: str = "celery",
-               launched_by: str = "") -> ConversionJob:
+               launched_by: str = "", force_full_fleet: bool = False) -> ConversionJob:
     """Create a job and its pending result rows (does not start it; see :func:`launch`).
 
     Args:
         user: the launching user (``None`` for the command line; then give ``launched_by``).
-        kind: ``dry_run``, ``convert`` or ``revert``.
+        kind: ``dry_run``, ``convert``, ``revert``, ``compact_dry_run`` or ``compact``.
         selection: see :mod:`dashboard.jobs.selection`; ``None`` derives it from
             ``source_job`` (a conversion takes the dry run's ``needs_conversion``
             threads, a revert takes the conversion's backups).
@@ -86,15 +87,22 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
         max_in_flight: thread tasks queued or running at once (>= 1).
         confirmed: accept an estimate above the size limit, or a conversion without a dry run.
         size_limit_bytes: default: the source job's limit, else ``settings.CONVERSION_SIZE_LIMIT_BYTES``.
+        force_full_fleet: compact although live full-mode processes are registered.
 
     Raises:
         InvalidSelection, NothingToConvert, EstimateRequired, SizeLimitExceeded.
+        FullModeFleet: a ``compact`` job while a live registered process is in full mode (unless forced).
         NotADryRun: a conversion whose ``source_job`` is not a finished dry run.
     """
     if throttle_delay_s < 0 or max_in_flight < 1:
         raise InvalidSelection("throttle_delay_s must be >= 0 and max_in_flight >= 1.")
-    if kind == Kind.CONVERT and source_job is not None and not _finished_dry_run(source_job):
+    if kind in _WRITES and source_job is not None and not _finished_dry_run(source_job, kind):
         raise NotADryRun(source_job.pk)
+    if kind == Kind.COMPACT and not force_full_fleet:
+        blockers = compaction.full_mode_processes()
+        if blockers:
+            raise FullModeFleet(f"{len(blockers)} live process(es) run in full mode and would answer 409 for "
+                                f"compacted threads: {', '.join(p.name for p in blockers)}.")
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
     targets = sel.resolve(get_runtime(), selection)
     if not targets and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
@@ -117,25 +125,33 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     return job
 
 
+#: The kinds that write threads -> (the dry-run kind that estimates them, the dry run's "would write" status,
+#: the status of a written thread).
+_WRITES = {Kind.CONVERT: (Kind.DRY_RUN, "needs_conversion", "converted"),
+           Kind.COMPACT: (Kind.COMPACT_DRY_RUN, "needs_compaction", "compacted")}
+
+
 def _derived_selection(kind: str, source: ConversionJob | None) -> dict[str, Any]:
     if source is None:
         raise InvalidSelection("Select threads (thread_ids or filter), backups, or a source job.")
-    if kind == Kind.CONVERT and source.kind == Kind.DRY_RUN:
-        ids = list(source.results.filter(status="needs_conversion").values_list("thread_id", flat=True))
+    if kind in _WRITES and source.kind == _WRITES[kind][0]:
+        ids = list(source.results.filter(status=_WRITES[kind][1]).values_list("thread_id", flat=True))
         if not ids:
-            raise NothingToConvert(f"Dry run {source.pk} found no thread that needs conversion.")
+            raise NothingToConvert(f"Dry run {source.pk} found no thread that needs "
+                                   f"{'conversion' if kind == Kind.CONVERT else 'compaction'}.")
         return {"thread_ids": ids}
-    if kind == Kind.REVERT and source.kind == Kind.CONVERT:
+    if kind == Kind.REVERT and source.kind in _WRITES:
         return {"backup_ids": _revertible(source)}
     raise InvalidSelection(f"A {kind} job cannot be derived from a {source.kind} job.")
 
 
-def _finished_dry_run(job: ConversionJob) -> bool:
-    return job.kind == Kind.DRY_RUN and job.finished
+def _finished_dry_run(job: ConversionJob, kind: str = Kind.CONVERT) -> bool:
+    return job.kind == _WRITES[kind][0] and job.finished
 
 
 def _converted_backups(job: ConversionJob) -> list[str]:
-    return list(job.results.filter(status="converted").exclude(backup_id="").values_list("backup_id", flat=True))
+    return list(job.results.filter(status__in=("converted", "compacted")).exclude(backup_id="")
+                .values_list("backup_id", flat=True))
 
 
 def active_backups(job: ConversionJob) -> list[str]:
@@ -160,15 +176,15 @@ def _revertible(source: ConversionJob) -> list[str]:
 
 def _estimate(kind: str, thread_ids: list[str], source: ConversionJob | None, confirmed: bool) -> dict[str, Any]:
     """The dry run's totals for the threads a conversion will rewrite (``{}`` for other kinds)."""
-    if kind != Kind.CONVERT:
+    if kind not in _WRITES:
         return {}
     if source is None:
         if not confirmed:
             raise EstimateRequired("A conversion needs a dry-run estimate or an explicit confirmation.")
         return {}
-    if not _finished_dry_run(source):
+    if not _finished_dry_run(source, kind):
         raise NotADryRun(source.pk)
-    rows = source.results.filter(thread_id__in=thread_ids, status="needs_conversion")
+    rows = source.results.filter(thread_id__in=thread_ids, status=_WRITES[kind][1])
     sums = rows.aggregate(n=Count("id"), c=Sum("checkpoints_rewritten"), b=Sum("bytes_before"),
                           a=Sum("bytes_after"))
     return {"source_job": source.pk, "threads": sums["n"], "checkpoints_to_rewrite": sums["c"] or 0,
@@ -276,7 +292,7 @@ def revert(job: ConversionJob, user: Any, **options: Any) -> ConversionJob:
         InvalidTransition: ``job`` is not a finished conversion.
         NothingToConvert: it converted nothing.
     """
-    if job.kind != Kind.CONVERT or not job.finished:
+    if job.kind not in _WRITES or not job.finished:
         raise InvalidTransition(f"Job {job.pk} is not a finished conversion; there is nothing to revert yet.")
     new = create_job(user, Kind.REVERT, source_job=job, throttle_delay_s=job.throttle_delay_s,
                      max_in_flight=job.max_in_flight, **options)
@@ -448,6 +464,9 @@ def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
     if refusal is not None:
         return refusal
     database, note = rt.config.database, f"dashboard job {job.pk}"
+    if job.kind in (Kind.COMPACT_DRY_RUN, Kind.COMPACT):
+        return _Outcome(compaction.run_one(rt, result.thread_id, dry_run=job.kind == Kind.COMPACT_DRY_RUN,
+                                           integrity=job.integrity, note=note, retried=result.attempts > 1))
     if job.kind == Kind.DRY_RUN:
         return _Outcome(convert.dry_run_thread(database, result.thread_id, integrity=job.integrity))
     if job.kind == Kind.REVERT:
@@ -463,7 +482,8 @@ def _refusal(rt: DashboardRuntime, result: ThreadResult) -> _Outcome | None:
     except CheckpointModeReconfigurationError as exc:
         view = describe(exc)
         return _refused(result.thread_id, view.detail, view.hint, view.code)
-    if rt.mode == "delta" or not _needs_delta_reader(rt, result):
+    if rt.mode == "delta" or (result.job.kind not in (Kind.COMPACT_DRY_RUN, Kind.COMPACT)
+                              and not _needs_delta_reader(rt, result)):
         return None
     view = describe(CheckpointModeMismatchError(thread_id=result.thread_id))
     return _refused(result.thread_id, view.detail, WORKER_FULL_MODE_HINT, view.code)

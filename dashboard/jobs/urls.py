@@ -7,11 +7,13 @@ app_name = "jobs"
 urlpatterns = [
     path("", views.job_list, name="list"),
     path("launch", views.launch, name="launch"),
+    path("compact/launch", views.compact_launch, name="compact_launch"),
     path("workers", views.worker_status, name="workers"),
     path("backups/", views.backup_list, name="backups"),
     path("backups/purge", views.backup_purge, name="purge"),
     path("<int:job_id>/", views.job_detail, name="detail"),
     path("<int:job_id>/progress", views.job_progress, name="progress"),
     path("<int:job_id>/convert", views.confirm_convert, name="convert"),
+    path("<int:job_id>/compact", views.confirm_compact, name="compact"),
     path("<int:job_id>/action", views.job_action, name="action"),
 ]

@@ -21,9 +21,15 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.jobs import services, stalls
+from dashboard.jobs import compaction, services, stalls
 from dashboard.jobs.errors import JobError, NotADryRun
-from dashboard.jobs.forms import ConfirmConvertForm, JobActionForm, LaunchForm, PurgeBackupForm
+from dashboard.jobs.forms import (
+    ConfirmCompactForm,
+    ConfirmConvertForm,
+    JobActionForm,
+    LaunchForm,
+    PurgeBackupForm,
+)
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
 from dashboard.jobs.workers import check_delta_workers
@@ -78,12 +84,13 @@ def _job_context(job: ConversionJob, **extra) -> dict:
             "requeue_after_s": settings.DASHBOARD_REQUEUE_AFTER_S,
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
+            **_compact_offer(job, results),
             "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **extra}
 
 
 def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
     """``revertible``: a finished conversion with a backup still active; ``reverted_by``: its revert jobs."""
-    if job.kind != ConversionJob.Kind.CONVERT or not job.finished:
+    if job.kind not in (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT) or not job.finished:
         return {}
     try:
         revertible = bool(services.active_backups(job))
@@ -92,6 +99,16 @@ def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
             raise
         revertible = True
     return {"revertible": revertible, "reverted_by": [d for d in derived if d.kind == ConversionJob.Kind.REVERT]}
+
+
+def _compact_offer(job: ConversionJob, results) -> dict:
+    """A finished compaction dry run: the threads it would compact, their totals, the full-mode processes."""
+    if job.kind != ConversionJob.Kind.COMPACT_DRY_RUN or not job.finished:
+        return {}
+    rows = [r for r in results if r.status == "needs_compaction"]
+    before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
+    return {"compactable": rows, "full_mode_processes": compaction.full_mode_processes(),
+            "compact_totals": {"bytes_before": before, "bytes_after": after, "bytes_freed": before - after}}
 
 
 def _over_limit(job: ConversionJob, results) -> bool:
@@ -151,6 +168,41 @@ def confirm_convert(request: HttpRequest, job_id: int) -> HttpResponse:
     try:
         job = services.create_job(request.user, ConversionJob.Kind.CONVERT, source_job=dry_run, **form.options())
     except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
+        return error_page(request, exc.page_view())
+    except JobError as exc:
+        context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
+        return render(request, "jobs/detail.html", context, status=exc.status)
+    services.launch(job)
+    return _go(request, _job_url(job))
+
+
+@require_POST
+@manage_required
+def compact_launch(request: HttpRequest) -> HttpResponse:
+    """"Compact to delta", step 1: a compaction dry run of the chosen threads, then its job page."""
+    form = LaunchForm(request.POST)
+    if not form.is_valid():
+        return _invalid(request, form)
+    try:
+        job = services.create_job(request.user, ConversionJob.Kind.COMPACT_DRY_RUN, form.selection(),
+                                  integrity=not form.cleaned_data["skip_integrity"])
+    except JobError as exc:
+        return error_page(request, exc.view())
+    services.launch(job)
+    return _go(request, _job_url(job))
+
+
+@require_POST
+@manage_required
+def confirm_compact(request: HttpRequest, job_id: int) -> HttpResponse:
+    """"Compact to delta", step 2: compact what the finished compaction dry run ``job_id`` found."""
+    dry_run = get_object_or_404(ConversionJob, pk=job_id)
+    form = ConfirmCompactForm(request.POST)
+    if not form.is_valid():
+        return _invalid(request, form)
+    try:
+        job = services.create_job(request.user, ConversionJob.Kind.COMPACT, source_job=dry_run, **form.options())
+    except NotADryRun as exc:
         return error_page(request, exc.page_view())
     except JobError as exc:
         context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())

@@ -40,17 +40,25 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
-from deerflow.convert.encoding import MessageDigester, MessageEncoder, RecordingSerializer, SharingDecoder
-from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace, stored_seed
+from deerflow.convert.delta_reader import check_against_langgraph as _check_against_langgraph
+from deerflow.convert.encoding import MessageDigester, MessageEncoder, RecordingSerializer
+from deerflow.convert.onepass import stored_seed
 from deerflow.convert.reading import iter_checkpoints
+from deerflow.convert.report import STATUSES, ThreadReport
+from deerflow.convert.report import Abort as _Abort
+from deerflow.convert.report import record as _record
 from deerflow.convert.storage import ConversionSession, open_session
+from deerflow.convert.walk import Entry as _Entry
+from deerflow.convert.walk import Walk as _Walk
+from deerflow.convert.walk import check_watermark as _check_watermark
+from deerflow.convert.walk import config_for as _config
+from deerflow.convert.walk import share_decoded_messages as _share_decoded_messages
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
@@ -60,79 +68,6 @@ from deerflow.runtime.checkpoint_mode import (
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 
 __all__ = ["STATUSES", "ThreadReport", "convert_thread", "dry_run_thread", "revert_thread"]
-
-STATUSES = ("already_full", "needs_conversion", "blocked", "integrity_mismatch", "converted", "reverted",
-            "verification_failed", "changed_during_conversion", "not_found")
-
-
-@dataclass
-class ThreadReport:
-    """The outcome of a dry run or a conversion of one thread.
-
-    Attributes:
-        thread_id: the thread.
-        status: one of :data:`STATUSES`.
-        checkpoints_total: checkpoints in every namespace (count).
-        checkpoints_to_rewrite: checkpoints whose stored value or metadata changes (count).
-        bytes_before: bytes in LangGraph's tables before (checkpoints, blobs, writes).
-        bytes_after: bytes after conversion (estimated by a dry run, measured after a conversion).
-        findings: ``[{"kind", "checkpoint_id", "checkpoint_ns", "detail", "blocking"}]``.
-        first_difference: for ``integrity_mismatch`` / ``verification_failed``: where and both digests
-            (plus ``langgraph_error`` when LangGraph's reader failed during the integrity check).
-        head_messages_sha256: canonical digest of the root namespace head after materialization
-            (``None`` when a blocking finding leaves the head's value unknown).
-        backup_id: the backup holding the original rows (after a conversion).
-        attempts: transactions tried (count).
-        duration_s: wall time (seconds).
-        error, hint: what went wrong and what to do, for non-success statuses.
-    """
-
-    thread_id: str
-    status: str = "needs_conversion"
-    checkpoints_total: int = 0
-    checkpoints_to_rewrite: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    first_difference: dict[str, Any] | None = None
-    head_messages_sha256: str | None = None
-    backup_id: str | None = None
-    attempts: int = 0
-    duration_s: float = 0.0
-    error: str | None = None
-    hint: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly copy."""
-        return asdict(self)
-
-
-@dataclass
-class _Entry:
-    """One analyzed checkpoint, as the walk hands it on (its value is dropped once used)."""
-
-    ns: str
-    tup: Any  # the saver's CheckpointTuple, pending writes dropped
-    value: list[Any] | None
-    rewrite: bool
-    digest: str | None = None  # messages_sha256(value); None when the value is unknown
-
-    @property
-    def checkpoint_id(self) -> str:
-        return self.tup.config["configurable"]["checkpoint_id"]
-
-
-class _Abort(Exception):
-    def __init__(self, status: str, error: str, hint: str, difference: dict[str, Any] | None = None):
-        super().__init__(error)
-        self.status, self.error, self.hint, self.difference = status, error, hint, difference
-
-
-def _config(thread_id: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    c: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
-    if checkpoint_id is not None:
-        c["checkpoint_id"] = checkpoint_id
-    return {"configurable": c}
 
 
 def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -170,121 +105,6 @@ def _needs_rewrite(tup: Any, value: list[Any]) -> bool:
 def _rewrites_version(tup: Any) -> bool:
     """True when a conversion re-``put``s this checkpoint with a ``messages`` version, whatever its value."""
     return _has_version(tup) and (_metadata_delta(tup) or not _plain(tup))
-
-
-def _share_decoded_messages(session: ConversionSession) -> None:
-    if not isinstance(session.saver.serde, SharingDecoder):
-        session.saver.serde = SharingDecoder(session.saver.serde)
-
-
-class _Walk:
-    """One pass over a thread: read each namespace through the saver, materialize, hand on each checkpoint.
-
-    Decodes through a :class:`SharingDecoder` (installed on the session's
-    saver), so snapshots and writes share one object per distinct message;
-    hashes with one :class:`MessageDigester`; keeps the report's counts,
-    findings and head digest up to date as checkpoints pass. Iterating twice
-    reads the thread twice.
-    """
-
-    def __init__(self, session: ConversionSession, thread_id: str, report: ThreadReport):
-        self.session, self.thread_id, self.report = session, thread_id, report
-        _share_decoded_messages(session)
-        self.digest = MessageDigester()
-        # Called with (checkpoint_ns, tuples by id) after a namespace is read, before its checkpoints are handed on.
-        self.on_namespace: Callable[[str, dict[str, Any]], None] | None = None
-
-    def _namespace(self, ns: str, paths: dict[tuple[str, str, str], str]) -> tuple[dict[str, Any], list[CheckpointNode]]:
-        # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
-        # task_path (a property of the task) is read only to flag order-unknown parallel writes.
-        tuples: dict[str, Any] = {}
-        nodes: list[CheckpointNode] = []
-        for tup in iter_checkpoints(self.session.saver, self.thread_id, ns):
-            cid = tup.config["configurable"]["checkpoint_id"]
-            values = tup.checkpoint["channel_values"]
-            writes = [(w[0], w[2], paths.get((ns, cid, w[0])))
-                      for w in tup.pending_writes or [] if w[1] == "messages"]
-            tuples[cid] = tup._replace(pending_writes=None)
-            nodes.append(CheckpointNode(
-                checkpoint_id=cid,
-                parent_id=tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None,
-                stored=values.get("messages"),
-                writes=writes,
-                version=(tup.checkpoint.get("channel_versions") or {}).get("messages"),
-            ))
-        return tuples, nodes
-
-    def __iter__(self) -> Iterator[_Entry]:
-        report, session = self.report, self.session
-        report.findings, report.checkpoints_total, report.checkpoints_to_rewrite = [], 0, 0
-        report.head_messages_sha256 = None
-        head = session.query("SELECT MAX(checkpoint_id) AS head FROM checkpoints WHERE thread_id = ? "
-                             "AND checkpoint_ns = ''", [self.thread_id])[0]["head"]
-        paths = session.task_paths(self.thread_id)
-        for ns in session.namespaces(self.thread_id):
-            tuples, nodes = self._namespace(ns, paths)
-            if self.on_namespace is not None:
-                self.on_namespace(ns, tuples)
-            for item in materialize_namespace(nodes):
-                if isinstance(item, Finding):
-                    report.findings.append({**asdict(item), "checkpoint_ns": ns})
-                    if item.blocking and item.kind in ("dangling_parent", "cycle"):
-                        report.checkpoints_total += 1  # stored but never reached by the walk
-                    continue
-                assert isinstance(item, Materialized)
-                tup = tuples.pop(item.checkpoint_id)
-                rewrite = item.messages is not None and _needs_rewrite(tup, item.messages)
-                digest = None if item.messages is None else self.digest(item.messages)
-                report.checkpoints_total += 1
-                report.checkpoints_to_rewrite += rewrite
-                if ns == "" and item.checkpoint_id == head:
-                    report.head_messages_sha256 = digest
-                yield _Entry(ns, tup, item.messages, rewrite, digest)
-
-    def raise_if_blocked(self) -> None:
-        """Raises ``_Abort("blocked")`` when the last pass reported a blocking finding."""
-        blocking = [f for f in self.report.findings if f["blocking"]]
-        if blocking:
-            raise _Abort("blocked", f"{len(blocking)} blocking finding(s); first: {blocking[0]['detail']}",
-                         "The thread's history cannot be replayed completely; it stays in delta mode.")
-
-
-def _check_against_langgraph(session: ConversionSession, thread_id: str,
-                             digests: list[tuple[str, str, str | None]]) -> None:
-    """The integrity check: every checkpoint's one-pass digest against LangGraph's own delta reader.
-
-    Args:
-        digests: ``[(checkpoint_ns, checkpoint_id, one-pass digest)]`` in walk order.
-
-    Raises:
-        _Abort: ``integrity_mismatch`` at the first checkpoint (walk order) where the
-            digests differ or LangGraph's reader fails; ``first_difference`` is
-            ``{checkpoint_id, checkpoint_ns, onepass_sha256, langgraph_sha256}``
-            (``langgraph_sha256`` ``None`` and ``langgraph_error`` set when the reader
-            raised or returned something that is not a message list).
-    """
-    accessor = CheckpointStateAccessor.bind(session.saver, mode="delta")
-    for ns, cid, ours in digests:
-        error = None
-        try:
-            snapshot = accessor.get(_config(thread_id, ns, cid))
-            theirs: str | None = messages_sha256(snapshot.values.get("messages") or [])
-        except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported
-            theirs, error = None, f"{type(exc).__name__}: {exc}"
-        if theirs != ours:
-            difference = {"checkpoint_id": cid, "checkpoint_ns": ns, "onepass_sha256": ours,
-                          "langgraph_sha256": theirs}
-            if error is not None:
-                difference["langgraph_error"] = error
-            raise _Abort(
-                "integrity_mismatch",
-                f"one-pass materialization differs from LangGraph's reader at checkpoint {cid}"
-                + (f" (namespace {ns})" if ns else "")
-                + (f"; LangGraph's reader failed: {error}" if error else ""),
-                "The stored delta history does not replay consistently. Inspect the thread's history; "
-                "do not convert until an operator has decided which value is right.",
-                difference,
-            )
 
 
 class _VersionPlan:
@@ -603,7 +423,7 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
             if session.watermark(thread_id)[0] == 0:
                 raise _Abort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
             report.bytes_before = session.stored_bytes(thread_id)
-            walk = _Walk(session, thread_id, report)
+            walk = _Walk(session, thread_id, report, _needs_rewrite)
             estimate = _Estimate(session, thread_id, report.bytes_before)
             digests = []
             for e in walk:
@@ -622,11 +442,6 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
             _record(report, exc)
     report.duration_s = round(time.monotonic() - started, 3)
     return report
-
-
-def _record(report: ThreadReport, exc: _Abort) -> None:
-    report.status, report.error, report.hint = exc.status, exc.error, exc.hint
-    report.first_difference = exc.difference
 
 
 def convert_thread(
@@ -679,7 +494,7 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     if mark[0] == 0:
         raise _Abort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
     report.bytes_before = session.stored_bytes(thread_id)
-    walk = _Walk(session, thread_id, report)
+    walk = _Walk(session, thread_id, report, _needs_rewrite)
     if integrity:
         digests = [(e.ns, e.checkpoint_id, e.digest) for e in walk]
         walk.raise_if_blocked()
@@ -711,12 +526,6 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     session.commit()
 
 
-def _check_watermark(session: ConversionSession, thread_id: str, mark: tuple[int, str | None]) -> None:
-    if session.watermark(thread_id) != mark:
-        raise _Abort("changed_during_conversion", "new checkpoints were written while converting",
-                     "Retried automatically; if it keeps happening, convert when the thread is idle.")
-
-
 def revert_thread(database: DatabaseConfig, backup_id: str) -> ThreadReport:
     """Restore a converted thread from its backup, verified, in one transaction.
 
@@ -744,7 +553,7 @@ def revert_thread(database: DatabaseConfig, backup_id: str) -> ThreadReport:
                 backups.restore_rows(session, backup_id)
             except backups.BackupNotFoundError as exc:
                 raise _Abort("not_found", str(exc), "Only an active backup can be restored.") from exc
-            walk = _Walk(session, info.thread_id, report)
+            walk = _Walk(session, info.thread_id, report, _needs_rewrite)
             for e in walk:
                 key = (e.ns, e.checkpoint_id)
                 if key in converted and converted[key] != e.digest:

@@ -1,4 +1,13 @@
-"""``python manage.py convert_threads --to full (--thread ID ... | --all) [--dry-run] [--yes]``
+"""``python manage.py convert_threads --to full|delta (--thread ID ... | --all) [--dry-run] [--yes]``
+
+``--to delta`` compacts legacy full-mode threads into delta storage at this
+process's cadence (:mod:`dashboard.jobs.compaction`): a dry run per thread and
+in total (bytes now, bytes after, bytes freed, snapshot positions), then the
+verified, backed-up compaction. It refuses while a live registered process of
+the fleet is in full mode (``--force-full-fleet`` overrides): full-mode
+processes answer 409 for compacted threads. Exit 0 when every thread was
+compacted or already delta, 1 when one failed, 2 when nothing was confirmed or
+the request was refused.
 
 Runs the same services as the Celery tasks, synchronously in this process
 (frozen from config.yaml like any dashboard process). Converting reads delta
@@ -27,6 +36,7 @@ from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import DashboardCommand
 from dashboard.jobs import services
+from dashboard.jobs.compact_command import CompactCommand
 from dashboard.jobs.errors import JobError
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
@@ -58,14 +68,19 @@ class Command(DashboardCommand):
     uses_checkpoint_database = True
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--to", required=True, choices=["full"], help="target storage mode (only full)")
+        parser.add_argument("--to", required=True, choices=["full", "delta"],
+                            help="target storage mode: full (materialize delta threads) or delta (compact full ones)")
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("--thread", action="append", metavar="ID", help="a thread id (repeatable)")
-        which.add_argument("--all", action="store_true", help="every thread that needs conversion (delta evidence)")
+        which.add_argument("--all", action="store_true",
+                           help="every thread that needs it (--to full: delta evidence; --to delta: full or migrated)")
         parser.add_argument("--dry-run", action="store_true", help="estimate and check only; write nothing")
         parser.add_argument("--yes", action="store_true", help="no confirmation prompt (also accepts the size limit)")
         parser.add_argument("--no-integrity", action="store_true", help="skip the comparison with LangGraph's reader")
         parser.add_argument("--throttle", type=float, default=0.0, metavar="S", help="seconds between threads")
+        parser.add_argument("--force-full-fleet", action="store_true",
+                            help="--to delta: compact although live full-mode processes are registered "
+                                 "(they will answer 409 for compacted threads)")
 
     def preflight(self) -> None:
         """Refuse (exit 2, no job created) in a full-mode process, then check the checkpoint database.
@@ -90,6 +105,8 @@ class Command(DashboardCommand):
         rt = get_runtime()
         self.stderr.write(f"process frozen: checkpoint_channel_mode={rt.mode} snapshot_frequency={rt.snapshot_frequency} "
                           f"config={rt.config.path}")
+        if opts["to"] == "delta":
+            return CompactCommand(self).handle(rt, opts)
         selection = {"thread_ids": opts["thread"]} if opts["thread"] else {"filter": {"mode": "delta"}}
         common = {"integrity": not opts["no_integrity"], "throttle_delay_s": opts["throttle"], "runner": "inline",
                   "launched_by": f"cli:{getpass.getuser()}"}

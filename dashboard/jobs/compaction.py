@@ -1,0 +1,115 @@
+"""Full -> delta compaction for the dashboard: which threads, whether the fleet is ready, and running it.
+
+The command (``convert_threads --to delta``) calls these; they call
+:mod:`deerflow.convert.compactor` with this process's frozen cadence.
+A compacted thread is delta: every full-mode process of the fleet would answer
+409 for it, so compaction refuses while any live registered process is in
+full mode (unless the caller overrides it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from dashboard.fleet.models import ProcessRecord
+from dashboard.runtime import DashboardRuntime
+from deerflow import inventory
+from deerflow.convert import ThreadReport, list_backups
+from deerflow.convert.compactor import compact_thread, dry_run_compact
+
+__all__ = ["CompactionTotals", "candidate_threads", "compact", "dry_run", "full_mode_processes", "run_one", "totals"]
+
+_PAGE = 500
+#: The note full-mode processes get for compacted threads (shown by the dry run and the confirmation).
+FULL_MODE_409 = ("A compacted thread is stored in delta mode: a full-mode process answers 409 for it "
+                 "(\"Thread requires delta mode; materialize and convert its checkpoints before using full mode.\").")
+
+
+def full_mode_processes(now: dt.datetime | None = None) -> list[ProcessRecord]:
+    """Live registered processes (not stopped, heartbeat within three intervals) frozen in full mode."""
+    now = now or timezone.now()
+    return [p for p in ProcessRecord.objects.filter(stopped_at__isnull=True, mode="full").order_by("name")
+            if (now - p.last_heartbeat).total_seconds() <= 3 * p.heartbeat_interval_s]
+
+
+def candidate_threads(rt: DashboardRuntime) -> list[str]:
+    """Every thread with legacy full storage: class ``full`` and ``migrated`` (delta head over full ancestors)."""
+    out: list[str] = []
+    for mode, thread_class in (("full", None), ("delta", "migrated")):
+        cursor = None
+        while True:
+            page, cursor = inventory.list_threads(rt.saver, limit=_PAGE, cursor=cursor, mode=mode,
+                                                  thread_class=thread_class)
+            out += [t.thread_id for t in page]
+            if cursor is None:
+                break
+    return sorted(dict.fromkeys(out))
+
+
+def dry_run(rt: DashboardRuntime, thread_ids: Iterable[str], *, integrity: bool = True,
+            on_report: Callable[[ThreadReport], None] | None = None) -> list[ThreadReport]:
+    """:func:`dry_run_compact` per thread at this process's cadence (no lock, nothing written)."""
+    reports = []
+    for thread_id in thread_ids:
+        report = dry_run_compact(rt.config.database, thread_id, snapshot_frequency=rt.snapshot_frequency,
+                                 integrity=integrity)
+        reports.append(report)
+        if on_report is not None:
+            on_report(report)
+    return reports
+
+
+def compact(rt: DashboardRuntime, thread_ids: Iterable[str], *, integrity: bool = True, note: str = "",
+            on_report: Callable[[ThreadReport], None] | None = None) -> list[ThreadReport]:
+    """:func:`compact_thread` per thread at this process's cadence (each verified and backed up)."""
+    reports = []
+    for thread_id in thread_ids:
+        report = compact_thread(rt.config.database, thread_id, snapshot_frequency=rt.snapshot_frequency,
+                                integrity=integrity, note=note)
+        reports.append(report)
+        if on_report is not None:
+            on_report(report)
+    return reports
+
+
+def run_one(rt: DashboardRuntime, thread_id: str, *, dry_run: bool, integrity: bool, note: str,
+            retried: bool = False) -> ThreadReport:
+    """One job row: the compaction preview or the compaction of ``thread_id`` at this process's cadence.
+
+    A retried row whose earlier attempt committed but died before recording it
+    (so this attempt finds ``already_delta``) reports that compaction, found by
+    the backup carrying the job's ``note``.
+    """
+    k = rt.snapshot_frequency
+    if dry_run:
+        return dry_run_compact(rt.config.database, thread_id, snapshot_frequency=k, integrity=integrity)
+    report = compact_thread(rt.config.database, thread_id, snapshot_frequency=k, integrity=integrity, note=note)
+    if retried and report.status == "already_delta":
+        mine = [b for b in list_backups(rt.config.database, thread_id) if b.note == note and b.status == "active"]
+        if mine:
+            report.status, report.backup_id = "compacted", mine[0].backup_id
+            report.hint = "Compacted by an earlier attempt of this job whose worker stopped before recording it."
+    return report
+
+
+@dataclass(frozen=True)
+class CompactionTotals:
+    """Sums over the threads that need (or got) compaction: counts, bytes, snapshot positions."""
+
+    threads: int
+    bytes_before: int
+    bytes_after: int
+    bytes_freed: int
+    snapshots: int
+
+
+def totals(reports: Iterable[ThreadReport], statuses: tuple[str, ...] = ("needs_compaction", "compacted")
+           ) -> CompactionTotals:
+    """The :class:`CompactionTotals` of the reports with one of ``statuses``."""
+    rows = [r for r in reports if r.status in statuses]
+    return CompactionTotals(len(rows), sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows),
+                            sum(r.bytes_freed for r in rows), sum(len(r.snapshot_positions) for r in rows))

@@ -1,0 +1,352 @@
+"""Full->delta compaction: rewrite a legacy full-mode thread as a delta-mode process would have stored it.
+
+The mirror image of :mod:`deerflow.convert.converter`, per thread in one
+transaction (:mod:`deerflow.convert.storage`):
+
+1. lock the thread and record its watermark (checkpoint count, newest id);
+2. read each namespace through the saver a page at a time and materialize
+   every checkpoint once (:class:`~deerflow.convert.walk.Walk`);
+3. decide where ``_DeltaSnapshot`` s go (:mod:`deerflow.convert.compact_plan`:
+   LangGraph's cadence rule, its supersteps bound, and wherever the writes do
+   not reproduce the stored value) and re-``put`` each full checkpoint through
+   the saver without its ``messages`` list (or with the snapshot), with the
+   DeerFlow marker and LangGraph's ``counters_since_delta_snapshot`` in the
+   metadata; pending writes, parent links, ids, other channels untouched.
+   Before the first rewrite the thread's rows are copied to a backup
+   (:func:`deerflow.convert.backups.copy_to_backup`), so
+   :func:`~deerflow.convert.converter.revert_thread` restores them byte for byte;
+4. verify: every checkpoint of the thread read through LangGraph's own delta
+   reader (:func:`deerflow.convert.delta_reader.delta_accessor`) has the digest
+   it had before; any difference rolls back (``verification_failed``, both digests);
+5. compare the watermark (a thread that received checkpoints meanwhile is
+   rolled back and retried), then commit.
+
+Postgres keeps one blob per ``(namespace, channel, version)``: the thread's
+full ``messages`` blobs at the rewritten versions are deleted first and the
+saver writes a ``_DeltaSnapshot`` blob (and its inline ``true`` marker) only at
+snapshot checkpoints, as LangGraph's ``PostgresSaver.put`` does in delta mode.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.convert import backups
+from deerflow.convert.compact_plan import Decision, SnapshotPlanner, compacted_row, is_full_checkpoint
+from deerflow.convert.delta_reader import check_against_langgraph, delta_accessor, read_digest
+from deerflow.convert.report import Abort, ThreadReport, record
+from deerflow.convert.storage import ConversionSession, open_session
+from deerflow.convert.walk import Entry, Walk, check_watermark, config_for
+
+__all__ = ["compact_thread", "dry_run_compact"]
+
+
+def _needs_rewrite(tup: Any, value: list[Any]) -> bool:
+    return is_full_checkpoint(tup)
+
+
+def _has_messages(tup: Any) -> bool:
+    return "messages" in (tup.checkpoint.get("channel_versions") or {})
+
+
+class _Pass:
+    """One walk of the thread with its snapshot plan; calls ``on_rewrite(entry, decision)`` per full checkpoint.
+
+    Fills ``report.snapshot_positions`` and ``report.checkpoints_to_rewrite``
+    (0 when no full checkpoint holds messages: nothing to compact), and keeps
+    ``digests``: ``[(checkpoint_ns, checkpoint_id, digest before)]`` of every checkpoint.
+    """
+
+    def __init__(self, session: ConversionSession, thread_id: str, report: ThreadReport, k: int):
+        self.report = report
+        self.walk = Walk(session, thread_id, report, _needs_rewrite)
+        self.planner = SnapshotPlanner(k, self.walk.digest)
+        self.walk.on_namespace = self._begin
+        self.digests: list[tuple[str, str, str | None]] = []
+        self.with_messages = 0
+        self.on_namespace: Callable[[str, dict[str, Any]], None] | None = None
+
+    def _begin(self, ns: str, tuples: dict[str, Any]) -> None:
+        self.planner.begin_namespace(tuples)
+        if self.on_namespace is not None:
+            self.on_namespace(ns, tuples)
+
+    def run(self, on_rewrite: Callable[[Entry, Decision], None]) -> None:
+        """Walk once; raises ``Abort("blocked")`` after the walk when a value could not be materialized."""
+        self.report.snapshot_positions = []
+        for e in self.walk:
+            self.digests.append((e.ns, e.checkpoint_id, e.digest))
+            if e.value is None:
+                continue
+            decision = self.planner.decide(e, self.walk.writes.get(e.checkpoint_id, []))
+            if decision is None:
+                continue
+            self.with_messages += _has_messages(e.tup)
+            if decision.snapshot:
+                self.report.snapshot_positions.append({
+                    "checkpoint_ns": e.ns, "checkpoint_id": e.checkpoint_id,
+                    "step": e.tup.metadata.get("step"), "reason": decision.reason})
+            on_rewrite(e, decision)
+        self.walk.raise_if_blocked()
+        if not self.with_messages:
+            self.report.checkpoints_to_rewrite = 0
+
+
+class _Estimate:
+    """Bytes after compaction, without writing: ``bytes_before`` minus replaced rows plus their new forms.
+
+    SQLite: each rewritten ``checkpoints`` row as the saver serializes it.
+    Postgres: the two JSONB documents sized by the server, every full
+    ``messages`` blob at a rewritten version removed, one ``_DeltaSnapshot``
+    blob per snapshot version added.
+    """
+
+    def __init__(self, session: ConversionSession, thread_id: str, bytes_before: int):
+        self.session, self.thread_id, self.total = session, thread_id, bytes_before
+        self.serde = session.saver.serde
+        self.sizes = session.checkpoint_row_sizes(thread_id)
+        self.blobs = session.messages_blob_sizes(thread_id)
+        self._docs: list[Any] = []
+        self._old: set[tuple[str, str]] = set()
+        self._new: set[tuple[str, str]] = set()
+
+    def add(self, e: Entry, decision: Decision) -> None:
+        """Account for one rewritten checkpoint."""
+        checkpoint, metadata = compacted_row(e.tup, e.value, decision)
+        config = config_for(self.thread_id, e.ns, None)
+        self.total -= self.sizes.get((e.ns, e.checkpoint_id), 0)
+        if self.session.dialect == "sqlite":
+            self.total += len(self.serde.dumps_typed(checkpoint)[1]) + len(
+                json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore"))
+            return
+        from psycopg.types.json import Jsonb
+
+        inline = {k: (True if k == "messages" else v) for k, v in checkpoint["channel_values"].items()
+                  if k == "messages" or v is None or isinstance(v, (str, int, float, bool))}
+        self._docs += [Jsonb({**checkpoint, "channel_values": inline}),
+                       Jsonb(get_serializable_checkpoint_metadata(config, metadata))]
+        if len(self._docs) >= 512:
+            self._flush()
+        version = (checkpoint.get("channel_versions") or {}).get("messages")
+        if version is None:
+            return
+        key = (e.ns, str(version))
+        if key not in self._old:
+            self._old.add(key)
+            self.total -= self.blobs.get(key, 0)
+        if decision.snapshot and key not in self._new:
+            self._new.add(key)
+            self.total += len(self.serde.dumps_typed(checkpoint["channel_values"]["messages"])[1])
+
+    def _flush(self) -> None:
+        if self._docs:
+            self.total += int(self.session.query(
+                "SELECT COALESCE(SUM(pg_column_size(d)), 0) AS b FROM unnest(?::jsonb[]) AS d", [self._docs])[0]["b"])
+            self._docs = []
+
+    def result(self) -> int:
+        """The estimated bytes after compaction."""
+        self._flush()
+        return self.total
+
+
+class _Writer:
+    """Re-``put`` s full checkpoints in their delta form through the session's saver, after one backup."""
+
+    def __init__(self, session: ConversionSession, thread_id: str, note: str):
+        self.session, self.thread_id, self.note = session, thread_id, note
+        self.backup_id: str | None = None
+        self.snapshot_blobs: set[tuple[str, str]] = set()  # Postgres: (ns, version) written as a snapshot
+
+    def _back_up(self) -> None:
+        if self.backup_id is None:
+            self.session.ensure_backup_tables()
+            self.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+            backups.copy_to_backup(self.session, self.backup_id, self.thread_id, note=self.note)
+
+    def begin_namespace(self, ns: str, tuples: dict[str, Any]) -> None:
+        """Postgres: delete the full ``messages`` blobs at the versions this namespace's rewrites use.
+
+        The saver's blob upsert keeps an existing row, and a delta-mode reader
+        takes any blob at a checkpoint's version as its seed, so a non-snapshot
+        version must have none. Which checkpoints are rewritten does not depend
+        on their values (:func:`is_full_checkpoint`). Part of the transaction.
+        """
+        versions = sorted({str(t.checkpoint["channel_versions"]["messages"]) for t in tuples.values()
+                           if is_full_checkpoint(t) and _has_messages(t)})
+        if self.session.dialect == "postgres" and versions:
+            self._back_up()
+            self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
+                                 "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])
+
+    def write(self, e: Entry, decision: Decision) -> None:
+        """Back up the thread (first call only), then re-``put`` one checkpoint in its delta form."""
+        self._back_up()
+        checkpoint, metadata = compacted_row(e.tup, e.value, decision)
+        parent = e.tup.parent_config["configurable"]["checkpoint_id"] if e.tup.parent_config else None
+        new_versions: dict[str, Any] = {}
+        version = (checkpoint.get("channel_versions") or {}).get("messages")
+        if decision.snapshot and version is not None:
+            key = (e.ns, str(version))
+            if key not in self.snapshot_blobs:  # checkpoints sharing a version share its blob (and value)
+                self.snapshot_blobs.add(key)
+                new_versions["messages"] = version
+        self.session.saver.put(config_for(self.thread_id, e.ns, parent), checkpoint, metadata, new_versions)
+
+
+def _verify(session: ConversionSession, thread_id: str, digests: list[tuple[str, str, str | None]]) -> None:
+    """Every checkpoint through LangGraph's delta reader against its digest before the rewrite.
+
+    Raises:
+        Abort: ``verification_failed`` at the first difference, with
+            ``{checkpoint_id, checkpoint_ns, expected_sha256, delta_reader_sha256[, delta_reader_error]}``.
+    """
+    accessor = delta_accessor(session.saver)
+    for ns, cid, want in digests:
+        if want is None:
+            continue
+        got, error = read_digest(accessor, thread_id, ns, cid)
+        if got != want:
+            difference = {"checkpoint_id": cid, "checkpoint_ns": ns, "expected_sha256": want,
+                          "delta_reader_sha256": got}
+            if error is not None:
+                difference["delta_reader_error"] = error
+            raise Abort("verification_failed",
+                        f"after compaction LangGraph's delta reader reads checkpoint {cid} differently"
+                        + (f" (namespace {ns})" if ns else "") + (f": {error}" if error else ""),
+                        "Nothing was changed (rolled back). Report the thread shape.", difference)
+
+
+def _not_found(thread_id: str) -> Abort:
+    return Abort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
+
+
+def dry_run_compact(database: DatabaseConfig, thread_id: str, *, snapshot_frequency: int,
+                    integrity: bool = True) -> ThreadReport:
+    """Analyze one thread without writing: where compaction would put snapshots and what it would free.
+
+    Reads one consistent snapshot and takes no lock (SQLite: no write lock;
+    Postgres: a read-only transaction), so DeerFlow keeps writing meanwhile.
+
+    Args:
+        database: the checkpoint database (sqlite or postgres).
+        thread_id: the thread.
+        snapshot_frequency: the delta-mode process's cadence K (updates, >= 1).
+        integrity: also compare every checkpoint's one-pass value with LangGraph's own delta reader.
+
+    Returns:
+        A :class:`ThreadReport` with status ``needs_compaction`` (``bytes_after`` an
+        estimate, ``bytes_freed``, ``snapshot_positions``), ``already_delta``,
+        ``blocked``, ``integrity_mismatch`` or ``not_found``.
+
+    Raises:
+        ValueError: ``snapshot_frequency`` below 1, or the memory backend.
+    """
+    started = time.monotonic()
+    report = ThreadReport(thread_id=thread_id, status="needs_compaction")
+    with open_session(database, write=False) as session:
+        report.attempts = 1
+        try:
+            if session.watermark(thread_id)[0] == 0:
+                raise _not_found(thread_id)
+            report.bytes_before = session.stored_bytes(thread_id)
+            estimate = _Estimate(session, thread_id, report.bytes_before)
+            walk = _Pass(session, thread_id, report, snapshot_frequency)
+            walk.run(estimate.add)
+            if not report.checkpoints_to_rewrite:
+                report.status, report.bytes_after = "already_delta", report.bytes_before
+                report.snapshot_positions = []
+            else:
+                if integrity:
+                    check_against_langgraph(session, thread_id, walk.digests)
+                report.bytes_after = estimate.result()
+            report.bytes_freed = report.bytes_before - report.bytes_after
+        except Abort as exc:
+            record(report, exc)
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report
+
+
+def compact_thread(database: DatabaseConfig, thread_id: str, *, snapshot_frequency: int, integrity: bool = True,
+                   max_attempts: int = 3, note: str = "",
+                   before_commit: Callable[[ConversionSession], None] | None = None) -> ThreadReport:
+    """Compact one thread from full to delta storage at cadence ``snapshot_frequency``, verified, in one transaction.
+
+    Memory holds one object per distinct message of the thread and the values
+    of open branch points, never one list per checkpoint.
+
+    Args:
+        database: the checkpoint database (sqlite or postgres).
+        thread_id: the thread.
+        snapshot_frequency: the delta-mode fleet's frozen cadence K (updates, >= 1).
+        integrity: compare the one-pass values with LangGraph's reader before writing (matters for
+            migrated threads, whose delta part is replayed).
+        max_attempts: transactions to try when new checkpoints arrive meanwhile (count).
+        note: stored with the backup (e.g. the job id).
+        before_commit: test hook called with the session just before the last watermark check and commit.
+
+    Returns:
+        A :class:`ThreadReport`: ``compacted`` (``backup_id``, measured ``bytes_after``,
+        ``bytes_freed``, ``snapshot_positions``), ``already_delta`` (nothing written), or a
+        failure status with ``error`` and ``hint`` (nothing written).
+
+    Raises:
+        ValueError: ``snapshot_frequency`` below 1, or the memory backend.
+    """
+    if snapshot_frequency < 1:
+        raise ValueError(f"snapshot_frequency must be at least 1, got {snapshot_frequency}")
+    started = time.monotonic()
+    report = ThreadReport(thread_id=thread_id)
+    for attempt in range(1, max_attempts + 1):
+        report = ThreadReport(thread_id=thread_id, attempts=attempt)
+        with open_session(database) as session:
+            try:
+                _compact_once(session, thread_id, report, snapshot_frequency, integrity=integrity, note=note,
+                              before_commit=before_commit)
+            except Abort as exc:
+                record(report, exc)
+        if report.status != "changed_during_conversion":
+            break
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report
+
+
+def _compact_once(session: ConversionSession, thread_id: str, report: ThreadReport, k: int, *, integrity: bool,
+                  note: str, before_commit: Callable[[ConversionSession], None] | None) -> None:
+    session.lock_thread(thread_id)
+    mark = session.watermark(thread_id)
+    if mark[0] == 0:
+        raise _not_found(thread_id)
+    report.bytes_before = session.stored_bytes(thread_id)
+    if integrity:
+        probe = _Pass(session, thread_id, report, k)
+        probe.run(lambda e, d: None)
+        if not report.checkpoints_to_rewrite:
+            report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
+            return
+        check_against_langgraph(session, thread_id, probe.digests)
+    writer = _Writer(session, thread_id, note)
+    walk = _Pass(session, thread_id, report, k)
+    walk.on_namespace = writer.begin_namespace
+    walk.run(writer.write)
+    if not report.checkpoints_to_rewrite:  # rolled back on exit: only metadata-free stubs were touched
+        report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
+        return
+    check_watermark(session, thread_id, mark)
+    _verify(session, thread_id, walk.digests)
+    if before_commit is not None:
+        before_commit(session)
+    check_watermark(session, thread_id, mark)
+    report.bytes_after = session.stored_bytes(thread_id)
+    report.bytes_freed = report.bytes_before - report.bytes_after
+    report.backup_id = writer.backup_id
+    report.status = "compacted"
+    session.commit()

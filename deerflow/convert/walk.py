@@ -1,0 +1,138 @@
+"""One pass over a stored thread, shared by the delta->full converter and the full->delta compactor.
+
+:class:`Walk` reads each namespace through the session's saver a page at a
+time, materializes the ``messages`` channel once per checkpoint
+(:mod:`deerflow.convert.onepass`) and hands each checkpoint on as an
+:class:`Entry`; which checkpoints count as "to rewrite" is the caller's
+predicate. :func:`check_watermark` is the live-writer check both use before commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from deerflow.convert.encoding import MessageDigester, SharingDecoder
+from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace
+from deerflow.convert.reading import iter_checkpoints
+from deerflow.convert.report import Abort, ThreadReport
+from deerflow.convert.storage import ConversionSession
+
+__all__ = ["Entry", "Walk", "check_watermark", "config_for", "share_decoded_messages"]
+
+
+@dataclass
+class Entry:
+    """One analyzed checkpoint, as the walk hands it on (its value is dropped once used)."""
+
+    ns: str
+    tup: Any  # the saver's CheckpointTuple, pending writes dropped
+    value: list[Any] | None
+    rewrite: bool
+    digest: str | None = None  # messages_sha256(value); None when the value is unknown
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.tup.config["configurable"]["checkpoint_id"]
+
+
+def config_for(thread_id: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """``{"configurable": {thread_id, checkpoint_ns[, checkpoint_id]}}`` for a saver or accessor call."""
+    c: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        c["checkpoint_id"] = checkpoint_id
+    return {"configurable": c}
+
+
+def share_decoded_messages(session: ConversionSession) -> None:
+    """Wrap the session saver's serializer in a :class:`SharingDecoder` (once): one object per distinct message."""
+    if not isinstance(session.saver.serde, SharingDecoder):
+        session.saver.serde = SharingDecoder(session.saver.serde)
+
+
+class Walk:
+    """One pass over a thread: read each namespace through the saver, materialize, hand on each checkpoint.
+
+    Decodes through a :class:`SharingDecoder` (installed on the session's
+    saver), so snapshots and writes share one object per distinct message;
+    hashes with one :class:`MessageDigester`; keeps the report's counts,
+    findings and head digest up to date as checkpoints pass. Iterating twice
+    reads the thread twice.
+    """
+
+    def __init__(self, session: ConversionSession, thread_id: str, report: ThreadReport,
+                 needs_rewrite: Callable[[Any, list[Any]], bool]):
+        """Args: ``needs_rewrite(tuple, value)``: True when the caller rewrites this checkpoint (``value`` known)."""
+        self.session, self.thread_id, self.report = session, thread_id, report
+        self.needs_rewrite = needs_rewrite
+        # checkpoint_id -> the messages write values stored under it, of the namespace being walked
+        self.writes: dict[str, list[Any]] = {}
+        share_decoded_messages(session)
+        self.digest = MessageDigester()
+        # Called with (checkpoint_ns, tuples by id) after a namespace is read, before its checkpoints are handed on.
+        self.on_namespace: Callable[[str, dict[str, Any]], None] | None = None
+
+    def _namespace(self, ns: str, paths: dict[tuple[str, str, str], str]) -> tuple[dict[str, Any], list[CheckpointNode]]:
+        # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
+        # task_path (a property of the task) is read only to flag order-unknown parallel writes.
+        tuples: dict[str, Any] = {}
+        nodes: list[CheckpointNode] = []
+        self.writes = {}
+        for tup in iter_checkpoints(self.session.saver, self.thread_id, ns):
+            cid = tup.config["configurable"]["checkpoint_id"]
+            values = tup.checkpoint["channel_values"]
+            writes = [(w[0], w[2], paths.get((ns, cid, w[0])))
+                      for w in tup.pending_writes or [] if w[1] == "messages"]
+            tuples[cid] = tup._replace(pending_writes=None)
+            if writes:
+                self.writes[cid] = [value for _task, value, _path in writes]
+            nodes.append(CheckpointNode(
+                checkpoint_id=cid,
+                parent_id=tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None,
+                stored=values.get("messages"),
+                writes=writes,
+                version=(tup.checkpoint.get("channel_versions") or {}).get("messages"),
+            ))
+        return tuples, nodes
+
+    def __iter__(self) -> Iterator[Entry]:
+        report, session = self.report, self.session
+        report.findings, report.checkpoints_total, report.checkpoints_to_rewrite = [], 0, 0
+        report.head_messages_sha256 = None
+        head = session.query("SELECT MAX(checkpoint_id) AS head FROM checkpoints WHERE thread_id = ? "
+                             "AND checkpoint_ns = ''", [self.thread_id])[0]["head"]
+        paths = session.task_paths(self.thread_id)
+        for ns in session.namespaces(self.thread_id):
+            tuples, nodes = self._namespace(ns, paths)
+            if self.on_namespace is not None:
+                self.on_namespace(ns, tuples)
+            for item in materialize_namespace(nodes):
+                if isinstance(item, Finding):
+                    report.findings.append({**asdict(item), "checkpoint_ns": ns})
+                    if item.blocking and item.kind in ("dangling_parent", "cycle"):
+                        report.checkpoints_total += 1  # stored but never reached by the walk
+                    continue
+                assert isinstance(item, Materialized)
+                tup = tuples.pop(item.checkpoint_id)
+                rewrite = item.messages is not None and self.needs_rewrite(tup, item.messages)
+                digest = None if item.messages is None else self.digest(item.messages)
+                report.checkpoints_total += 1
+                report.checkpoints_to_rewrite += rewrite
+                if ns == "" and item.checkpoint_id == head:
+                    report.head_messages_sha256 = digest
+                yield Entry(ns, tup, item.messages, rewrite, digest)
+
+    def raise_if_blocked(self) -> None:
+        """Raises ``Abort("blocked")`` when the last pass reported a blocking finding."""
+        blocking = [f for f in self.report.findings if f["blocking"]]
+        if blocking:
+            raise Abort("blocked", f"{len(blocking)} blocking finding(s); first: {blocking[0]['detail']}",
+                         "The thread's history cannot be replayed completely; it stays in delta mode.")
+
+
+def check_watermark(session: ConversionSession, thread_id: str, mark: tuple[int, str | None]) -> None:
+    """Raises ``Abort("changed_during_conversion")`` when the thread's watermark moved since ``mark``."""
+    if session.watermark(thread_id) != mark:
+        raise Abort("changed_during_conversion", "new checkpoints were written while converting",
+                     "Retried automatically; if it keeps happening, convert when the thread is idle.")
