@@ -263,7 +263,7 @@ def _check_against_langgraph(session: ConversionSession, thread_id: str,
             (``langgraph_sha256`` ``None`` and ``langgraph_error`` set when the reader
             raised or returned something that is not a message list).
     """
-    accessor = CheckpointStateAccessor.bind(session.saver, mode="delta")
+    accessor = CheckpointStateAccessor.for_saver(session.saver, mode="delta")
     for ns, cid, ours in digests:
         error = None
         try:
@@ -570,7 +570,7 @@ class _Writer:
                 raise fail(f"checkpoint {key[1]} points at messages version {row['v']!r}, "
                            f"not the rewritten {self.versions[key]!r}",
                            {"checkpoint_id": key[1], "checkpoint_ns": key[0]})
-        accessor = CheckpointStateAccessor.bind(session.saver, mode="full")
+        accessor = CheckpointStateAccessor.for_saver(session.saver, mode="full")
         for ns, (cid, want) in self.heads.items():
             head = accessor.get(_config(thread_id, ns, cid))
             got = messages_sha256(head.values.get("messages") or [])
