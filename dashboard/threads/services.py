@@ -24,10 +24,12 @@ from deerflow.errors import (
     CheckpointModeMismatchError,
     CheckpointNotFoundError,
     IncompleteHistoryError,
+    ReducerError,
     ThreadNotFoundError,
 )
 from deerflow.lineage import LineageGap, find_lineage_gap
 from deerflow.prefetch import reuse_tuple
+from deerflow.replaycheck import find_reducer_failure
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
     CHECKPOINT_MODE_METADATA_KEY,
@@ -76,7 +78,10 @@ class CheckpointRow:
     """One history row: storage facts plus the materialized message count.
 
     ``message_count`` is ``None`` when the checkpoint's messages cannot be
-    reconstructed (a delta replay chain with a missing link: see :mod:`deerflow.lineage`).
+    reconstructed; ``problem`` then says why, with the error code its state
+    read answers: ``history_incomplete`` (a delta replay chain with a missing
+    link: see :mod:`deerflow.lineage`) or ``reducer_error`` (a stored write
+    the reducer refuses: see :mod:`deerflow.replaycheck`).
     """
 
     checkpoint_id: str
@@ -88,6 +93,7 @@ class CheckpointRow:
     mode: str
     messages_stored: str
     message_count: int | None
+    problem: str | None = None
 
 
 def _config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -213,6 +219,31 @@ def _gate_lineage(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, chec
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
 
 
+def _materialize(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
+                 tup: Any = None) -> StateSnapshot:
+    """The accessor's snapshot; a write the ``messages`` reducer refuses becomes :class:`ReducerError` (422).
+
+    Args:
+        tup: the raw tuple already fetched for ``checkpoint_id`` (reused), or ``None``.
+
+    Raises:
+        ReducerError: the replay raised ``ValueError``; names the write and the missing id.
+    """
+    config = _config(thread_id, checkpoint_ns, checkpoint_id)
+    try:
+        return rt.accessor.get(reuse_tuple(config, rt.saver, tup) if tup is not None else config)
+    except ValueError as exc:
+        if isinstance(exc, ReducerError):
+            raise
+        failure = find_reducer_failure(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
+        if failure is None:
+            raise ReducerError(thread_id, checkpoint_id, checkpoint_ns,
+                               reason=f"replaying its stored writes failed ({exc})") from exc
+        raise ReducerError(thread_id, checkpoint_id, checkpoint_ns, reason=failure.describe(),
+                           write_checkpoint_id=failure.write_checkpoint_id, task_id=failure.task_id,
+                           missing_ids=failure.missing_ids) from exc
+
+
 def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> StateView:
     """Materialize one checkpoint (the namespace head when ``checkpoint_id`` is None).
 
@@ -221,6 +252,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         CheckpointModeMismatchError: full mode and the checkpoint or its lineage is delta (409).
         ThreadNotFoundError / CheckpointNotFoundError: nothing stored there (404).
         IncompleteHistoryError: delta mode and the replay chain is broken (422).
+        ReducerError: a stored write on the way is refused by the messages reducer (422).
     """
     rt.check_drift()
     tup = _raw_tuple(rt, thread_id, checkpoint_id, checkpoint_ns)
@@ -231,7 +263,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         raise IncompleteHistoryError(thread_id, resolved_id, checkpoint_ns, reason=gap.describe())
     # Materialize the checkpoint that was gated, even if a newer head appeared meanwhile.
     # ... from the tuple already fetched above (LangGraph would fetch it, blobs and all, a second time).
-    snapshot: StateSnapshot = rt.accessor.get(reuse_tuple(_config(thread_id, checkpoint_ns, resolved_id), rt.saver, tup))
+    snapshot: StateSnapshot = _materialize(rt, thread_id, checkpoint_ns, resolved_id, tup)
     values = dict(snapshot.values or {})
     values.update(unknown_channels(rt, tup.checkpoint))
     if isinstance(values.get("messages"), _DeltaSnapshot):
@@ -289,7 +321,13 @@ def read_history(
         if rt.mode != CHECKPOINT_MODE_DELTA:
             _gate_lineage(rt, thread_id, checkpoint_ns, cid)
         gap = _lineage_gap(rt, thread_id, checkpoint_ns, cid)
-        messages = None if gap else (rt.accessor.get(_config(thread_id, checkpoint_ns, cid)).values.get("messages") or [])
+        problem = "history_incomplete" if gap else None
+        messages = None
+        if not gap:
+            try:
+                messages = _materialize(rt, thread_id, checkpoint_ns, cid).values.get("messages") or []
+            except ReducerError:  # this row cannot be read; the rows before the bad write still are
+                problem = "reducer_error"
         metadata = tup.metadata or {}
         rows.append(CheckpointRow(
             checkpoint_id=cid,
@@ -300,7 +338,8 @@ def read_history(
             created_at=tup.checkpoint.get("ts"),
             mode="delta" if checkpoint_metadata_uses_delta(metadata) else "full",
             messages_stored=messages_stored(tup.checkpoint.get("channel_values") or {}),
-            message_count=None if gap else (len(messages) if isinstance(messages, list) else 0),
+            message_count=None if problem else (len(messages) if isinstance(messages, list) else 0),
+            problem=problem,
         ))
     next_before = rows[-1].checkpoint_id if more and rows else None
     return rows, next_before
