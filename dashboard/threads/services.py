@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.channels.binop import _get_overwrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import StateSnapshot
 
@@ -61,6 +62,10 @@ class StateView:
         metadata: stored metadata (the internal routing key never appears).
         values: materialized channel values; ``values["messages"]`` holds message objects.
         next: nodes scheduled next (tuple of names).
+        findings: what the stored data says that a plain reading would hide, each
+            ``{"kind", "channel", "detail"}``; ``kind`` ``overwrite_in_blob``: the
+            channel's stored value was an ``Overwrite`` wrapper (any of LangGraph's
+            three forms); ``values`` holds its payload.
     """
 
     thread_id: str
@@ -71,6 +76,7 @@ class StateView:
     metadata: dict[str, Any]
     values: dict[str, Any]
     next: tuple[str, ...]
+    findings: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -244,6 +250,26 @@ def _materialize(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, check
                            missing_ids=failure.missing_ids) from exc
 
 
+def _unwrap_overwrites(values: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    """Replace, in place, every channel value that is an ``Overwrite`` wrapper by its payload; one finding each.
+
+    LangGraph stores the first value a default-less reducer channel receives
+    verbatim, an ``Overwrite`` included (DeerFlow #4380, LangGraph #9017), and
+    a JSON round trip turns one into ``{"value": ..., "type": "__overwrite__"}``
+    or ``{"__overwrite__": ...}``; LangGraph's ``_get_overwrite`` reads all three.
+    """
+    found = []
+    for name in sorted(values):
+        is_overwrite, payload = _get_overwrite(values[name])
+        if is_overwrite:
+            values[name] = payload
+            found.append({"kind": "overwrite_in_blob", "channel": name,
+                          "detail": f"the stored value of channel {name!r} is an Overwrite wrapper "
+                                    f"({type(values[name]).__name__} payload shown); LangGraph applies it as "
+                                    "a replacement of the channel's value"})
+    return tuple(found)
+
+
 def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> StateView:
     """Materialize one checkpoint (the namespace head when ``checkpoint_id`` is None).
 
@@ -266,6 +292,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
     snapshot: StateSnapshot = _materialize(rt, thread_id, checkpoint_ns, resolved_id, tup)
     values = dict(snapshot.values or {})
     values.update(unknown_channels(rt, tup.checkpoint))
+    findings = _unwrap_overwrites(values)
     if isinstance(values.get("messages"), _DeltaSnapshot):
         # Old LangGraph readers hand a full-mode process the raw snapshot object.
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
@@ -284,6 +311,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         metadata=_clean_metadata(snapshot.metadata),
         values=values,
         next=pending_nodes(tup.checkpoint),
+        findings=findings,
     )
 
 

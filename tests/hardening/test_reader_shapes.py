@@ -200,3 +200,49 @@ def test_with_the_ancestor_stored_the_walk_reaches_it_and_reads_the_whole_list(d
     assert [msg["id"] for msg in response.json()["values"]["messages"]] == ["h0", "a0", "h1"]
     rows = _history(staff_client, "walk-past")
     assert [(rows[c]["message_count"], rows[c]["problem"]) for c in (t, m, s)] == [(3, None), (2, None), (1, None)]
+
+
+# -- item 5: Overwrite wrappers stored in any channel's blob ---------------------------------
+
+
+@pytest.mark.parametrize("mode", ["full", "delta"])
+def test_overwrite_wrappers_in_any_channel_show_the_payload_and_are_flagged(db, runtime_for, staff_client, mode):
+    """The typed ``Overwrite`` (a real graph's ``update_state`` on a default-less reducer channel stores it), and
+    both JSON forms (written with ``put``), on non-``messages`` channels."""
+    from langgraph.types import Overwrite
+
+    from deerflow.runtime.checkpoint_state import build_state_mutation_graph
+
+    with open_saver(db) as saver:
+        graph = build_state_mutation_graph("manual_state_update", mode, checkpointer=saver)
+        config = config_for("wrapped")
+        graph.update_state(config, {"messages": Overwrite([HumanMessage("q0", id="h0")])}, as_node="manual_state_update")
+        graph.update_state(config, {"todos": Overwrite([{"content": "t1", "status": "pending"}])},
+                           as_node="manual_state_update")
+        head = saver.get_tuple(config)
+        assert type(head.checkpoint["channel_values"]["todos"]).__name__ == "Overwrite"  # LangGraph kept the wrapper
+        checkpoint = {**head.checkpoint, "id": str(uuid6(clock_seq=99)),
+                      "channel_values": {**head.checkpoint["channel_values"],
+                                         "title": {"__overwrite__": "A title"},
+                                         "sandbox": {"value": {"sandbox_id": "s1"}, "type": "__overwrite__"}}}
+        versions = dict(checkpoint["channel_versions"])
+        for channel in ("title", "sandbox"):
+            versions[channel] = saver.get_next_version(versions.get(channel), None)
+        checkpoint["channel_versions"] = versions
+        saver.put(head.config, checkpoint, {**head.metadata, "step": head.metadata["step"] + 1},
+                  {"title": versions["title"], "sandbox": versions["sandbox"]})
+    runtime_for(db, mode)
+
+    response = staff_client.get("/api/threads/wrapped/state")
+    assert response.status_code == 200, response.content[:300]
+    body = response.json()
+    assert body["values"]["todos"] == [{"content": "t1", "status": "pending"}]
+    assert body["values"]["title"] == "A title"
+    assert body["values"]["sandbox"] == {"sandbox_id": "s1"}
+    assert [m["id"] for m in body["values"]["messages"]] == ["h0"]
+    assert {(f["kind"], f["channel"]) for f in body["findings"]} == {
+        ("overwrite_in_blob", "todos"), ("overwrite_in_blob", "title"), ("overwrite_in_blob", "sandbox")}
+    page = staff_client.get("/threads/wrapped/").content.decode()
+    assert page.count("stored as an Overwrite wrapper") == 3 and "__overwrite__" not in page
+    plain = staff_client.get(f"/api/threads/wrapped/state?checkpoint_id={head.config['configurable']['checkpoint_id']}")
+    assert {f["channel"] for f in plain.json()["findings"]} == {"todos"}
