@@ -61,7 +61,7 @@ def naive_convert(database: Any, thread_id: str) -> int:
     replay may start from it, was materialized. Returns the checkpoints rewritten (count).
     """
     with open_session(database) as session:
-        reader = CheckpointStateAccessor.bind(session.saver, mode="delta")
+        reader = CheckpointStateAccessor.for_saver(session.saver, mode="delta")
         done = 0
         for ns in session.namespaces(thread_id):
             for tup in list(session.saver.list(_config(thread_id, ns))):

@@ -58,9 +58,9 @@ def _child(job: str, url: str, thread_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with open_checkpointer(database, pool_size=1) as saver:
         # Warm up what both jobs build once (graphs of both modes, a read): not part of either figure.
-        reader = CheckpointStateAccessor.bind(saver, mode="delta")
+        reader = CheckpointStateAccessor.for_saver(saver, mode="delta")
         for mode in ("delta", "full"):
-            CheckpointStateAccessor.bind(saver, mode=mode).get({"configurable": {"thread_id": "warm-up",
+            CheckpointStateAccessor.for_saver(saver, mode=mode).get({"configurable": {"thread_id": "warm-up",
                                                                                  "checkpoint_ns": ""}})
         baseline = _status_kb("VmRSS")
         exact = _reset_peak()  # else ru_maxrss, which may include an earlier, higher import-time peak

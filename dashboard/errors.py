@@ -18,6 +18,7 @@ from deerflow.errors import (
     CheckpointNotFoundError,
     ConfigError,
     IncompleteHistoryError,
+    ReducerError,
     ThreadNotFoundError,
 )
 from deerflow.inventory import InvalidCursorError
@@ -111,6 +112,12 @@ def describe(exc: Exception) -> ErrorView:
                          "the messages after the break would show as if they were the whole conversation, so none "
                          "are shown. Nothing was changed. Restore the missing rows from a database backup; the "
                          "history marks every checkpoint that cannot be reconstructed.")
+    if isinstance(exc, ReducerError):
+        return ErrorView(422, "reducer_error", str(exc),
+                         "A stored messages write cannot be applied to the list it follows, so this checkpoint's "
+                         "messages cannot be shown; nothing was changed. The checkpoints before that write read "
+                         "normally (see the history). A conversion reports the same write as its reducer_error "
+                         "finding; restore the thread from a database backup to read past it.")
     if isinstance(exc, InvalidCursorError):
         return ErrorView(400, "invalid_cursor", str(exc), "Drop the cursor parameter to start from the first page.")
     if isinstance(exc, ConfigError):
@@ -128,6 +135,7 @@ HANDLED = (
     CheckpointNotFoundError,
     CheckpointDecodeError,
     IncompleteHistoryError,
+    ReducerError,
     InvalidCursorError,
     ConfigError,
 )

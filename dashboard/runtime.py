@@ -94,7 +94,7 @@ class DashboardRuntime:
     def accessor(self) -> CheckpointStateAccessor:
         """The accessor bound to :attr:`saver` at the frozen mode and cadence."""
         if self._accessor is None:
-            self._accessor = CheckpointStateAccessor.bind(
+            self._accessor = CheckpointStateAccessor.for_saver(
                 self.saver, mode=self.mode, snapshot_frequency=self.snapshot_frequency
             )
         return self._accessor

@@ -54,6 +54,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Django's bare 405s (require_GET/require_POST) answered as JSON under /api/, the error page elsewhere.
     "dashboard.middleware.MethodNotAllowedMiddleware",
+    # NUL bytes and integers past 64 bits in path parameters, queries and forms: 400 (dashboard.validation).
+    "dashboard.validation.HostileInputMiddleware",
     # Last, so their process_exception runs first: a damaged checkpoint answers 422 naming it,
     # outages answer 503 with a hint (dashboard.outages).
     "dashboard.middleware.DamagedCheckpointMiddleware",

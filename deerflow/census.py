@@ -67,15 +67,29 @@ class CadenceInference:
 
     @property
     def inferred(self) -> int | None:
-        """The single inferred cadence: the exact one if unique, else the lower bound."""
-        if len(self.exact) == 1:
+        """The single inferred cadence: the exact one if unique (and no later counters exceed it), else the
+        lower bound when nothing is exact, else ``None``."""
+        if len(self.exact) == 1 and self.lower_bound is None:
             return self.exact[0]
         return None if self.exact else self.lower_bound
 
     @property
     def is_exact(self) -> bool:
-        """True when exactly one cadence is proven."""
-        return len(self.exact) == 1
+        """True when exactly one cadence is proven and no counter proves another."""
+        return len(self.exact) == 1 and self.lower_bound is None
+
+    @property
+    def several(self) -> bool:
+        """True when the data proves more than one cadence: several exact ones, or counters that grew past
+        every proven one (a cadence change after an exact proof, e.g. 10 then 1,000)."""
+        return len(self.exact) > 1 or bool(self.exact and self.lower_bound is not None)
+
+    def describe(self) -> str:
+        """Every cadence the data proves, then the lower bound later counters prove: ``"10, then ≥41"``."""
+        parts = [", ".join(str(k) for k in self.exact)] if self.exact else []
+        if self.lower_bound is not None:
+            parts.append(f"≥{self.lower_bound}")
+        return ", then ".join(parts) if parts else "unknown"
 
 
 def _cadence_of(row: dict[str, Any], max_supersteps: int) -> int | None:
@@ -158,10 +172,15 @@ def _from_scan(r: Any, thread_ids: list[str] | None, max_supersteps: int) -> dic
 
 
 def _settled(out: dict[str, CadenceInference]) -> dict[str, CadenceInference]:
-    """Exact cadences sorted; no lower bound where an exact cadence is proven."""
+    """Exact cadences sorted; the lower bound kept beside them only when it exceeds every one.
+
+    A cadence ``k`` never lets ``counters_since_delta_snapshot.messages[0]`` reach ``k``
+    (it snapshots at ``k - 1 + 1``), so counters reaching ``max(exact)`` or more prove a
+    later cadence of at least ``max(u) + 1`` besides the proven ones.
+    """
     for inf in out.values():
         inf.exact.sort()
-        if inf.exact:
+        if inf.exact and (inf.lower_bound is None or inf.lower_bound <= inf.exact[-1]):
             inf.lower_bound = None
     return out
 
@@ -199,15 +218,18 @@ def cadence_outliers(saver: Any, fleet: int | None, max_supersteps: int = DEFAUL
     out = CadenceOutliers()
     if not _summary_cadences_ready(saver):
         cadences = infer_cadences(saver, max_supersteps=max_supersteps, use_summary=False)
-        multi = [c for c in cadences.values() if len(c.exact) > 1]
+        multi = [c for c in cadences.values() if c.several]
         off = [c for c in cadences.values() if fleet is not None and c.exact and any(k != fleet for k in c.exact)]
         return CadenceOutliers(len(multi), len(off), sorted(multi, key=lambda c: c.thread_id)[:limit],
                                sorted(off, key=lambda c: c.thread_id)[:limit])
     r = reader_for(saver)
     proven = "FROM dfa_thread_cadences WHERE kind = 'exact' AND min_supersteps + 1 < ?"
-    multi_sql = f"SELECT thread_id {proven} GROUP BY thread_id HAVING COUNT(*) > 1"
+    # several proven cadences, or a bound (max(u) + 1) past every proven one (see _settled)
+    multi_sql = (f"SELECT e.thread_id FROM (SELECT thread_id, COUNT(*) AS n, MAX(cadence) AS top {proven} "
+                 "GROUP BY thread_id) e LEFT JOIN dfa_thread_cadences b ON b.thread_id = e.thread_id "
+                 "AND b.kind = 'bound' WHERE e.n > 1 OR b.cadence > e.top")
     out.multiple = int(r.query(f"SELECT COUNT(*) AS n FROM ({multi_sql}) m", [max_supersteps])[0]["n"])
-    examples = [row["thread_id"] for row in r.query(f"{multi_sql} ORDER BY thread_id LIMIT {int(limit)}",
+    examples = [row["thread_id"] for row in r.query(f"{multi_sql} ORDER BY e.thread_id LIMIT {int(limit)}",
                                                      [max_supersteps])]
     if fleet is not None:
         off_sql = f"SELECT DISTINCT thread_id {proven} AND cadence <> ?"

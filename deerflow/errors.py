@@ -9,7 +9,8 @@
     ├── ThreadNotFoundError                 no checkpoint stored for a thread id (HTTP 404)
     ├── CheckpointNotFoundError             no checkpoint with that id / namespace (HTTP 404)
     ├── CheckpointDecodeError               a stored checkpoint value cannot be decoded (HTTP 422)
-    └── IncompleteHistoryError              a delta checkpoint's replay chain is broken (HTTP 422)
+    ├── IncompleteHistoryError              a delta checkpoint's replay chain is broken (HTTP 422)
+    └── ReducerError                        a stored write the messages reducer refuses (HTTP 422)
 
 The two mode errors and their messages are fixed by the specification
 ("The fail-closed gate" and "HTTP error mapping"); the dashboard maps each
@@ -28,6 +29,7 @@ __all__ = [
     "IncompleteHistoryError",
     "MISMATCH_MESSAGE",
     "RECONFIGURATION_MESSAGE",
+    "ReducerError",
     "SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE",
     "ThreadNotFoundError",
 ]
@@ -176,3 +178,31 @@ class IncompleteHistoryError(DeerFlowError, LookupError):
         self.checkpoint_id = checkpoint_id
         self.checkpoint_ns = checkpoint_ns
         self.reason = reason
+
+
+class ReducerError(DeerFlowError, ValueError):
+    """A delta checkpoint's messages cannot be read: a stored write is refused by the reducer.
+
+    Raised by the dashboard when materializing a checkpoint replays a write
+    the ``messages`` reducer refuses -- a ``RemoveMessage`` naming an id that
+    is not in the list, or a ``None`` write -- instead of letting the
+    ``ValueError`` become an HTTP 500. Names the checkpoint read, the write
+    (the checkpoint it is stored under, its task, its position) and the
+    missing id (:func:`deerflow.replaycheck.find_reducer_failure`); the
+    converter reports the same shape as its ``reducer_error`` finding.
+    Checkpoints that do not replay that write read normally.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "", *, reason: str = "",
+                 write_checkpoint_id: str | None = None, task_id: str | None = None,
+                 missing_ids: tuple[str, ...] = ()):
+        where = f" in namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        super().__init__(f"Thread {thread_id!r}: the messages of checkpoint {checkpoint_id!r}{where} cannot be "
+                         f"reconstructed: {reason}.")
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_ns = checkpoint_ns
+        self.reason = reason
+        self.write_checkpoint_id = write_checkpoint_id
+        self.task_id = task_id
+        self.missing_ids = missing_ids

@@ -2,20 +2,26 @@
 
 A delta checkpoint stores no message list: a reader replays the ``messages``
 writes of its ancestors (``parent_checkpoint_id`` chain, same namespace)
-back to the nearest *anchor*, a checkpoint that stores the list itself (a
-``_DeltaSnapshot``, or a plain list written in full mode), or to the root.
+back to the nearest *anchor*, or to the root. The walk here is exactly the
+one LangGraph's reader (``get_delta_channel_history``) follows: it stops only
+at a checkpoint that stores a ``messages`` value, whatever its metadata says
+(a checkpoint with neither delta counters nor a stored value is walked past,
+as the reader walks past it):
+
+* SQLite: ``"messages"`` is a key of the stored checkpoint's
+  ``channel_values`` (the saver's serializer decodes the row, as its reader
+  does; a stored ``None`` counts, as it does for that reader).
+* Postgres: a ``checkpoint_blobs`` row (type not ``empty``) at the
+  checkpoint's ``messages`` version, or a non-null inline value in its
+  ``channel_values`` (the saver's stage-1 probe).
+
 LangGraph's readers stop silently where the chain breaks, so a pruned
 snapshot ancestor, a dangling ``parent_checkpoint_id``, a parent cycle or a
 cleared parent link (a parentless checkpoint that is not the namespace's
 first) yields *fewer* messages, shown as if complete. :func:`find_lineage_gap`
-finds such a break first, from metadata alone:
-
-    anchor(c)  ⇔  c's metadata carries no ``counters_since_delta_snapshot.messages``
-
-(LangGraph writes the counters on every delta checkpoint and drops them on
-the snapshot checkpoint; full-mode checkpoints never carry them.) One
-recursive query walks from the checkpoint towards its anchor; ``UNION``
-drops a repeated row, so a cycle ends the walk. Nothing is written.
+finds such a break first. One recursive query walks from the checkpoint
+towards its anchor (rows streamed; the walk stops at the anchor or at a
+repeated row, so a cycle ends it). Nothing is written.
 """
 
 from __future__ import annotations
@@ -23,8 +29,6 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
-
-from deerflow.runtime.checkpoint_mode import COUNTERS_METADATA_KEY
 
 __all__ = ["LineageGap", "find_lineage_gap"]
 
@@ -61,35 +65,64 @@ class LineageGap:
                 "(pruned, or a dangling parent_checkpoint_id), before any snapshot was reached")
 
 
-def _sql(dialect: str) -> str:
-    if dialect == "sqlite":
-        counters = f"json_extract(CAST({{a}}.metadata AS TEXT), '$.{COUNTERS_METADATA_KEY}.messages') IS NOT NULL"
-    else:
-        counters = f"({{a}}.metadata -> '{COUNTERS_METADATA_KEY}' -> 'messages') IS NOT NULL"
-    delta = "(CASE WHEN " + counters + " THEN 1 ELSE 0 END)"
-    return f"""
-        WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, delta) AS (
-            SELECT c.checkpoint_id, c.parent_checkpoint_id, {delta.format(a="c")}
-            FROM checkpoints c
-            WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?
-            UNION
-            SELECT p.checkpoint_id, p.parent_checkpoint_id, {delta.format(a="p")}
-            FROM chain JOIN checkpoints p
-              ON p.thread_id = ? AND p.checkpoint_ns = ? AND p.checkpoint_id = chain.parent_checkpoint_id
-            WHERE chain.delta = 1
-        )
-        SELECT checkpoint_id, parent_checkpoint_id, delta FROM chain
-    """
+MESSAGES = "messages"
+
+#: Postgres: one row per ancestor with ``stored`` computed as the saver's stage-1 probe does.
+_POSTGRES_SQL = """
+    WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, stored) AS (
+        SELECT c.checkpoint_id, c.parent_checkpoint_id, {stored_c}
+        FROM checkpoints c
+        WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s
+        UNION
+        SELECT p.checkpoint_id, p.parent_checkpoint_id, {stored_p}
+        FROM chain JOIN checkpoints p
+          ON p.thread_id = %s AND p.checkpoint_ns = %s AND p.checkpoint_id = chain.parent_checkpoint_id
+        WHERE NOT chain.stored
+    )
+    SELECT checkpoint_id, parent_checkpoint_id, stored FROM chain
+"""
+_POSTGRES_STORED = """(
+    COALESCE(jsonb_typeof({a}.checkpoint -> 'channel_values' -> 'messages'), 'null') <> 'null'
+    OR EXISTS (SELECT 1 FROM checkpoint_blobs b
+               WHERE b.thread_id = {a}.thread_id AND b.checkpoint_ns = {a}.checkpoint_ns
+                 AND b.channel = 'messages' AND b.version = {a}.checkpoint -> 'channel_versions' ->> 'messages'
+                 AND b.type <> 'empty'))"""
+
+#: SQLite: the ancestor rows themselves, streamed; the anchor test decodes each (UNION ALL: the
+#: caller stops at a repeated id, as the saver's reader does).
+_SQLITE_SQL = """
+    WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, type, checkpoint) AS (
+        SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints
+        WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+        UNION ALL
+        SELECT c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint
+        FROM chain CROSS JOIN checkpoints c ON c.checkpoint_id = chain.parent_checkpoint_id
+        WHERE c.thread_id = ? AND c.checkpoint_ns = ?
+    )
+    SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM chain
+"""
 
 
-def _query(saver: Any, params: tuple) -> list[tuple[str, str | None, int]]:
+def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool]]:
+    """``[(checkpoint_id, parent_id, stores_messages)]`` from the checkpoint up to (and with) its anchor."""
     conn = saver.conn
     if isinstance(conn, sqlite3.Connection):
+        out: list[tuple[str, str | None, bool]] = []
+        seen: set[str] = set()
         with saver.lock:
-            return [tuple(r) for r in conn.execute(_sql("sqlite"), params)]
+            for cid, parent, type_tag, blob in conn.execute(_SQLITE_SQL, params):
+                if cid in seen:
+                    break
+                seen.add(cid)
+                values = saver.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+                out.append((cid, parent, MESSAGES in values))
+                if out[-1][2]:
+                    break
+        return out
+    sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"), stored_p=_POSTGRES_STORED.format(a="p"))
     with saver._cursor() as cur:  # the saver's own pool/connection handling
-        cur.execute(_sql("postgres").replace("?", "%s"), params)
-        return [(r["checkpoint_id"], r["parent_checkpoint_id"], r["delta"]) for r in cur.fetchall()]
+        cur.execute(sql, params)
+        return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"])) for r in cur.fetchall()]
 
 
 def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
@@ -108,17 +141,23 @@ def find_lineage_gap(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_
 
     Args:
         saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: ``None``).
+        thread_id, checkpoint_ns, checkpoint_id: the checkpoint to reconstruct.
+
+    Returns:
+        ``None`` when the walk reaches a stored value or the namespace's first
+        checkpoint (or ``checkpoint_id`` is not stored); else the
+        :class:`LineageGap` the walk ran into.
     """
     if getattr(saver, "conn", None) is None:
         return None
-    rows = _query(saver, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
-    links = {cid: (parent, bool(delta)) for cid, parent, delta in rows}
+    rows = _chain(saver, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
+    links = {cid: (parent, stored) for cid, parent, stored in rows}
     seen: list[str] = []
     current = checkpoint_id
     while current in links:
-        parent, delta = links[current]
-        if not delta:
-            return None  # an anchor: a snapshot or a plain list
+        parent, stored = links[current]
+        if stored:
+            return None  # an anchor: the reader seeds from the value stored here
         if parent is None:
             if current == _first_id(saver, thread_id, checkpoint_ns):
                 return None  # the root

@@ -331,7 +331,8 @@ def _cadence_findings(outliers: census_mod.CadenceOutliers, fleet: int | None) -
     if outliers.multiple:
         findings.append(Finding(
             "warning", "thread_multiple_cadences", f"{outliers.multiple} thread(s) were written at several cadences",
-            ", ".join(f"{c.thread_id}: {c.exact}" for c in outliers.multiple_examples),
+            ", ".join(f"{c.thread_id}: {c.exact}" + (f", then ≥{c.lower_bound}" if c.lower_bound else "")
+                      for c in outliers.multiple_examples),
             "Processes with different snapshot_frequency wrote these threads; align config.yaml everywhere."))
     if fleet is not None and outliers.differs:
         findings.append(Finding(

@@ -86,7 +86,8 @@ def thread_list(request: HttpRequest) -> JsonResponse:
 @get_only
 @api_staff_required
 def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
-    """``{thread_id, checkpoint_id, checkpoint_ns, parent_checkpoint_id, created_at, metadata, values}``."""
+    """``{thread_id, checkpoint_id, checkpoint_ns, parent_checkpoint_id, created_at, metadata, values, next,
+    findings}`` (``findings``: ``[{kind, channel, detail}]``, e.g. ``overwrite_in_blob``)."""
     form = StateQueryForm(request.GET)
     if not form.is_valid():
         return _bad_request(form)
@@ -107,6 +108,7 @@ def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
         "metadata": jsonable(view.metadata),
         "values": state_values_json(view.values),
         "next": list(view.next),
+        "findings": list(view.findings),
     })
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.channels.binop import _get_overwrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import StateSnapshot
 
@@ -24,10 +25,12 @@ from deerflow.errors import (
     CheckpointModeMismatchError,
     CheckpointNotFoundError,
     IncompleteHistoryError,
+    ReducerError,
     ThreadNotFoundError,
 )
 from deerflow.lineage import LineageGap, find_lineage_gap
 from deerflow.prefetch import reuse_tuple
+from deerflow.replaycheck import find_reducer_failure
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
     CHECKPOINT_MODE_METADATA_KEY,
@@ -59,6 +62,10 @@ class StateView:
         metadata: stored metadata (the internal routing key never appears).
         values: materialized channel values; ``values["messages"]`` holds message objects.
         next: nodes scheduled next (tuple of names).
+        findings: what the stored data says that a plain reading would hide, each
+            ``{"kind", "channel", "detail"}``; ``kind`` ``overwrite_in_blob``: the
+            channel's stored value was an ``Overwrite`` wrapper (any of LangGraph's
+            three forms); ``values`` holds its payload.
     """
 
     thread_id: str
@@ -69,6 +76,7 @@ class StateView:
     metadata: dict[str, Any]
     values: dict[str, Any]
     next: tuple[str, ...]
+    findings: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,10 @@ class CheckpointRow:
     """One history row: storage facts plus the materialized message count.
 
     ``message_count`` is ``None`` when the checkpoint's messages cannot be
-    reconstructed (a delta replay chain with a missing link: see :mod:`deerflow.lineage`).
+    reconstructed; ``problem`` then says why, with the error code its state
+    read answers: ``history_incomplete`` (a delta replay chain with a missing
+    link: see :mod:`deerflow.lineage`) or ``reducer_error`` (a stored write
+    the reducer refuses: see :mod:`deerflow.replaycheck`).
     """
 
     checkpoint_id: str
@@ -88,6 +99,7 @@ class CheckpointRow:
     mode: str
     messages_stored: str
     message_count: int | None
+    problem: str | None = None
 
 
 def _config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -213,6 +225,51 @@ def _gate_lineage(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, chec
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
 
 
+def _materialize(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
+                 tup: Any = None) -> StateSnapshot:
+    """The accessor's snapshot; a write the ``messages`` reducer refuses becomes :class:`ReducerError` (422).
+
+    Args:
+        tup: the raw tuple already fetched for ``checkpoint_id`` (reused), or ``None``.
+
+    Raises:
+        ReducerError: the replay raised ``ValueError``; names the write and the missing id.
+    """
+    config = _config(thread_id, checkpoint_ns, checkpoint_id)
+    try:
+        return rt.accessor.get(reuse_tuple(config, rt.saver, tup) if tup is not None else config)
+    except ValueError as exc:
+        if isinstance(exc, ReducerError):
+            raise
+        failure = find_reducer_failure(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
+        if failure is None:
+            raise ReducerError(thread_id, checkpoint_id, checkpoint_ns,
+                               reason=f"replaying its stored writes failed ({exc})") from exc
+        raise ReducerError(thread_id, checkpoint_id, checkpoint_ns, reason=failure.describe(),
+                           write_checkpoint_id=failure.write_checkpoint_id, task_id=failure.task_id,
+                           missing_ids=failure.missing_ids) from exc
+
+
+def _unwrap_overwrites(values: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    """Replace, in place, every channel value that is an ``Overwrite`` wrapper by its payload; one finding each.
+
+    LangGraph stores the first value a default-less reducer channel receives
+    verbatim, an ``Overwrite`` included (DeerFlow #4380, LangGraph #9017), and
+    a JSON round trip turns one into ``{"value": ..., "type": "__overwrite__"}``
+    or ``{"__overwrite__": ...}``; LangGraph's ``_get_overwrite`` reads all three.
+    """
+    found = []
+    for name in sorted(values):
+        is_overwrite, payload = _get_overwrite(values[name])
+        if is_overwrite:
+            values[name] = payload
+            found.append({"kind": "overwrite_in_blob", "channel": name,
+                          "detail": f"the stored value of channel {name!r} is an Overwrite wrapper "
+                                    f"({type(values[name]).__name__} payload shown); LangGraph applies it as "
+                                    "a replacement of the channel's value"})
+    return tuple(found)
+
+
 def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> StateView:
     """Materialize one checkpoint (the namespace head when ``checkpoint_id`` is None).
 
@@ -221,6 +278,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         CheckpointModeMismatchError: full mode and the checkpoint or its lineage is delta (409).
         ThreadNotFoundError / CheckpointNotFoundError: nothing stored there (404).
         IncompleteHistoryError: delta mode and the replay chain is broken (422).
+        ReducerError: a stored write on the way is refused by the messages reducer (422).
     """
     rt.check_drift()
     tup = _raw_tuple(rt, thread_id, checkpoint_id, checkpoint_ns)
@@ -231,9 +289,10 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         raise IncompleteHistoryError(thread_id, resolved_id, checkpoint_ns, reason=gap.describe())
     # Materialize the checkpoint that was gated, even if a newer head appeared meanwhile.
     # ... from the tuple already fetched above (LangGraph would fetch it, blobs and all, a second time).
-    snapshot: StateSnapshot = rt.accessor.get(reuse_tuple(_config(thread_id, checkpoint_ns, resolved_id), rt.saver, tup))
+    snapshot: StateSnapshot = _materialize(rt, thread_id, checkpoint_ns, resolved_id, tup)
     values = dict(snapshot.values or {})
     values.update(unknown_channels(rt, tup.checkpoint))
+    findings = _unwrap_overwrites(values)
     if isinstance(values.get("messages"), _DeltaSnapshot):
         # Old LangGraph readers hand a full-mode process the raw snapshot object.
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
@@ -252,6 +311,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         metadata=_clean_metadata(snapshot.metadata),
         values=values,
         next=pending_nodes(tup.checkpoint),
+        findings=findings,
     )
 
 
@@ -289,7 +349,13 @@ def read_history(
         if rt.mode != CHECKPOINT_MODE_DELTA:
             _gate_lineage(rt, thread_id, checkpoint_ns, cid)
         gap = _lineage_gap(rt, thread_id, checkpoint_ns, cid)
-        messages = None if gap else (rt.accessor.get(_config(thread_id, checkpoint_ns, cid)).values.get("messages") or [])
+        problem = "history_incomplete" if gap else None
+        messages = None
+        if not gap:
+            try:
+                messages = _materialize(rt, thread_id, checkpoint_ns, cid).values.get("messages") or []
+            except ReducerError:  # this row cannot be read; the rows before the bad write still are
+                problem = "reducer_error"
         metadata = tup.metadata or {}
         rows.append(CheckpointRow(
             checkpoint_id=cid,
@@ -300,7 +366,8 @@ def read_history(
             created_at=tup.checkpoint.get("ts"),
             mode="delta" if checkpoint_metadata_uses_delta(metadata) else "full",
             messages_stored=messages_stored(tup.checkpoint.get("channel_values") or {}),
-            message_count=None if gap else (len(messages) if isinstance(messages, list) else 0),
+            message_count=None if problem else (len(messages) if isinstance(messages, list) else 0),
+            problem=problem,
         ))
     next_before = rows[-1].checkpoint_id if more and rows else None
     return rows, next_before

@@ -126,6 +126,8 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "state": state,
         "messages": state.values.get("messages") or [],
         "channels": _channels(state.values),
+        "findings": state.findings,
+        "flagged_channels": {f["channel"] for f in state.findings},
         "checkpoint_ns": checkpoint_ns,
     })
 

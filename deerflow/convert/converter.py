@@ -390,7 +390,7 @@ class _Writer:
                 raise fail(f"checkpoint {key[1]} points at messages version {row['v']!r}, "
                            f"not the rewritten {self.versions[key]!r}",
                            {"checkpoint_id": key[1], "checkpoint_ns": key[0]})
-        accessor = CheckpointStateAccessor.bind(session.saver, mode="full")
+        accessor = CheckpointStateAccessor.for_saver(session.saver, mode="full")
         for ns, (cid, want) in self.heads.items():
             head = accessor.get(_config(thread_id, ns, cid))
             got = messages_sha256(head.values.get("messages") or [])

@@ -23,7 +23,7 @@ __all__ = ["check_against_langgraph", "delta_accessor", "read_digest"]
 
 def delta_accessor(saver: Any) -> CheckpointStateAccessor:
     """A delta-mode accessor over ``saver`` (any sync LangGraph saver); reading does not depend on the cadence."""
-    return CheckpointStateAccessor.bind(saver, mode="delta")
+    return CheckpointStateAccessor.for_saver(saver, mode="delta")
 
 
 def read_digest(accessor: CheckpointStateAccessor, thread_id: str, ns: str,

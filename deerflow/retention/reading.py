@@ -20,7 +20,7 @@ Reading = tuple[str, str]  # (messages_sha256, channels_sha256)
 
 def langgraph_reader(saver: Any) -> CheckpointStateAccessor:
     """A delta-mode accessor over ``saver`` (a delta-mode process reads both modes)."""
-    return CheckpointStateAccessor.bind(saver, mode="delta")
+    return CheckpointStateAccessor.for_saver(saver, mode="delta")
 
 
 def config_for(thread_id: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:

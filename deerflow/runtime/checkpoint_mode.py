@@ -48,6 +48,7 @@ __all__ = [
     "aensure_checkpoint_mode_compatible",
     "checkpoint_metadata_uses_delta",
     "checkpoint_tuple_uses_delta",
+    "copy_config",
     "ensure_checkpoint_mode_compatible",
     "freeze_checkpoint_channel_mode",
     "freeze_checkpoint_snapshot_frequency",
@@ -73,8 +74,12 @@ CHECKPOINT_MODES = (CHECKPOINT_MODE_FULL, CHECKPOINT_MODE_DELTA)
 DEFAULT_SNAPSHOT_FREQUENCY = 10
 
 _lock = threading.Lock()
-_frozen_mode: str | None = None
-_frozen_frequency: int | None = None
+#: The process's frozen mode and cadence. DeerFlow's names: its tests (and
+#: ours) reset them by name, e.g. ``monkeypatch.setattr(checkpoint_mode,
+#: "_frozen_checkpoint_channel_mode", None)``; every reader here looks them up
+#: at call time, so such a reset takes effect at once.
+_frozen_checkpoint_channel_mode: str | None = None
+_frozen_checkpoint_snapshot_frequency: int | None = None
 
 
 def validate_checkpoint_mode(mode: object) -> str:
@@ -94,11 +99,14 @@ def validate_snapshot_frequency(value: object) -> int:
     """Return ``value`` if it is an integer >= 1 (count of messages-channel updates).
 
     Raises:
-        ValueError: for a bool, a non-integer, zero or a negative number.
+        ValueError: for a bool, a non-integer, zero or a negative number; the
+            text contains DeerFlow's ``snapshot frequency must be positive``
+            and names the value given.
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
-            f"snapshot_frequency must be an integer >= 1; got {value!r}"
+            "snapshot frequency must be positive: an integer >= 1 "
+            f"(messages-channel updates per snapshot); got {value!r}"
         )
     return value
 
@@ -118,24 +126,24 @@ def freeze_checkpoint_channel_mode(mode: str) -> str:
         ValueError: ``mode`` is not a known mode (nothing is frozen).
         CheckpointModeReconfigurationError: the process already froze another mode.
     """
-    global _frozen_mode
+    global _frozen_checkpoint_channel_mode
     mode = validate_checkpoint_mode(mode)
     with _lock:
-        if _frozen_mode is None:
-            _frozen_mode = mode
-        elif _frozen_mode != mode:
+        if _frozen_checkpoint_channel_mode is None:
+            _frozen_checkpoint_channel_mode = mode
+        elif _frozen_checkpoint_channel_mode != mode:
             raise CheckpointModeReconfigurationError(
                 RECONFIGURATION_MESSAGE,
                 setting="checkpoint_channel_mode",
-                frozen=_frozen_mode,
+                frozen=_frozen_checkpoint_channel_mode,
                 requested=mode,
             )
-        return _frozen_mode
+        return _frozen_checkpoint_channel_mode
 
 
 def frozen_checkpoint_channel_mode() -> str | None:
     """The mode frozen in this process, or ``None`` before the first freeze."""
-    return _frozen_mode
+    return _frozen_checkpoint_channel_mode
 
 
 def freeze_checkpoint_snapshot_frequency(snapshot_frequency: int) -> int:
@@ -153,24 +161,24 @@ def freeze_checkpoint_snapshot_frequency(snapshot_frequency: int) -> int:
         CheckpointModeReconfigurationError: another cadence is already frozen
             (message: the ``checkpoint_delta.snapshot_frequency`` twin).
     """
-    global _frozen_frequency
+    global _frozen_checkpoint_snapshot_frequency
     snapshot_frequency = validate_snapshot_frequency(snapshot_frequency)
     with _lock:
-        if _frozen_frequency is None:
-            _frozen_frequency = snapshot_frequency
-        elif _frozen_frequency != snapshot_frequency:
+        if _frozen_checkpoint_snapshot_frequency is None:
+            _frozen_checkpoint_snapshot_frequency = snapshot_frequency
+        elif _frozen_checkpoint_snapshot_frequency != snapshot_frequency:
             raise CheckpointModeReconfigurationError(
                 SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE,
                 setting="checkpoint_delta.snapshot_frequency",
-                frozen=_frozen_frequency,
+                frozen=_frozen_checkpoint_snapshot_frequency,
                 requested=snapshot_frequency,
             )
-        return _frozen_frequency
+        return _frozen_checkpoint_snapshot_frequency
 
 
 def frozen_checkpoint_snapshot_frequency() -> int | None:
     """The cadence frozen in this process, or ``None`` before the first freeze."""
-    return _frozen_frequency
+    return _frozen_checkpoint_snapshot_frequency
 
 
 def resolve_checkpoint_snapshot_frequency(snapshot_frequency: int | None = None) -> int:
@@ -181,37 +189,46 @@ def resolve_checkpoint_snapshot_frequency(snapshot_frequency: int | None = None)
     """
     if snapshot_frequency is not None:
         return validate_snapshot_frequency(snapshot_frequency)
-    if _frozen_frequency is not None:
-        return _frozen_frequency
+    if _frozen_checkpoint_snapshot_frequency is not None:
+        return _frozen_checkpoint_snapshot_frequency
     return DEFAULT_SNAPSHOT_FREQUENCY
 
 
 def _reset_checkpoint_mode_freeze_for_tests() -> None:
     """Forget the frozen mode and cadence. Tests only: a real process never unfreezes."""
-    global _frozen_mode, _frozen_frequency
+    global _frozen_checkpoint_channel_mode, _frozen_checkpoint_snapshot_frequency
     with _lock:
-        _frozen_mode = None
-        _frozen_frequency = None
+        _frozen_checkpoint_channel_mode = None
+        _frozen_checkpoint_snapshot_frequency = None
 
 
-def inject_checkpoint_mode(config: Mapping[str, Any] | None, mode: str | None = None) -> dict[str, Any]:
-    """Return a copy of ``config`` carrying the mode marker; the input is not mutated.
+def inject_checkpoint_mode(config: dict[str, Any] | None, mode: str | None = None) -> dict[str, Any]:
+    """Write the mode marker into ``config`` in place (DeerFlow's contract) and return it.
 
-    ``configurable`` and ``metadata`` are copied. ``configurable`` gets
-    ``INTERNAL_CHECKPOINT_MODE_KEY = mode``. In delta mode ``metadata`` gets
-    ``CHECKPOINT_MODE_METADATA_KEY = "delta"``; in full mode the key is
-    removed, so absence means full (spec, "Marker contract").
+    ``config["configurable"]`` gets ``INTERNAL_CHECKPOINT_MODE_KEY = mode``. In
+    delta mode ``config["metadata"]`` gets ``CHECKPOINT_MODE_METADATA_KEY =
+    "delta"``; in full mode that key is removed, so absence means full (spec,
+    "Marker contract"). Missing (or ``None``) ``configurable`` / ``metadata``
+    entries are created as new dicts; existing ones are changed in place. To
+    leave a caller's dicts untouched, copy first, as
+    :meth:`CheckpointStateAccessor.prepare_config` and
+    :func:`deerflow.runtime.run_config.build_run_config` do.
 
     Args:
-        config: a LangGraph ``RunnableConfig`` (or ``None``).
+        config: a LangGraph ``RunnableConfig`` dict; ``None`` gets a new dict.
         mode: the mode to inject; defaults to the frozen mode.
 
+    Returns:
+        ``config`` itself (the new dict when ``config`` was ``None``). DeerFlow's
+        returns ``None``; callers written for it ignore the value.
+
     Raises:
-        ValueError: no mode given and none frozen, or an unknown mode.
+        ValueError: no mode given and none frozen, or an unknown mode;
+            ``config`` is not changed.
         CheckpointModeReconfigurationError: the process is frozen and the
-            caller-supplied internal key names another mode.
+            caller-supplied internal key names another mode; ``config`` is not changed.
     """
-    frozen = _frozen_mode
+    frozen = _frozen_checkpoint_channel_mode
     if mode is None:
         if frozen is None:
             raise ValueError(
@@ -220,9 +237,8 @@ def inject_checkpoint_mode(config: Mapping[str, Any] | None, mode: str | None = 
             )
         mode = frozen
     mode = validate_checkpoint_mode(mode)
-    out: dict[str, Any] = dict(config or {})
-    configurable = dict(out.get("configurable") or {})
-    supplied = configurable.get(INTERNAL_CHECKPOINT_MODE_KEY)
+    out: dict[str, Any] = {} if config is None else config
+    supplied = (out.get("configurable") or {}).get(INTERNAL_CHECKPOINT_MODE_KEY)
     if supplied is not None and frozen is not None and supplied != frozen:
         raise CheckpointModeReconfigurationError(
             RECONFIGURATION_MESSAGE,
@@ -230,14 +246,27 @@ def inject_checkpoint_mode(config: Mapping[str, Any] | None, mode: str | None = 
             frozen=frozen,
             requested=supplied,
         )
-    configurable[INTERNAL_CHECKPOINT_MODE_KEY] = mode
-    metadata = dict(out.get("metadata") or {})
+    if out.get("configurable") is None:
+        out["configurable"] = {}
+    if out.get("metadata") is None:
+        out["metadata"] = {}
+    out["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] = mode
     if mode == CHECKPOINT_MODE_DELTA:
-        metadata[CHECKPOINT_MODE_METADATA_KEY] = CHECKPOINT_MODE_DELTA
+        out["metadata"][CHECKPOINT_MODE_METADATA_KEY] = CHECKPOINT_MODE_DELTA
     else:
-        metadata.pop(CHECKPOINT_MODE_METADATA_KEY, None)
-    out["configurable"] = configurable
-    out["metadata"] = metadata
+        out["metadata"].pop(CHECKPOINT_MODE_METADATA_KEY, None)
+    return out
+
+
+def copy_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A shallow copy of ``config`` with its ``configurable`` and ``metadata`` dicts copied too.
+
+    What the accessor hands to :func:`inject_checkpoint_mode`, so the
+    caller's dicts stay untouched. Returns a new dict (``{}`` for ``None``).
+    """
+    out: dict[str, Any] = dict(config or {})
+    out["configurable"] = dict(out.get("configurable") or {})
+    out["metadata"] = dict(out.get("metadata") or {})
     return out
 
 
@@ -258,21 +287,26 @@ def checkpoint_metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
 
 
 def checkpoint_tuple_uses_delta(checkpoint_tuple: Any) -> bool:
-    """True when a saver ``CheckpointTuple``'s metadata shows delta mode; ``None`` is False."""
+    """True when a checkpoint tuple's metadata shows delta mode; ``None`` is False.
+
+    Duck-typed like DeerFlow's: any object with ``.metadata`` will do (a saver
+    ``CheckpointTuple``, a ``SimpleNamespace(metadata=..., checkpoint=...)``);
+    one without ``.metadata`` reads as full.
+    """
     if checkpoint_tuple is None:
         return False
-    return checkpoint_metadata_uses_delta(checkpoint_tuple.metadata)
+    return checkpoint_metadata_uses_delta(getattr(checkpoint_tuple, "metadata", None))
 
 
 def state_snapshot_uses_delta(snapshot: Any) -> bool:
     """True when a LangGraph ``StateSnapshot``'s metadata shows delta mode; ``None`` is False."""
     if snapshot is None:
         return False
-    return checkpoint_metadata_uses_delta(snapshot.metadata)
+    return checkpoint_metadata_uses_delta(getattr(snapshot, "metadata", None))
 
 
-def _thread_id_of(config: Mapping[str, Any] | None) -> str | None:
-    if not config:
+def _thread_id_of(config: Any) -> str | None:
+    if not isinstance(config, Mapping):
         return None
     value = (config.get("configurable") or {}).get("thread_id")
     return None if value is None else str(value)
@@ -281,18 +315,24 @@ def _thread_id_of(config: Mapping[str, Any] | None) -> str | None:
 def raise_if_snapshot_incompatible(snapshot: Any, mode: str) -> None:
     """Gate for materialized reads (``get_state``, ``get_state_history``).
 
+    ``snapshot`` is anything with ``.metadata``; ``.config`` is optional and
+    only supplies the error's ``thread_id``.
+
     Raises:
         CheckpointModeMismatchError: ``mode`` is not delta and the snapshot's
             metadata shows delta mode. No extra round-trip is made.
     """
     if mode != CHECKPOINT_MODE_DELTA and state_snapshot_uses_delta(snapshot):
         raise CheckpointModeMismatchError(
-            MISMATCH_MESSAGE, thread_id=_thread_id_of(snapshot.config)
+            MISMATCH_MESSAGE, thread_id=_thread_id_of(getattr(snapshot, "config", None))
         )
 
 
 def raise_if_checkpoint_tuple_incompatible(checkpoint_tuple: Any, mode: str) -> None:
     """Gate for metadata-only reads (``get_metadata``); materializes nothing.
+
+    ``checkpoint_tuple`` is anything with ``.metadata`` (and ``.checkpoint``);
+    ``.config`` is optional and only supplies the error's ``thread_id``.
 
     Raises:
         CheckpointModeMismatchError: ``mode`` is not delta and the tuple's
@@ -300,7 +340,7 @@ def raise_if_checkpoint_tuple_incompatible(checkpoint_tuple: Any, mode: str) -> 
     """
     if mode != CHECKPOINT_MODE_DELTA and checkpoint_tuple_uses_delta(checkpoint_tuple):
         raise CheckpointModeMismatchError(
-            MISMATCH_MESSAGE, thread_id=_thread_id_of(checkpoint_tuple.config)
+            MISMATCH_MESSAGE, thread_id=_thread_id_of(getattr(checkpoint_tuple, "config", None))
         )
 
 

@@ -15,67 +15,39 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from langgraph._internal._typing import MISSING
-from langgraph.channels.binop import BinaryOperatorAggregate, _get_overwrite
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata, CheckpointTuple
-from langgraph.graph import END, START, StateGraph
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata
 from langgraph.types import StateSnapshot
 
 from deerflow.errors import MISMATCH_MESSAGE, CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_mode import (
     aensure_checkpoint_mode_compatible,
     checkpoint_tuple_uses_delta,
+    copy_config,
     ensure_checkpoint_mode_compatible,
     frozen_checkpoint_channel_mode,
-    frozen_checkpoint_snapshot_frequency,
     inject_checkpoint_mode,
     raise_if_checkpoint_tuple_incompatible,
     raise_if_snapshot_incompatible,
+    resolve_checkpoint_snapshot_frequency,
     validate_checkpoint_mode,
+)
+from deerflow.runtime.mutation_graph import (
+    build_state_mutation_graph,
+    graph_reducer_channels,
+    graph_state_schema,
+    graph_writable_channels,
+    overwrites_on_defaultless_channels,
+    unwrap_first_writes,
 )
 
 __all__ = [
     "CheckpointStateAccessor",
     "DegradedFullModeReadAccessor",
     "build_state_mutation_graph",
+    "graph_reducer_channels",
+    "graph_state_schema",
+    "graph_writable_channels",
 ]
-
-
-def _noop(state: Any) -> None:
-    return None
-
-
-def build_state_mutation_graph(
-    as_node: str,
-    mode: str,
-    state_schema: type | None = None,
-    *,
-    snapshot_frequency: int | None = None,
-    checkpointer: BaseCheckpointSaver | None = None,
-) -> Any:
-    """Compile a one-node graph used to read state and to apply ``update_state`` writes.
-
-    The graph's channel table comes from ``state_schema`` (default: the
-    thread schema for ``mode`` and the cadence), so replace-style writes wrap
-    reducer channels in ``Overwrite`` and are attributed to ``as_node``
-    (DeerFlow's names: ``manual_state_update``, ``manual_compaction``,
-    ``rollback_restore``, ``checkpoint_resume``).
-
-    Returns:
-        A compiled LangGraph ``Pregel`` bound to ``checkpointer`` (may be None).
-    """
-    # Imported here: deerflow.agents.thread_state imports
-    # deerflow.runtime.checkpoint_mode, whose package __init__ imports this
-    # module, so a top-level import would cycle when thread_state is imported first.
-    from deerflow.agents.thread_state import get_thread_state_schema
-
-    mode = validate_checkpoint_mode(mode)
-    schema = state_schema or get_thread_state_schema(mode, snapshot_frequency)
-    builder = StateGraph(schema)
-    builder.add_node(as_node, _noop)
-    builder.add_edge(START, as_node)
-    builder.add_edge(as_node, END)
-    return builder.compile(checkpointer=checkpointer)
 
 
 def _thread_id(config: Mapping[str, Any]) -> str | None:
@@ -83,35 +55,14 @@ def _thread_id(config: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def _overwrites_on_defaultless_channels(graph: Any, values: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``{key: plain value}`` for ``Overwrite`` writes to reducer channels that start empty-less.
-
-    A ``BinaryOperatorAggregate`` whose type has no zero value (``list | None``:
-    DeerFlow's ``sandbox``, ``todos``, ``goal``, ``promoted``) starts out
-    missing, and LangGraph stores the *first* value such a channel receives
-    verbatim -- an ``Overwrite`` included, which would then be read back as an
-    ``Overwrite`` object instead of the list.
-    """
-    if not values:
-        return {}
+def _paging(before: Mapping[str, Any] | None, filter: dict[str, Any] | None) -> dict[str, Any]:
+    """The optional ``get_state_history`` keywords, only those given (a bare graph may take neither)."""
     out: dict[str, Any] = {}
-    for key, value in values.items():
-        channel = getattr(graph, "channels", {}).get(key)
-        if not isinstance(channel, BinaryOperatorAggregate) or channel.value is not MISSING:
-            continue
-        is_overwrite, plain = _get_overwrite(value)
-        if is_overwrite:
-            out[key] = plain
+    if before:
+        out["before"] = dict(before)
+    if filter:
+        out["filter"] = filter
     return out
-
-
-def _unwrap_first_writes(
-    values: dict[str, Any], candidates: dict[str, Any], checkpoint_tuple: CheckpointTuple | None
-) -> dict[str, Any]:
-    """Replace-on-empty is a plain set: unwrap the candidates the base checkpoint never wrote."""
-    written = checkpoint_tuple.checkpoint["channel_versions"] if checkpoint_tuple else {}
-    unwrap = {k: v for k, v in candidates.items() if k not in written}
-    return {**values, **unwrap} if unwrap else values
 
 
 class CheckpointStateAccessor:
@@ -119,7 +70,7 @@ class CheckpointStateAccessor:
 
     Args:
         graph: a compiled LangGraph graph whose channel table matches ``mode``
-            (see :meth:`bind`).
+            (see :meth:`bind` and :meth:`for_saver`).
         checkpointer: the saver the graph reads from; used directly only for
             metadata reads and the pre-write gate.
         mode: ``"full"`` or ``"delta"``; defaults to the frozen mode.
@@ -130,7 +81,7 @@ class CheckpointStateAccessor:
     (:func:`inject_checkpoint_mode`); the caller's dicts are never mutated.
     """
 
-    def __init__(self, graph: Any, checkpointer: BaseCheckpointSaver, *, mode: str | None = None):
+    def __init__(self, graph: Any, checkpointer: BaseCheckpointSaver, mode: str | None = None):
         mode = mode or frozen_checkpoint_channel_mode()
         if mode is None:
             raise ValueError("CheckpointStateAccessor needs a mode: pass mode= or freeze one first.")
@@ -141,6 +92,41 @@ class CheckpointStateAccessor:
     @classmethod
     def bind(
         cls,
+        graph: Any,
+        checkpointer: BaseCheckpointSaver,
+        *,
+        store: Any | None = None,
+        mode: str = "full",
+    ) -> CheckpointStateAccessor:
+        """DeerFlow's binder: attach ``checkpointer`` (and ``store``) to a compiled graph.
+
+        Sets ``graph.checkpointer = checkpointer`` and, when ``store`` is
+        given, ``graph.store = store`` (the graph object is changed in place,
+        as DeerFlow's is), then returns an accessor over it.
+
+        Args:
+            graph: a compiled LangGraph graph whose channel table matches
+                ``mode`` (e.g. :func:`build_state_mutation_graph`).
+            checkpointer: the LangGraph saver the graph reads and writes.
+            store: a LangGraph ``BaseStore`` for the graph; ``None`` leaves
+                ``graph.store`` as it was.
+            mode: ``"full"`` (DeerFlow's default) or ``"delta"``.
+
+        Returns:
+            A :class:`CheckpointStateAccessor` over ``graph``.
+
+        Raises:
+            ValueError: an unknown mode (the graph is not changed).
+        """
+        mode = validate_checkpoint_mode(mode)
+        graph.checkpointer = checkpointer
+        if store is not None:
+            graph.store = store
+        return cls(graph, checkpointer, mode=mode)
+
+    @classmethod
+    def for_saver(
+        cls,
         checkpointer: BaseCheckpointSaver,
         *,
         mode: str | None = None,
@@ -148,7 +134,7 @@ class CheckpointStateAccessor:
         state_schema: type | None = None,
         as_node: str = "manual_state_update",
     ) -> CheckpointStateAccessor:
-        """Build an accessor over ``checkpointer`` with a state-mutation graph for ``mode``.
+        """Build an accessor over ``checkpointer`` with its own state-mutation graph for ``mode``.
 
         Args:
             checkpointer: any LangGraph saver (memory, SQLite, Postgres; sync
@@ -170,8 +156,8 @@ class CheckpointStateAccessor:
         """
         mode = mode or frozen_checkpoint_channel_mode()
         if mode is None:
-            raise ValueError("bind() needs a mode: pass mode= or freeze one first.")
-        frequency = snapshot_frequency or frozen_checkpoint_snapshot_frequency()
+            raise ValueError("for_saver() needs a mode: pass mode= or freeze one first.")
+        frequency = resolve_checkpoint_snapshot_frequency(snapshot_frequency)
         graph = build_state_mutation_graph(
             as_node, mode, state_schema, snapshot_frequency=frequency, checkpointer=checkpointer
         )
@@ -187,7 +173,7 @@ class CheckpointStateAccessor:
             CheckpointModeReconfigurationError: the process is frozen and the
                 caller supplied a different ``__deerflow_checkpoint_channel_mode``.
         """
-        return inject_checkpoint_mode(config, self.mode)
+        return inject_checkpoint_mode(copy_config(config), self.mode)
 
     def _gate(self, snapshot: StateSnapshot, config: Mapping[str, Any]) -> StateSnapshot:
         try:
@@ -265,10 +251,12 @@ class CheckpointStateAccessor:
         if limit is not None and limit <= 0:
             return
         prepared = self.prepare_config(config)
-        for snapshot in self.graph.get_state_history(
-            prepared, limit=limit, before=dict(before) if before else None, filter=filter
-        ):
+        produced = 0
+        for snapshot in self.graph.get_state_history(prepared, limit=limit, **_paging(before, filter)):
             yield self._gate(snapshot, prepared)
+            produced += 1
+            if limit is not None and produced >= limit:
+                return
 
     async def ahistory(
         self,
@@ -293,10 +281,12 @@ class CheckpointStateAccessor:
         if limit is not None and limit <= 0:
             return
         prepared = self.prepare_config(config)
-        async for snapshot in self.graph.aget_state_history(
-            prepared, limit=limit, before=dict(before) if before else None, filter=filter
-        ):
+        produced = 0
+        async for snapshot in self.graph.aget_state_history(prepared, limit=limit, **_paging(before, filter)):
             yield self._gate(snapshot, prepared)
+            produced += 1
+            if limit is not None and produced >= limit:
+                return
 
     # -- metadata-only reads ------------------------------------------------
     def get_metadata(self, config: Mapping[str, Any]) -> CheckpointMetadata | None:
@@ -347,18 +337,18 @@ class CheckpointStateAccessor:
         """
         prepared = self.prepare_config(config)
         ensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
-        candidates = _overwrites_on_defaultless_channels(self.graph, values)
+        candidates = overwrites_on_defaultless_channels(self.graph, values)
         if candidates:
-            values = _unwrap_first_writes(dict(values or {}), candidates, self.checkpointer.get_tuple(prepared))
+            values = unwrap_first_writes(dict(values or {}), candidates, self.checkpointer.get_tuple(prepared))
         return self.graph.update_state(prepared, values, as_node=as_node)
 
     async def aupdate(self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None) -> dict[str, Any]:
         """Async twin of :meth:`update`."""
         prepared = self.prepare_config(config)
         await aensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
-        candidates = _overwrites_on_defaultless_channels(self.graph, values)
+        candidates = overwrites_on_defaultless_channels(self.graph, values)
         if candidates:
-            values = _unwrap_first_writes(dict(values or {}), candidates, await self.checkpointer.aget_tuple(prepared))
+            values = unwrap_first_writes(dict(values or {}), candidates, await self.checkpointer.aget_tuple(prepared))
         return await self.graph.aupdate_state(prepared, values, as_node=as_node)
 
 

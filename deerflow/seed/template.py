@@ -252,7 +252,7 @@ def record_template(
 def _digests(saver: Any, snapshot_frequency: int, turn: TurnRows) -> dict[str, str]:
     from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 
-    reader = CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=snapshot_frequency)
+    reader = CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=snapshot_frequency)
     out = {}
     for row in turn.checkpoints:
         config = {"configurable": {"thread_id": TEMPLATE_THREAD_ID, "checkpoint_ns": row["checkpoint_ns"],

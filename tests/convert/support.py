@@ -145,7 +145,7 @@ def readings(database: DatabaseConfig, thread_id: str, mode: str) -> dict[tuple[
     a ``mode`` accessor (its ``history`` per namespace, i.e. LangGraph's own read path)."""
     out: dict[tuple[str, str], Reading] = {}
     with open_saver(database) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode=mode)
+        accessor = CheckpointStateAccessor.for_saver(saver, mode=mode)
         for ns in namespaces(database, thread_id):
             for snapshot in accessor.iter_history(config_for(thread_id, ns=ns)):
                 messages = snapshot.values.get("messages") or []
@@ -158,7 +158,7 @@ def messages_at(database: DatabaseConfig, thread_id: str, checkpoint_id: str | N
                 ns: str = "") -> list[Any]:
     """The materialized message list at one checkpoint (head if none), read by a ``mode`` accessor."""
     with open_saver(database) as saver:
-        snapshot = CheckpointStateAccessor.bind(saver, mode=mode).get(config_for(thread_id, checkpoint_id, ns))
+        snapshot = CheckpointStateAccessor.for_saver(saver, mode=mode).get(config_for(thread_id, checkpoint_id, ns))
         return list(snapshot.values.get("messages") or [])
 
 

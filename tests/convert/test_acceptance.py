@@ -45,7 +45,7 @@ def _full_mode_sweep(db, manifest: dict[str, Any]) -> tuple[int, list[str]]:
     failures: list[str] = []
     readings = 0
     with open_saver(db) as saver:
-        full = CheckpointStateAccessor.bind(saver, mode="full")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
         for thread in manifest["threads"]:
             thread_id = thread["thread_id"]
             checkpoints = thread["backends"][backend]["checkpoints"]

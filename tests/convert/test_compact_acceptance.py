@@ -27,7 +27,7 @@ def _sweep(db, manifest: dict[str, Any], thread_ids: set[str]) -> tuple[int, lis
     """Every checkpoint of the threads: delta-mode accessor history and a plain DeltaChannel graph's get_state."""
     failures, readings = [], 0
     with open_saver(db) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         plain = plain_delta_graph(saver)
         for thread in manifest["threads"]:
             if thread["thread_id"] not in thread_ids:

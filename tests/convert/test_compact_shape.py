@@ -56,7 +56,7 @@ def test_a_fork_and_an_overwrite_get_their_own_snapshots(db):
     with open_saver(db) as saver:
         graph = agent_graph(saver, mode="full", tool_every=3)
         run_turn(graph, "t", human(50), checkpoint_id=fork_from, mode="full")
-        CheckpointStateAccessor.bind(saver, mode="full").update(
+        CheckpointStateAccessor.for_saver(saver, mode="full").update(
             {"configurable": {"thread_id": "t"}}, {"messages": Overwrite([human(99)])})
         run_turn(graph, "t", human(7), mode="full")
     before = readings(db, "t", "full")

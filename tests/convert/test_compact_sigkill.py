@@ -94,7 +94,7 @@ def _reads_as_manifest(db, manifest: dict[str, Any]) -> bool:
     thread = next(t for t in manifest["threads"] if t["thread_id"] == THREAD)
     want = [(c["checkpoint_id"], c["messages_sha256"]) for c in thread["backends"][db.backend]["checkpoints"]]
     with open_saver(db) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         got = [(s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages") or []))
                for s in accessor.iter_history(config_for(THREAD))]
     column = "metadata" if db.backend == "sqlite" else "metadata::text"

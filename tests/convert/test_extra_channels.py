@@ -31,7 +31,7 @@ def _extra(state: dict[str, Any]) -> dict[str, Any]:
 def _values(database, mode: str) -> dict[str, dict[str, Any]]:
     schema = adapt_state_schema_for_mode(SCHEMA, mode)
     with open_saver(database) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode=mode, state_schema=schema)
+        accessor = CheckpointStateAccessor.for_saver(saver, mode=mode, state_schema=schema)
         return {s.config["configurable"]["checkpoint_id"]: {k: v for k, v in s.values.items() if k != "messages"}
                 for s in accessor.history(config_for("mw"))}
 

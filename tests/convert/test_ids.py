@@ -58,7 +58,7 @@ def test_conversion_writes_the_ids_and_a_later_remove_message_matches(db):
     victim = before[0]  # the first human message, written without an id
     assert victim.type == "human"
     with open_saver(db) as saver:
-        full = CheckpointStateAccessor.bind(saver, mode="full")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
         full.update(config_for("idless"), {"messages": [RemoveMessage(id=victim.id)]})
         graph = agent_graph(saver, mode="full", with_ids=False)
         run_turn(graph, "idless", human(9, with_id=False), mode="full")

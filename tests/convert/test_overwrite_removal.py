@@ -32,7 +32,7 @@ def test_overwrite_resets_the_value(db):
         graph = agent_graph(saver, tool_every=3)
         for t in range(4):
             run_turn(graph, "ow", human(t))
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta", as_node="manual_compaction")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta", as_node="manual_compaction")
         tail = messages_at(db, "ow", mode="delta")[-2:]
         accessor.update(config_for("ow"), {
             "messages": Overwrite([HumanMessage("summary", name="summary", id="summary"), *tail]),

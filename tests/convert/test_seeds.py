@@ -116,7 +116,7 @@ def test_fresh_thread_created_by_deerflow_create_path(db):
 
 def test_fresh_thread_started_by_a_state_update(db):
     with open_saver(db) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         accessor.update(config_for("updated"), {"messages": [HumanMessage("seeded", id="seed")], "title": "t"},
                         as_node="manual_state_update")
         graph = agent_graph(saver)

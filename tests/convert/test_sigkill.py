@@ -85,7 +85,7 @@ def _full_mode_matches_manifest(db, manifest: dict[str, Any]) -> list[str]:
     thread = next(t for t in manifest["threads"] if t["thread_id"] == THREAD)
     expected = [(c["checkpoint_id"], c["messages_sha256"]) for c in thread["backends"][db.backend]["checkpoints"]]
     with open_saver(db) as saver:
-        full = CheckpointStateAccessor.bind(saver, mode="full")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
         got = [(s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages") or []))
                for s in full.iter_history(config_for(THREAD))]
     return [f"{g} != {e}" for g, e in zip(got, expected, strict=False) if g != e] + (

@@ -32,6 +32,7 @@ from deerflow.runtime.checkpoint_mode import (
     aensure_checkpoint_mode_compatible,
     checkpoint_metadata_uses_delta,
     checkpoint_tuple_uses_delta,
+    copy_config,
     ensure_checkpoint_mode_compatible,
     freeze_checkpoint_channel_mode,
     freeze_checkpoint_snapshot_frequency,
@@ -115,7 +116,7 @@ def test_cadence_freeze_is_idempotent_and_refuses_another_value():
 
 @pytest.mark.parametrize("bad", [0, -1, -10, True, False, 2.0, "10", None, 1.5])
 def test_bad_cadence_raises_value_error_before_anything_is_frozen(bad):
-    with pytest.raises(ValueError, match="snapshot_frequency must be an integer >= 1") as info:
+    with pytest.raises(ValueError, match="snapshot frequency must be positive") as info:
         freeze_checkpoint_snapshot_frequency(bad)
     assert not isinstance(info.value, CheckpointModeReconfigurationError)
     assert frozen_checkpoint_snapshot_frequency() is None
@@ -171,29 +172,39 @@ def _repo_root():
 # -- inject_checkpoint_mode -----------------------------------------------------
 
 
-def test_inject_copies_configurable_and_metadata_delta():
+def test_inject_writes_into_the_given_config_in_place_delta():
+    """DeerFlow's contract: the config passed in carries the marker afterwards."""
     configurable = {"thread_id": "t1", "checkpoint_ns": ""}
     metadata = {"run_id": "r1"}
     config = {"configurable": configurable, "metadata": metadata, "tags": ["a"]}
-    before = copy.deepcopy(config)
     out = inject_checkpoint_mode(config, "delta")
-    assert config == before  # equality: nothing changed
-    assert config["configurable"] is configurable and config["metadata"] is metadata  # identity kept
-    assert out is not config
-    assert out["configurable"] is not configurable and out["metadata"] is not metadata
-    assert out["configurable"] == {"thread_id": "t1", "checkpoint_ns": "", INTERNAL_CHECKPOINT_MODE_KEY: "delta"}
-    assert out["metadata"] == {"run_id": "r1", CHECKPOINT_MODE_METADATA_KEY: "delta"}
-    assert out["tags"] == ["a"]
+    assert out is config
+    assert config["configurable"] is configurable and config["metadata"] is metadata  # the same dicts, changed
+    assert configurable == {"thread_id": "t1", "checkpoint_ns": "", INTERNAL_CHECKPOINT_MODE_KEY: "delta"}
+    assert metadata == {"run_id": "r1", CHECKPOINT_MODE_METADATA_KEY: "delta"}
+    assert config["tags"] == ["a"]
 
 
-def test_inject_full_removes_the_marker_and_sets_internal_key():
+def test_inject_creates_missing_sections_in_place():
+    config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    inject_checkpoint_mode(config, "delta")
+    assert config["metadata"] == {CHECKPOINT_MODE_METADATA_KEY: "delta"}
+    assert config["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] == "delta"
+
+
+def test_inject_full_removes_the_marker_in_place_and_sets_internal_key():
     config = {"configurable": {"thread_id": "t1"}, "metadata": {CHECKPOINT_MODE_METADATA_KEY: "delta", "x": 1}}
+    inject_checkpoint_mode(config, "full")
+    assert config["metadata"] == {"x": 1}
+    assert config["configurable"] == {"thread_id": "t1", INTERNAL_CHECKPOINT_MODE_KEY: "full"}
+
+
+def test_copy_config_then_inject_leaves_the_callers_dicts_untouched():
+    config = {"configurable": {"thread_id": "t1"}, "metadata": {"x": 1}, "tags": ["a"]}
     before = copy.deepcopy(config)
-    out = inject_checkpoint_mode(config, "full")
+    out = inject_checkpoint_mode(copy_config(config), "delta")
     assert config == before
-    assert out["metadata"] == {"x": 1}
-    assert CHECKPOINT_MODE_METADATA_KEY not in out["metadata"]
-    assert out["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] == "full"
+    assert out["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] == "delta" and out["tags"] == ["a"]
 
 
 def test_inject_accepts_none_and_missing_sections():
@@ -216,9 +227,8 @@ def test_inject_defaults_to_the_frozen_mode_and_needs_one():
 
 def test_inject_ignores_a_caller_supplied_internal_key_before_the_freeze():
     config = {"configurable": {"thread_id": "t", INTERNAL_CHECKPOINT_MODE_KEY: "full"}}
-    out = inject_checkpoint_mode(config, "delta")
-    assert out["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] == "delta"
-    assert config["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] == "full"
+    inject_checkpoint_mode(config, "delta")
+    assert config["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] == "delta"
     assert frozen_checkpoint_channel_mode() is None  # injecting never freezes
 
 
@@ -238,7 +248,7 @@ def test_inject_rejects_a_caller_supplied_internal_key_that_differs_from_the_fro
 
 def test_accessor_rejects_a_caller_supplied_internal_key_once_frozen():
     freeze_checkpoint_channel_mode("full")
-    accessor = CheckpointStateAccessor.bind(InMemorySaver(), mode="full")
+    accessor = CheckpointStateAccessor.for_saver(InMemorySaver(), mode="full")
     config = config_for("t")
     config["configurable"][INTERNAL_CHECKPOINT_MODE_KEY] = "delta"
     with pytest.raises(CheckpointModeReconfigurationError):

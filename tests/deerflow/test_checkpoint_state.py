@@ -69,17 +69,17 @@ def _seeded(mode: str, turns: int = 4, thread_id: str = "acc", **kwargs: Any) ->
 def test_bind_needs_a_mode_and_defaults_to_the_frozen_values():
     saver = InMemorySaver()
     with pytest.raises(ValueError, match="needs a mode"):
-        CheckpointStateAccessor.bind(saver)
+        CheckpointStateAccessor.for_saver(saver)
     with pytest.raises(ValueError, match="needs a mode"):
         CheckpointStateAccessor(None, saver)
     with pytest.raises(ValueError):
-        CheckpointStateAccessor.bind(saver, mode="half")
+        CheckpointStateAccessor.for_saver(saver, mode="half")
     freeze_checkpoint_channel_mode("delta")
     freeze_checkpoint_snapshot_frequency(4)
-    accessor = CheckpointStateAccessor.bind(saver)
+    accessor = CheckpointStateAccessor.for_saver(saver)
     assert accessor.mode == "delta" and accessor.checkpointer is saver
     assert accessor.graph.channels["messages"].snapshot_frequency == 4
-    assert CheckpointStateAccessor.bind(saver, mode="full").mode == "full"
+    assert CheckpointStateAccessor.for_saver(saver, mode="full").mode == "full"
 
 
 def test_build_state_mutation_graph():
@@ -110,7 +110,7 @@ def test_build_state_mutation_graph():
 @pytest.mark.parametrize("mode", ["full", "delta"])
 def test_prepared_config_is_a_copy_with_the_marker(mode):
     saver = _seeded(mode)
-    accessor = CheckpointStateAccessor.bind(saver, mode=mode)
+    accessor = CheckpointStateAccessor.for_saver(saver, mode=mode)
     configurable = {"thread_id": "acc", "checkpoint_ns": ""}
     metadata = {"caller": 1, CHECKPOINT_MODE_METADATA_KEY: "delta"}
     config = {"configurable": configurable, "metadata": metadata}
@@ -152,18 +152,18 @@ def test_limit_zero_returns_nothing_without_a_saver_call():
     saver = _seeded("delta")
     calls = count_calls(saver, *READ_METHODS)
     for mode in ("full", "delta"):
-        accessor = CheckpointStateAccessor.bind(saver, mode=mode)
+        accessor = CheckpointStateAccessor.for_saver(saver, mode=mode)
         assert accessor.history(config_for("acc"), limit=0) == []
         assert accessor.history(config_for("acc"), limit=-1) == []
         assert asyncio.run(accessor.ahistory(config_for("acc"), limit=0)) == []
     assert sum(calls.values()) == 0
-    CheckpointStateAccessor.bind(saver, mode="delta").history(config_for("acc"), limit=1)
+    CheckpointStateAccessor.for_saver(saver, mode="delta").history(config_for("acc"), limit=1)
     assert calls["list"] == 1  # the counter does see real calls
 
 
 def test_limit_none_means_all_in_saver_list_order():
     saver = _seeded("delta", turns=5)
-    accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+    accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
     expected = [t.config["configurable"]["checkpoint_id"] for t in saver.list(config_for("acc"))]
     assert len(expected) > 15
     got = [s.config["configurable"]["checkpoint_id"] for s in accessor.history(config_for("acc"))]
@@ -175,7 +175,7 @@ def test_limit_none_means_all_in_saver_list_order():
 
 def test_history_pages_with_before_and_limit():
     saver = _seeded("delta", turns=5)
-    accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+    accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
     everything = accessor.history(config_for("acc"))
     pages: list[Any] = []
     before = None
@@ -196,7 +196,7 @@ def test_history_pages_with_before_and_limit():
 
 
 def test_missing_thread_reads_empty():
-    accessor = CheckpointStateAccessor.bind(InMemorySaver(), mode="full")
+    accessor = CheckpointStateAccessor.for_saver(InMemorySaver(), mode="full")
     snapshot = accessor.get(config_for("nobody"))
     assert snapshot.values == {} and snapshot.metadata is None
     assert accessor.get_metadata(config_for("nobody")) is None
@@ -207,7 +207,7 @@ def test_missing_thread_reads_empty():
 def test_get_metadata_returns_stored_metadata_without_materializing():
     saver = _seeded("delta")
     calls = count_calls(saver, *READ_METHODS)
-    accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+    accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
     metadata = accessor.get_metadata(config_for("acc"))
     assert metadata[CHECKPOINT_MODE_METADATA_KEY] == "delta"
     assert metadata == saver.get_tuple(config_for("acc")).metadata
@@ -255,7 +255,7 @@ def test_update_writes_through_with_overwrite(backend, mode, tmp_path):
         graph = build_agent_graph(mode, saver, snapshot_frequency=3, tool_every=2)
         for turn in (1, 2, 3):
             run_turn(graph, "upd", mode, turn)
-        accessor = CheckpointStateAccessor.bind(saver, mode=mode, snapshot_frequency=3)
+        accessor = CheckpointStateAccessor.for_saver(saver, mode=mode, snapshot_frequency=3)
         accessor.update(config_for("upd"), _first_values(), as_node="manual_state_update")
         assert accessor.get(config_for("upd")).values["artifacts"] == ["/out/a.md"]
         new_config = accessor.update(config_for("upd"), _replace_values(), as_node="manual_state_update")
@@ -287,7 +287,7 @@ def test_aupdate_writes_through_with_overwrite(backend, mode, tmp_path):
 
                 for turn in (1, 2, 3):
                     await arun_turn(graph, "aupd", mode, turn)
-                accessor = CheckpointStateAccessor.bind(saver, mode=mode, snapshot_frequency=3)
+                accessor = CheckpointStateAccessor.for_saver(saver, mode=mode, snapshot_frequency=3)
                 written = len(await accessor.ahistory(config_for("aupd")))
                 assert written == 11  # turns of 3 + 5 (one tool round) + 3 checkpoints
                 await accessor.aupdate(config_for("aupd"), _first_values(), as_node="manual_state_update")
@@ -326,7 +326,7 @@ def test_degraded_full_mode_reader():
             with pytest.raises(CheckpointModeMismatchError, match="^Thread requires delta mode"):
                 degraded.get_values(t.config)
     values = degraded.get_values(config_for("f"))
-    full = CheckpointStateAccessor.bind(saver, mode="full").get(config_for("f"))
+    full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for("f"))
     assert messages_sha256(values["messages"]) == messages_sha256(full.values["messages"])
     assert len(values["messages"]) == 4
     assert degraded.get_values(config_for("nobody")) is None
@@ -369,7 +369,7 @@ def test_one_batched_delta_fetch_per_read_on_the_fixture(sqlite_fixture_db, monk
     replays = _replay_counter(monkeypatch)
     with open_checkpointer(sqlite_fixture_db) as saver:
         calls = count_calls(saver, "get_delta_channel_history", "get_tuple", "list")
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         seen = Counter()
         for thread_id in ("delta-f10-11t", "full-short-3t", "migrated-full20-delta20"):
             for cp in threads[thread_id]["backends"]["sqlite"]["checkpoints"]:
@@ -405,7 +405,7 @@ def test_delta_channels_absent_from_channel_values_are_batched_into_one_call(bac
         graph = builder.compile(checkpointer=saver)
         for turn in range(3):
             graph.invoke({"messages": [HumanMessage(f"q{turn}", id=f"q{turn}")]}, config_for("two"))
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta", state_schema=TwoDeltaState)
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta", state_schema=TwoDeltaState)
         requested: list[list[str]] = []
         original = saver.get_delta_channel_history
 
@@ -427,15 +427,15 @@ def test_full_checkpoint_reads_make_no_delta_fetch():
         run_turn(graph, "plain", "full", turn)
     calls = count_calls(saver, "get_delta_channel_history", "aget_delta_channel_history")
     for mode in ("full", "delta"):
-        accessor = CheckpointStateAccessor.bind(saver, mode=mode)
+        accessor = CheckpointStateAccessor.for_saver(saver, mode=mode)
         snapshots = accessor.history(config_for("plain"))
         for s in snapshots:
             accessor.get(s.config)
             asyncio.run(accessor.aget(s.config))
     assert sum(calls.values()) == 0
     # the asymmetric gate: a delta-mode accessor reads full checkpoints exactly like a full one
-    full = [digest_of(s) for s in CheckpointStateAccessor.bind(saver, mode="full").history(config_for("plain"))]
-    delta = [digest_of(s) for s in CheckpointStateAccessor.bind(saver, mode="delta").history(config_for("plain"))]
+    full = [digest_of(s) for s in CheckpointStateAccessor.for_saver(saver, mode="full").history(config_for("plain"))]
+    delta = [digest_of(s) for s in CheckpointStateAccessor.for_saver(saver, mode="delta").history(config_for("plain"))]
     assert full == delta and len(full) > 10
 
 
@@ -446,7 +446,7 @@ def test_first_overwrite_of_an_optional_reducer_channel_reads_back_as_its_value(
     from langgraph.types import Overwrite as _Overwrite
 
     saver = _seeded(mode, turns=1)
-    accessor = CheckpointStateAccessor.bind(saver, mode=mode)
+    accessor = CheckpointStateAccessor.for_saver(saver, mode=mode)
     first = {"todos": _Overwrite([{"content": "a"}]), "goal": _Overwrite({"text": "g"}),
              "sandbox": _Overwrite({"sandbox_id": "s"}), "promoted": _Overwrite({"catalog_hash": "h", "names": ["n"]})}
     accessor.update(config_for("acc"), first, as_node="manual_state_update")

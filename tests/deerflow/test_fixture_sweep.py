@@ -49,8 +49,8 @@ def _sweep(database: Any, backend: str, manifest: dict[str, Any]) -> tuple[int, 
     failures: list[str] = []
     readings = 0
     with open_checkpointer(database) as saver:
-        delta = CheckpointStateAccessor.bind(saver, mode="delta")
-        full = CheckpointStateAccessor.bind(saver, mode="full")
+        delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
         for thread in manifest["threads"]:
             thread_id = thread["thread_id"]
             checkpoints = thread["backends"][backend]["checkpoints"]
@@ -117,7 +117,7 @@ def _sync_vs_async(database: Any, backend: str, manifest: dict[str, Any]) -> lis
     sync_readings: dict[tuple[str, str], tuple[Any, ...]] = {}
     sync_histories: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
     with open_checkpointer(database) as saver:
-        delta = CheckpointStateAccessor.bind(saver, mode="delta")
+        delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
         for thread_id in SAMPLE:
             for cp in threads[thread_id]["backends"][backend]["checkpoints"]:
                 s = delta.get(config_for(thread_id, cp["checkpoint_id"], cp["checkpoint_ns"]))
@@ -130,8 +130,8 @@ def _sync_vs_async(database: Any, backend: str, manifest: dict[str, Any]) -> lis
 
     async def read_async() -> None:
         async with open_async_checkpointer(database) as saver:
-            adelta = CheckpointStateAccessor.bind(saver, mode="delta")
-            afull = CheckpointStateAccessor.bind(saver, mode="full")
+            adelta = CheckpointStateAccessor.for_saver(saver, mode="delta")
+            afull = CheckpointStateAccessor.for_saver(saver, mode="full")
             for thread_id in SAMPLE:
                 checkpoints = threads[thread_id]["backends"][backend]["checkpoints"]
                 for cp in checkpoints:

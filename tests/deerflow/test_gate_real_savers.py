@@ -48,7 +48,7 @@ def _seed(saver: Any) -> dict[str, str]:
     delta_graph = build_agent_graph("delta", saver, snapshot_frequency=3, tool_every=2)
     for turn in (1, 2, 3):
         run_turn(delta_graph, DELTA_THREAD, "delta", turn)
-    delta_accessor = CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=3)
+    delta_accessor = CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=3)
     head = delta_accessor.update(config_for(DELTA_THREAD), {"title": "seeded"}, as_node="manual_state_update")
     full_graph = build_agent_graph("full", saver)
     for turn in (1, 2):
@@ -71,7 +71,7 @@ def test_full_mode_accessor_refuses_a_delta_thread_sync(backend, tmp_path):
             ids = _seed(writer)
             memory_saver = writer if backend == "memory" else None
         saver = memory_saver or stack.enter_context(open_checkpointer(database))  # reopen
-        full = CheckpointStateAccessor.bind(saver, mode="full")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
         calls = count_calls(saver, "get_tuple", "list", "get_delta_channel_history", *WRITE_METHODS)
 
         addresses = [config_for(DELTA_THREAD), config_for(DELTA_THREAD, ids["head"]), config_for(DELTA_THREAD, ids["oldest"])]
@@ -108,7 +108,7 @@ def test_full_mode_accessor_refuses_a_delta_thread_sync(backend, tmp_path):
         assert sum(calls[m] for m in WRITE_METHODS) == 0
 
         # not vacuous: the same saver reads the thread in delta mode, and takes a full-mode write
-        delta = CheckpointStateAccessor.bind(saver, mode="delta")
+        delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
         head = delta.get(config_for(DELTA_THREAD))
         assert head.values["title"] == "seeded" and len(head.values["messages"]) == 8
         assert [s.config["configurable"]["checkpoint_id"] for s in delta.history(config_for(DELTA_THREAD))][0] == ids["head"]
@@ -130,7 +130,7 @@ def test_full_mode_accessor_refuses_a_delta_thread_async(backend, tmp_path):
         async def scenario() -> None:
             async with open_async_checkpointer(database) as opened:
                 saver = memory_saver or opened  # memory: the seeded instance, async methods
-                full = CheckpointStateAccessor.bind(saver, mode="full")
+                full = CheckpointStateAccessor.for_saver(saver, mode="full")
                 calls = count_calls(saver, "aget_tuple", "alist", "aget_delta_channel_history", *WRITE_METHODS)
                 addresses = [config_for(DELTA_THREAD), config_for(DELTA_THREAD, ids["head"]), config_for(DELTA_THREAD, ids["oldest"])]
                 for config in addresses:
@@ -159,7 +159,7 @@ def test_full_mode_accessor_refuses_a_delta_thread_async(backend, tmp_path):
                 assert row_counts(database, saver) == before
                 assert sum(calls[m] for m in WRITE_METHODS) == 0
 
-                delta = CheckpointStateAccessor.bind(saver, mode="delta")
+                delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
                 head = await delta.aget(config_for(DELTA_THREAD))
                 assert head.values["title"] == "seeded" and len(head.values["messages"]) == 8
                 history = await delta.ahistory(config_for(DELTA_THREAD))

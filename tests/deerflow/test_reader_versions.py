@@ -43,7 +43,7 @@ def test_postgres_delta_history_paging_old_checkpoints_of_long_threads_read_non_
     assert len(flagged) == 174
     assert min(checkpoints.index(cp) for cp in flagged) >= 1024  # at least 1024 newer checkpoints
     with open_checkpointer(postgres_fixture_db) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         for cp in flagged:
             assert cp["deerflow_lock_reader"]["message_count"] == 0  # what the lock reader saw
             messages = accessor.get(config_for("delta-f100-150t", cp["checkpoint_id"])).values["messages"]
@@ -60,7 +60,7 @@ def test_subgraph_namespaces_read_non_empty(backend, request, manifest):
     assert len(subgraph) == 10 and all(cp["checkpoint_ns"].startswith("research:") for cp in subgraph)
     assert len(_flagged(thread, backend, "subgraph_namespace_replay")) == 8
     with open_checkpointer(database) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         for cp in subgraph:
             messages = accessor.get(config_for(thread["thread_id"], cp["checkpoint_id"], cp["checkpoint_ns"])).values.get("messages", [])
             assert messages_sha256(messages) == cp["messages_sha256"]
@@ -84,7 +84,7 @@ def test_fanout_replay_order_is_the_per_backend_manifest_order(sqlite_fixture_db
     for backend, database in (("sqlite", sqlite_fixture_db), ("postgres", postgres_fixture_db)):
         expected = thread["backends"][backend]
         with open_checkpointer(database) as saver:
-            accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+            accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
             head = accessor.get(config_for(thread["thread_id"]))
             assert head.config["configurable"]["checkpoint_id"] == expected["head_checkpoint_id"]
             assert canonical_messages(head.values["messages"]) == expected["head"]["messages"]
@@ -105,7 +105,7 @@ def test_markerless_snapshot_checkpoints_give_full_mode_readers_a_list(backend, 
     flagged = _flagged(thread, backend, "full_mode_reader_unwraps_delta_snapshot")
     assert len(flagged) == 4
     with open_checkpointer(database) as saver:
-        full = CheckpointStateAccessor.bind(saver, mode="full")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
         for cp in flagged:
             assert cp["messages_stored"] == "delta_snapshot" and not cp["delta_marker"]
             assert cp["deerflow_lock_reader"]["full_mode_accessor"] == {"non_list_messages_value": "_DeltaSnapshot"}

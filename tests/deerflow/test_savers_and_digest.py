@@ -66,7 +66,7 @@ def test_sqlite_backend_opens_sqlite_dir_deerflow_db(tmp_path):
     async def reopen() -> int:
         async with open_async_checkpointer(database) as saver:
             assert isinstance(saver, AsyncSqliteSaver)
-            return len((await CheckpointStateAccessor.bind(saver, mode="full").aget(config_for("s"))).values["messages"])
+            return len((await CheckpointStateAccessor.for_saver(saver, mode="full").aget(config_for("s"))).values["messages"])
 
     assert asyncio.run(reopen()) == 2
 
@@ -99,7 +99,7 @@ def test_postgres_backend_sync_and_async_with_schema():
         async def reopen() -> int:
             async with open_async_checkpointer(database) as saver:
                 assert isinstance(saver, AsyncPostgresSaver)
-                snapshot = await CheckpointStateAccessor.bind(saver, mode="delta").aget(config_for("p"))
+                snapshot = await CheckpointStateAccessor.for_saver(saver, mode="delta").aget(config_for("p"))
                 return len(snapshot.values["messages"])
 
         assert asyncio.run(reopen()) == 2
@@ -133,7 +133,7 @@ def test_digest_reproduces_the_manifest_head_state(sqlite_fixture_db, manifest):
     """head_state holds the full canonical head messages wherever the backends agree."""
     checked = 0
     with open_checkpointer(sqlite_fixture_db) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         for thread in manifest["threads"]:
             head_state = thread["backend_independent"].get("head_state")
             if not head_state:

@@ -70,7 +70,7 @@ def remove_all(saver: Any, thread: str, mode: str) -> dict[str, Any]:
 def compaction(saver: Any, thread: str, mode: str) -> dict[str, Any]:
     graph = build_agent_graph(mode, saver, snapshot_frequency=K, tool_every=2)
     _turns(graph, saver, thread, mode, range(1, 6))
-    accessor = CheckpointStateAccessor.bind(saver, mode=mode, snapshot_frequency=K, as_node="manual_compaction")
+    accessor = CheckpointStateAccessor.for_saver(saver, mode=mode, snapshot_frequency=K, as_node="manual_compaction")
     tail = accessor.get(config_for(thread)).values["messages"][-2:]
     accessor.update(
         config_for(thread),
@@ -83,7 +83,7 @@ def compaction(saver: Any, thread: str, mode: str) -> dict[str, Any]:
 def title_and_todos(saver: Any, thread: str, mode: str) -> dict[str, Any]:
     graph = build_agent_graph(mode, saver, snapshot_frequency=K)
     _turns(graph, saver, thread, mode, range(1, 4))
-    accessor = CheckpointStateAccessor.bind(saver, mode=mode, snapshot_frequency=K)
+    accessor = CheckpointStateAccessor.for_saver(saver, mode=mode, snapshot_frequency=K)
     accessor.update(config_for(thread), {"title": "First title", "todos": Overwrite([{"content": "a"}]),
                                          "artifacts": Overwrite(["/out/a.md"])}, as_node="manual_state_update")
     accessor.update(config_for(thread), {"title": "Renamed", "todos": Overwrite([{"content": "b"}])}, as_node="manual_state_update")
@@ -138,8 +138,8 @@ def test_scenario_delta_reads_like_its_full_twin(name, backend, tmp_path):
     with database_for(backend, tmp_path) as database:
         with open_checkpointer(database, create=True) as saver:
             live = {mode: SCENARIOS[name](saver, f"{name}-{mode}", mode) for mode in ("full", "delta")}
-            full = CheckpointStateAccessor.bind(saver, mode="full")
-            delta = CheckpointStateAccessor.bind(saver, mode="delta")
+            full = CheckpointStateAccessor.for_saver(saver, mode="full")
+            delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
             delta_thread = delta.history(config_for(f"{name}-delta"))
             full_thread = full.history(config_for(f"{name}-full"))
             assert len(delta_thread) == len(full_thread) > 10
@@ -171,7 +171,7 @@ def test_scenario_delta_reads_like_its_full_twin(name, backend, tmp_path):
         if backend != "memory":  # async savers on the same database read the same values
             async def async_read() -> list[Any]:
                 async with open_async_checkpointer(database) as asaver:
-                    accessor = CheckpointStateAccessor.bind(asaver, mode="delta")
+                    accessor = CheckpointStateAccessor.for_saver(asaver, mode="delta")
                     history = await accessor.ahistory(config_for(f"{name}-delta"))
                     head = await accessor.aget(config_for(f"{name}-delta"))
                     assert digest_of(head) == digest_of(history[0])
@@ -186,7 +186,7 @@ def test_idless_human_messages_keep_their_ids_across_live_run_and_replay():
 
     saver = InMemorySaver()
     live = idless_humans(saver, "idl", "delta")
-    accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+    accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
     first = accessor.get(config_for("idl")).values["messages"]
     second = asyncio.run(accessor.aget(config_for("idl"))).values["messages"]
     assert [m.id for m in first] == [m.id for m in second] == [m.id for m in live["messages"]]
@@ -207,7 +207,7 @@ def test_empty_thread_created_like_deerflows_post_threads(backend, tmp_path):
                     {},
                 )
                 for mode in ("full", "delta"):
-                    accessor = CheckpointStateAccessor.bind(saver, mode=mode)
+                    accessor = CheckpointStateAccessor.for_saver(saver, mode=mode)
                     head = await accessor.aget(config_for("empty"))
                     assert head.values.get("messages", []) == []
                     assert messages_sha256(head.values.get("messages")) == EMPTY_MESSAGES_SHA256

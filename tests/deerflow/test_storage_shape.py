@@ -58,7 +58,7 @@ def test_full_mode_stores_the_whole_list_in_every_checkpoint(backend, tmp_path):
         graph = build_agent_graph("full", saver, tool_every=2)
         for turn in range(1, 6):
             run_turn(graph, "full", "full", turn)
-        accessor = CheckpointStateAccessor.bind(saver, mode="full")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="full")
         tuples = _oldest_first(saver, "full")
         assert len(tuples) > 15
         for t in tuples:
@@ -80,7 +80,7 @@ def test_delta_mode_raw_reads_see_sentinels_not_the_list(backend, tmp_path):
         graph = build_agent_graph("delta", saver, snapshot_frequency=4, tool_every=2)
         for turn in range(1, 7):
             live = run_turn(graph, "delta", "delta", turn)
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta")
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         tuples = _oldest_first(saver, "delta")
         kinds = {"absent": 0, "snapshot": 0}
         for t in tuples:
@@ -153,7 +153,7 @@ def test_supersteps_bound_is_langgraphs_5000_and_forces_a_snapshot(monkeypatch, 
     # end to end, with the bound lowered: a channel that stops receiving writes still snapshots
     monkeypatch.setattr(lg_checkpoint, "DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", 4)
     with database_for("sqlite", tmp_path) as database, open_checkpointer(database, create=True) as saver:
-        accessor = CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=100)
+        accessor = CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=100)
         accessor.update(config_for("quiet"), {"messages": [HumanMessage("a", id="a")]}, as_node="manual_state_update")
         accessor.update(config_for("quiet"), {"messages": [AIMessage("b", id="b")]}, as_node="manual_state_update")
         for i in range(6):  # only the title changes from here on
@@ -223,8 +223,8 @@ def test_markerless_delta_thread_is_detected_through_counters_only(tmp_path):
         graph = builder.compile(checkpointer=saver)
         for turn in range(5):
             graph.invoke({"messages": [HumanMessage(f"q{turn}", id=f"q{turn}")]}, config_for("ml"))
-        full = CheckpointStateAccessor.bind(saver, mode="full")
-        delta = CheckpointStateAccessor.bind(saver, mode="delta")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
+        delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
         refused = read = 0
         for t in _oldest_first(saver, "ml"):
             assert CHECKPOINT_MODE_METADATA_KEY not in t.metadata
@@ -251,8 +251,8 @@ def test_pre_feature_full_checkpoints_need_no_migration(tmp_path):
         graph = build_agent_graph("full", saver, tool_every=2)
         for turn in (1, 2, 3):
             graph.invoke({"messages": [HumanMessage(f"q{turn}", id=f"h-{turn}")]}, config_for("legacy"))
-        full = CheckpointStateAccessor.bind(saver, mode="full").history(config_for("legacy"))
-        delta = CheckpointStateAccessor.bind(saver, mode="delta").history(config_for("legacy"))
+        full = CheckpointStateAccessor.for_saver(saver, mode="full").history(config_for("legacy"))
+        delta = CheckpointStateAccessor.for_saver(saver, mode="delta").history(config_for("legacy"))
         assert [digest_of(s) for s in full] == [digest_of(s) for s in delta]
         assert all(CHECKPOINT_MODE_METADATA_KEY not in s.metadata for s in full)
         assert digest_of(full[0])[0] == 8
@@ -270,8 +270,8 @@ def test_full_to_delta_migration(backend, tmp_path):
         for turn in range(5, 9):
             live = run_turn(delta_graph, "mig", "delta", turn)
             run_turn(full_graph, "ref", "full", turn)
-        full = CheckpointStateAccessor.bind(saver, mode="full")
-        delta = CheckpointStateAccessor.bind(saver, mode="delta")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
+        delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
         migrated = delta.history(config_for("mig"))
         reference = full.history(config_for("ref"))
         assert [digest_of(s) for s in migrated] == [digest_of(s) for s in reference]
@@ -297,13 +297,13 @@ def test_cadence_is_not_stamped_and_reads_do_not_depend_on_it(tmp_path):
         tuples = list(saver.list(config_for("k3")))
         assert not any("frequency" in key or "cadence" in key for t in tuples for key in t.metadata)
         readings = [
-            [digest_of(s) for s in CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=k).history(config_for("k3"))]
+            [digest_of(s) for s in CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=k).history(config_for("k3"))]
             for k in (1, 3, 10, 25)
         ]
         assert readings[0] == readings[1] == readings[2] == readings[3]
         # and a process at another cadence keeps writing without any error
         other = build_agent_graph("delta", saver, snapshot_frequency=25, tool_every=2)
         live = run_turn(other, "k3", "delta", 7)
-        head = CheckpointStateAccessor.bind(saver, mode="delta").get(config_for("k3")).values["messages"]
+        head = CheckpointStateAccessor.for_saver(saver, mode="delta").get(config_for("k3")).values["messages"]
         assert len(head) == 7 * 2 + 3 * 2  # 7 turns, tool rounds on turns 2, 4 and 6
         assert messages_sha256(head) == messages_sha256(live["messages"])

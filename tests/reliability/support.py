@@ -230,7 +230,7 @@ def conversion_problems(database: DatabaseConfig, pristine: Pristine, manifest: 
             problems.append(f"{table} rows changed (conversion must not touch them)")
     read: dict[tuple[str, str], str] = {}
     with open_saver(database) as saver:
-        full = CheckpointStateAccessor.bind(saver, mode="full")
+        full = CheckpointStateAccessor.for_saver(saver, mode="full")
         for ns in sorted({ns for ns, _ in expected}, key=lambda n: (n != "", n)):
             try:
                 for snapshot in full.iter_history(config_for(thread_id, ns=ns)):

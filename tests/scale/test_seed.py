@@ -49,7 +49,7 @@ def test_every_sampled_head_reads_back_as_the_run_wrote_it(seeded, backend, mode
     assert report.threads == 40 and len(report.samples) == 40
     assert set(report.by_kind) <= ({mode} if mode != "mixed" else {"full", "delta", "migrated", "markerless"})
     with open_checkpointer(database) as saver:
-        reader = CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=3)
+        reader = CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=3)
         for sample in report.samples:
             messages = reader.get(_config(sample.thread_id)).values.get("messages") or []
             assert (len(messages), messages_sha256(messages)) == (sample.message_count, sample.head_digest), sample
@@ -79,7 +79,7 @@ def test_every_checkpoint_of_a_copy_reads_like_the_original(seeded, backend, kin
     original = [(row["checkpoint_id"], turn.checkpoint_digests[row["checkpoint_id"]])
                 for turn in template.turns for row in turn.checkpoints]
     with open_checkpointer(database) as saver:
-        reader = CheckpointStateAccessor.bind(saver, mode="delta", snapshot_frequency=3)
+        reader = CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=3)
         copied = sorted(t.config["configurable"]["checkpoint_id"] for t in saver.list(_config("copy")))
         assert len(copied) == len(original)
         for new_id, (old_id, digest) in zip(copied, original, strict=True):

@@ -1,0 +1,248 @@
+"""Stored shapes LangGraph's reader and ours must agree on (issue 13, "Reading", items 1 and 2).
+
+Every thread is written with the saver's own ``put`` / ``put_writes`` (the
+shapes only an old release or a raw writer leaves), on SQLite and Postgres,
+then browsed through the API, the thread page and the history:
+
+* an unknown-id ``RemoveMessage`` in a write row: never a 500; the state
+  answers 422 ``reducer_error`` naming the checkpoint, the write (the
+  checkpoint it is stored under and its task) and the missing id; the history
+  lists the checkpoints before the write normally and marks the rest;
+* a replay walk that passes an ancestor with neither delta counters nor a
+  stored ``messages`` value and then reaches a missing parent: 422
+  ``history_incomplete`` (the reader walks on past such an ancestor, so the
+  gap check does too); with the parent stored, the walk reaches it and reads
+  the whole list.
+
+Browsing writes nothing (every row compared before and after).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langgraph.checkpoint.base.id import uuid6
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.lineage import find_lineage_gap
+from deerflow.replaycheck import find_reducer_failure
+from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+from tests import fixtures_real
+from tests.convert.support import all_rows, config_for, open_saver
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatabaseConfig]:
+    """A fresh, empty database on each backend (Postgres: dropped afterwards)."""
+    if request.param == "sqlite":
+        yield DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "sqlite"))
+        return
+    name, url = fixtures_real.create_database("dfa_shapes")
+    try:
+        yield DatabaseConfig(backend="postgres", postgres_url=url)
+    finally:
+        fixtures_real.drop_database(name)
+
+
+ABSENT = object()
+
+
+class Writer:
+    """Checkpoints and writes through the saver's ``put`` / ``put_writes``, with chosen metadata."""
+
+    def __init__(self, saver: Any, thread_id: str):
+        self.saver, self.thread_id, self.version, self.count = saver, thread_id, None, 0
+
+    def new_id(self) -> str:
+        self.count += 1
+        return str(uuid6(clock_seq=self.count))
+
+    def checkpoint(self, parent: str | None, *, messages: Any = ABSENT, counters: int | None = None,
+                   checkpoint_id: str | None = None) -> str:
+        cid = checkpoint_id or self.new_id()
+        self.version = self.saver.get_next_version(self.version, None)
+        checkpoint = {"v": 4, "id": cid, "ts": dt.datetime.now(dt.UTC).isoformat(), "channel_values": {},
+                      "channel_versions": {"messages": self.version}, "versions_seen": {}, "updated_channels": None}
+        if messages is not ABSENT:
+            checkpoint["channel_values"]["messages"] = messages
+        metadata: dict[str, Any] = {"source": "loop", "step": self.count, "parents": {},
+                                    CHECKPOINT_MODE_METADATA_KEY: "delta"}
+        if counters is not None:
+            metadata[COUNTERS_METADATA_KEY] = {"messages": counters}
+        self.saver.put(config_for(self.thread_id, parent), checkpoint, metadata, {"messages": self.version})
+        return cid
+
+    def writes(self, checkpoint_id: str, task_id: str, *values: Any) -> None:
+        self.saver.put_writes(config_for(self.thread_id, checkpoint_id), [("messages", v) for v in values], task_id)
+
+
+def _history(client, thread_id: str) -> dict[str, dict]:
+    response = client.get(f"/api/threads/{thread_id}/history?limit=500")
+    assert response.status_code == 200, response.content[:300]
+    return {r["checkpoint_id"]: r for r in response.json()["checkpoints"]}
+
+
+# -- item 1: an unknown-id RemoveMessage -------------------------------------------------
+
+
+def _ghost_thread(db: DatabaseConfig) -> list[str]:
+    """root -[h0]-> c1 -[RemoveMessage('ghost'), a0]-> c2 -[h1]-> c3: c2 and c3 replay the bad write."""
+    with open_saver(db) as saver:
+        w = Writer(saver, "ghost")
+        root = w.checkpoint(None, messages=[], counters=None)
+        w.writes(root, "input", [HumanMessage("q0", id="h0")])
+        c1 = w.checkpoint(root, counters=1)
+        w.writes(c1, "agent", [RemoveMessage(id="ghost"), AIMessage("a0", id="a0")])
+        c2 = w.checkpoint(c1, counters=2)
+        w.writes(c2, "input", [HumanMessage("q1", id="h1")])
+        c3 = w.checkpoint(c2, counters=3)
+    return [root, c1, c2, c3]
+
+
+def test_an_unknown_id_remove_is_a_422_naming_the_write_never_a_500(db, runtime_for, staff_client):
+    root, c1, c2, c3 = _ghost_thread(db)
+    runtime_for(db, "delta")
+    before = all_rows(db)
+
+    response = staff_client.get("/api/threads/ghost/state")
+    assert response.status_code == 422, response.content[:300]
+    body = response.json()
+    assert body["code"] == "reducer_error"
+    assert f"checkpoint {c3!r}" in body["detail"]  # the checkpoint read
+    assert f"stored under checkpoint {c1!r}" in body["detail"] and "task 'agent'" in body["detail"]  # the write
+    assert "removes message id 'ghost'" in body["detail"]  # the missing id
+    assert "values" not in body and body["hint"]
+    older = staff_client.get(f"/api/threads/ghost/state?checkpoint_id={c2}")
+    assert older.status_code == 422 and older.json()["code"] == "reducer_error"
+
+    page = staff_client.get("/threads/ghost/")
+    assert page.status_code == 422 and "Traceback" not in page.content.decode()
+    assert "removes message id" in page.content.decode() and 'id="messages"' not in page.content.decode()
+
+    # the history lists every checkpoint; those before the bad write read normally
+    rows = _history(staff_client, "ghost")
+    assert list(rows) == [c3, c2, c1, root]
+    assert [(rows[c]["message_count"], rows[c]["problem"]) for c in (c3, c2, c1, root)] == [
+        (None, "reducer_error"), (None, "reducer_error"), (1, None), (0, None)]
+    fragment = staff_client.get("/history/ghost/")
+    assert fragment.status_code == 200 and "reducer_error" in fragment.content.decode()
+    first = staff_client.get(f"/api/threads/ghost/state?checkpoint_id={c1}")
+    assert first.status_code == 200 and [m["id"] for m in first.json()["values"]["messages"]] == ["h0"]
+    assert all_rows(db) == before
+
+
+def test_find_reducer_failure_names_the_write(db):
+    root, c1, c2, c3 = _ghost_thread(db)
+    with open_saver(db) as saver:
+        failure = find_reducer_failure(saver, "ghost", "", c3)
+        assert (failure.checkpoint_id, failure.write_checkpoint_id, failure.task_id, failure.write_index,
+                failure.missing_ids) == (c3, c1, "agent", 0, ("ghost",))
+        assert find_reducer_failure(saver, "ghost", "", c1) is None  # its replay goes through
+        assert find_reducer_failure(saver, "ghost", "", root) is None  # it stores its own value
+        assert find_reducer_failure(saver, "ghost", "", "no-such-checkpoint") is None
+
+
+# -- item 2: the gap check walks as far as the reader --------------------------------------
+
+
+def _walk_past_thread(db: DatabaseConfig, *, store_anchor: bool) -> tuple[str, str, str]:
+    """s (stores [h0]) -[a0]-> m (no counters, no value) -[h1]-> t (counters, no value).
+
+    With ``store_anchor=False`` s is never stored: m names a parent that is not there.
+    """
+    with open_saver(db) as saver:
+        w = Writer(saver, "walk-past")
+        s = w.new_id()
+        if store_anchor:
+            w.checkpoint(None, messages=[HumanMessage("q0", id="h0")], checkpoint_id=s)
+            w.writes(s, "agent", [AIMessage("a0", id="a0")])
+        m = w.checkpoint(s)  # neither delta counters nor a stored messages value
+        w.writes(m, "input", [HumanMessage("q1", id="h1")])
+        t = w.checkpoint(m, counters=2)
+    return s, m, t
+
+
+def test_a_gap_past_an_ancestor_without_counters_or_value_is_history_incomplete(db, runtime_for, staff_client):
+    s, m, t = _walk_past_thread(db, store_anchor=False)
+    with open_saver(db) as saver:
+        gap = find_lineage_gap(saver, "walk-past", "", t)
+        assert (gap.kind, gap.at, gap.parent) == ("missing_parent", m, s)
+    runtime_for(db, "delta")
+    before = all_rows(db)
+    response = staff_client.get("/api/threads/walk-past/state")
+    assert response.status_code == 422, response.content[:300]
+    body = response.json()
+    assert body["code"] == "history_incomplete"
+    assert f"checkpoint {m!r} names parent {s!r}, which is not stored" in body["detail"]
+    assert "values" not in body
+    rows = _history(staff_client, "walk-past")
+    assert {c: (r["message_count"], r["problem"]) for c, r in rows.items()} == {
+        t: (None, "history_incomplete"), m: (None, "history_incomplete")}
+    assert staff_client.get("/threads/walk-past/").status_code == 422
+    assert all_rows(db) == before
+
+
+def test_with_the_ancestor_stored_the_walk_reaches_it_and_reads_the_whole_list(db, runtime_for, staff_client):
+    s, m, t = _walk_past_thread(db, store_anchor=True)
+    with open_saver(db) as saver:
+        assert find_lineage_gap(saver, "walk-past", "", t) is None
+        assert find_lineage_gap(saver, "walk-past", "", s) is None
+    runtime_for(db, "delta")
+    response = staff_client.get("/api/threads/walk-past/state")
+    assert response.status_code == 200, response.content[:300]
+    assert [msg["id"] for msg in response.json()["values"]["messages"]] == ["h0", "a0", "h1"]
+    rows = _history(staff_client, "walk-past")
+    assert [(rows[c]["message_count"], rows[c]["problem"]) for c in (t, m, s)] == [(3, None), (2, None), (1, None)]
+
+
+# -- item 5: Overwrite wrappers stored in any channel's blob ---------------------------------
+
+
+@pytest.mark.parametrize("mode", ["full", "delta"])
+def test_overwrite_wrappers_in_any_channel_show_the_payload_and_are_flagged(db, runtime_for, staff_client, mode):
+    """The typed ``Overwrite`` (a real graph's ``update_state`` on a default-less reducer channel stores it), and
+    both JSON forms (written with ``put``), on non-``messages`` channels."""
+    from langgraph.types import Overwrite
+
+    from deerflow.runtime.checkpoint_state import build_state_mutation_graph
+
+    with open_saver(db) as saver:
+        graph = build_state_mutation_graph("manual_state_update", mode, checkpointer=saver)
+        config = config_for("wrapped")
+        graph.update_state(config, {"messages": Overwrite([HumanMessage("q0", id="h0")])}, as_node="manual_state_update")
+        graph.update_state(config, {"todos": Overwrite([{"content": "t1", "status": "pending"}])},
+                           as_node="manual_state_update")
+        head = saver.get_tuple(config)
+        assert type(head.checkpoint["channel_values"]["todos"]).__name__ == "Overwrite"  # LangGraph kept the wrapper
+        checkpoint = {**head.checkpoint, "id": str(uuid6(clock_seq=99)),
+                      "channel_values": {**head.checkpoint["channel_values"],
+                                         "title": {"__overwrite__": "A title"},
+                                         "sandbox": {"value": {"sandbox_id": "s1"}, "type": "__overwrite__"}}}
+        versions = dict(checkpoint["channel_versions"])
+        for channel in ("title", "sandbox"):
+            versions[channel] = saver.get_next_version(versions.get(channel), None)
+        checkpoint["channel_versions"] = versions
+        saver.put(head.config, checkpoint, {**head.metadata, "step": head.metadata["step"] + 1},
+                  {"title": versions["title"], "sandbox": versions["sandbox"]})
+    runtime_for(db, mode)
+
+    response = staff_client.get("/api/threads/wrapped/state")
+    assert response.status_code == 200, response.content[:300]
+    body = response.json()
+    assert body["values"]["todos"] == [{"content": "t1", "status": "pending"}]
+    assert body["values"]["title"] == "A title"
+    assert body["values"]["sandbox"] == {"sandbox_id": "s1"}
+    assert [m["id"] for m in body["values"]["messages"]] == ["h0"]
+    assert {(f["kind"], f["channel"]) for f in body["findings"]} == {
+        ("overwrite_in_blob", "todos"), ("overwrite_in_blob", "title"), ("overwrite_in_blob", "sandbox")}
+    page = staff_client.get("/threads/wrapped/").content.decode()
+    assert page.count("stored as an Overwrite wrapper") == 3 and "__overwrite__" not in page
+    plain = staff_client.get(f"/api/threads/wrapped/state?checkpoint_id={head.config['configurable']['checkpoint_id']}")
+    assert {f["channel"] for f in plain.json()["findings"]} == {"todos"}
