@@ -338,7 +338,7 @@ def _compact_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     walk = _Pass(session, thread_id, report, k)
     walk.on_namespace = writer.begin_namespace
     walk.run(writer.write)
-    if not report.checkpoints_to_rewrite:  # rolled back on exit: only metadata-free stubs were touched
+    if not report.checkpoints_to_rewrite:  # no full checkpoint holds messages: rolled back on exit
         report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
         return
     check_watermark(session, thread_id, mark)
