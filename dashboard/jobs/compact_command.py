@@ -69,6 +69,10 @@ class CompactCommand:
         done = compaction.compact(rt, todo, integrity=integrity, note=f"cli:{getpass.getuser()}",
                                   on_report=self._line)
         self._total("freed", done, ("compacted",))
+        self.stdout.write("Reclaim disk: the freed bytes reach the disk once the backups are purged (/jobs/backups/) "
+                          "and the database is vacuumed (deerflow.convert.reclaim.reclaim_space: SQLite VACUUM locks "
+                          "the file while it runs and needs free disk about the file's size; Postgres VACUUM (ANALYZE) "
+                          "of LangGraph's tables).")
         self._finish(failed + [r for r in done if r.status not in OK_STATUSES])
 
     def _line(self, r: ThreadReport) -> None:

@@ -202,7 +202,8 @@ class _Writer:
         self.session.saver.put(config_for(self.thread_id, e.ns, parent), checkpoint, metadata, new_versions)
 
 
-def _verify(session: ConversionSession, thread_id: str, digests: list[tuple[str, str, str | None]]) -> None:
+def _verify(session: ConversionSession, thread_id: str, digests: list[tuple[str, str, str | None]],
+            digest: Callable[[list[Any]], str]) -> None:
     """Every checkpoint through LangGraph's delta reader against its digest before the rewrite.
 
     Raises:
@@ -213,7 +214,7 @@ def _verify(session: ConversionSession, thread_id: str, digests: list[tuple[str,
     for ns, cid, want in digests:
         if want is None:
             continue
-        got, error = read_digest(accessor, thread_id, ns, cid)
+        got, error = read_digest(accessor, thread_id, ns, cid, digest)
         if got != want:
             difference = {"checkpoint_id": cid, "checkpoint_ns": ns, "expected_sha256": want,
                           "delta_reader_sha256": got}
@@ -337,11 +338,11 @@ def _compact_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     walk = _Pass(session, thread_id, report, k)
     walk.on_namespace = writer.begin_namespace
     walk.run(writer.write)
-    if not report.checkpoints_to_rewrite:  # rolled back on exit: only metadata-free stubs were touched
+    if not report.checkpoints_to_rewrite:  # no full checkpoint holds messages: rolled back on exit
         report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
         return
     check_watermark(session, thread_id, mark)
-    _verify(session, thread_id, walk.digests)
+    _verify(session, thread_id, walk.digests, walk.walk.digest)
     if before_commit is not None:
         before_commit(session)
     check_watermark(session, thread_id, mark)

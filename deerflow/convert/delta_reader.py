@@ -9,7 +9,7 @@ saver (LangGraph's read path: ``get_tuple``, one batched
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from deerflow.convert.report import Abort
@@ -26,15 +26,17 @@ def delta_accessor(saver: Any) -> CheckpointStateAccessor:
     return CheckpointStateAccessor.for_saver(saver, mode="delta")
 
 
-def read_digest(accessor: CheckpointStateAccessor, thread_id: str, ns: str,
-                checkpoint_id: str) -> tuple[str | None, str | None]:
+def read_digest(accessor: CheckpointStateAccessor, thread_id: str, ns: str, checkpoint_id: str,
+                digest: Callable[[list[Any]], str] = messages_sha256) -> tuple[str | None, str | None]:
     """``(messages_sha256, None)`` of one checkpoint read through ``accessor``, or ``(None, error)``.
 
-    A reader that raises is reported, not propagated: ``error`` is ``"<Type>: <message>"``.
+    ``digest`` computes :func:`~deerflow.digest.messages_sha256` (e.g. a caching
+    :class:`~deerflow.convert.encoding.MessageDigester`). A reader that raises is
+    reported, not propagated: ``error`` is ``"<Type>: <message>"``.
     """
     try:
         snapshot = accessor.get(config_for(thread_id, ns, checkpoint_id))
-        return messages_sha256(snapshot.values.get("messages") or []), None
+        return digest(snapshot.values.get("messages") or []), None
     except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported by the caller
         return None, f"{type(exc).__name__}: {exc}"
 

@@ -58,7 +58,7 @@ def test_dry_run_prints_bytes_and_snapshot_positions_and_writes_nothing(delta_rt
 def test_all_yes_compacts_every_full_and_migrated_thread(delta_rt, small_db):
     code, out, err = run("--to", "delta", "--all", "--yes")
     assert code == 0, err
-    assert out.count("  compacted ") == len(FULL)
+    assert out.count("  compacted ") == len(FULL) and "Reclaim disk:" in out
     assert {b.thread_id for b in convert.list_backups(small_db)} == set(FULL)
     for thread_id in FULL:
         assert _markers(small_db, thread_id) == {"delta"}, thread_id
