@@ -2,14 +2,14 @@
 
 Public entry points (each works on one thread, so a Celery task can call it
 with a thread id): :func:`keep_last`, :func:`safe_only`, :func:`prune_thread`,
-:func:`delete_thread` / :func:`delete_threads`, :func:`revert_prune`, and
-:func:`reclaim` for the database's space afterwards. See ``docs/retention.md``.
+:func:`delete_thread` / :func:`delete_threads` and :func:`revert_prune`; the
+database's space is given back afterwards by :func:`deerflow.convert.reclaim_space`
+(the same reclaim compaction uses). See ``docs/retention.md``.
 """
 
 from deerflow.retention.deletion import delete_thread, delete_threads
 from deerflow.retention.plan import REASONS, Plan, plan_keep_last, plan_safe_only
 from deerflow.retention.prune import keep_last, prune_thread, safe_only
-from deerflow.retention.reclaim import database_file_bytes, reclaim
 from deerflow.retention.report import STATUSES, PruneReport
 from deerflow.retention.revert import revert_prune
 from deerflow.retention.selection import select_threads
@@ -19,14 +19,12 @@ __all__ = [
     "PruneReport",
     "REASONS",
     "STATUSES",
-    "database_file_bytes",
     "delete_thread",
     "delete_threads",
     "keep_last",
     "plan_keep_last",
     "plan_safe_only",
     "prune_thread",
-    "reclaim",
     "revert_prune",
     "safe_only",
     "select_threads",

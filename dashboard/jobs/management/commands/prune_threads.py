@@ -37,7 +37,8 @@ from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import DashboardCommand
 from dashboard.runtime import get_runtime
-from deerflow.retention import PruneReport, delete_thread, prune_thread, reclaim, select_threads
+from deerflow.convert import reclaim_space
+from deerflow.retention import PruneReport, delete_thread, prune_thread, select_threads
 
 JSON_KEYS = ("thread_id", "status", "deleted_checkpoint_ids", "kept_checkpoint_ids", "protected_checkpoint_ids",
              "rebased_checkpoint_ids", "bytes_before", "bytes_after")
@@ -119,8 +120,8 @@ class Command(DashboardCommand):
             results = [done.get(r.thread_id, r) for r in preview]
         reclaimed = None
         if opts["reclaim"] and not opts["dry_run"]:
-            before, after = reclaim(database)
-            reclaimed = {"file_bytes_before": before, "file_bytes_after": after}
+            space = reclaim_space(database)
+            reclaimed = {"file_bytes_before": space.bytes_before, "file_bytes_after": space.bytes_after}
         self._emit(results, reclaimed, opts, final=not opts["dry_run"])
         failed = [r for r in results if r.failed]
         if failed:
