@@ -6,6 +6,7 @@ by :mod:`dashboard.runtime` at start-up.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import dj_database_url
@@ -27,12 +28,15 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 
 INSTALLED_APPS = [
+    # Superusers browse lockouts (axes) and the audit log at /admin/.
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "dashboard.accounts",
     "dashboard.threads",
     "dashboard.fleet",
@@ -58,6 +62,8 @@ MIDDLEWARE = [
     # outages answer 503 with a hint (dashboard.outages).
     "dashboard.middleware.DamagedCheckpointMiddleware",
     "dashboard.middleware.OutageMiddleware",
+    # Turns a lockout flagged during authentication into the 429 (dashboard.accounts.throttle).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -93,6 +99,25 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# django-axes first: it refuses a locked-out client before any backend checks a password or token.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+    "dashboard.accounts.backends.ApiTokenBackend",
+]
+# Login throttling (dashboard.accounts.throttle): this many failures for one username, or from one address,
+# lock it for DASHBOARD_LOGIN_COOLOFF_S seconds (answered 429 with Retry-After). Bad API tokens count too.
+AXES_FAILURE_LIMIT = env_int("DASHBOARD_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(seconds=env_int("DASHBOARD_LOGIN_COOLOFF_S", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# Lockout log lines name the username and address (operators need them; passwords and tokens stay masked).
+AXES_SENSITIVE_PARAMETERS: list[str] = []
+AXES_LOCKOUT_CALLABLE = "dashboard.accounts.throttle.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "dashboard.accounts.throttle.client_ip"
+# Reverse proxies in front of the dashboard that append to X-Forwarded-For (0: clients connect directly).
+DASHBOARD_PROXY_COUNT = env_int("DASHBOARD_PROXY_COUNT", 0, minimum=0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "threads:list"
 LOGOUT_REDIRECT_URL = "login"

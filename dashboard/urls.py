@@ -1,5 +1,6 @@
 """URL configuration: pages under /threads/, the JSON API under /api/, login under /accounts/."""
 
+from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
@@ -25,6 +26,8 @@ urlpatterns = [
     path("jobs/", include("dashboard.jobs.urls")),
     path("api/", include("dashboard.jobs.api_urls")),
     path("", include("dashboard.fleet.urls")),
+    # Superusers: login lockouts (django-axes), API tokens and the audit log of writes.
+    path("admin/", admin.site.urls),
 ]
 
 # Django's error handlers answer in the project's format (dashboard.notfound): JSON under /api/, the error page

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth import authenticate
 from django.http import HttpRequest, HttpResponse
 
-from dashboard.accounts.models import ApiToken
 from dashboard.errors import ErrorView
 from dashboard.middleware import json_error
 
@@ -35,7 +35,8 @@ def api_staff_required(view: Callable) -> Callable:
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         raw = _bearer(request)
         if raw is not None:
-            user = ApiToken.authenticate(raw)
+            # Through Django's authenticate(): django-axes counts a bad token like a bad password.
+            user = authenticate(request, api_token=raw)
             if user is None:
                 return json_error(ErrorView(401, "invalid_token", "Invalid or revoked API token.",
                                             "Create a new token with: python manage.py create_api_token <username>"))

@@ -50,13 +50,20 @@ class ApiToken(models.Model):
         return token, raw
 
     @classmethod
-    def authenticate(cls, raw: str):
-        """The active token's user for ``raw``, or ``None``. Updates ``last_used_at``."""
+    def authenticate_token(cls, raw: str) -> ApiToken | None:
+        """The active token for ``raw`` whose user is active, or ``None``. Updates ``last_used_at``."""
         token = cls.objects.active().select_related("user").filter(key_hash=hash_token(raw)).first()
         if token is None or not token.user.is_active:
             return None
-        cls.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
-        return token.user
+        token.last_used_at = timezone.now()
+        cls.objects.filter(pk=token.pk).update(last_used_at=token.last_used_at)
+        return token
+
+    @classmethod
+    def authenticate(cls, raw: str):
+        """The active token's user for ``raw``, or ``None`` (:meth:`authenticate_token`'s user)."""
+        token = cls.authenticate_token(raw)
+        return token.user if token is not None else None
 
     def revoke(self) -> None:
         """Stop this token from authenticating."""

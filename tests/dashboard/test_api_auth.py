@@ -39,6 +39,8 @@ def _routes(patterns=None, prefix: str = "", namespace: str = "") -> list[tuple[
     out: list[tuple[str, str]] = []
     for pattern in patterns if patterns is not None else get_resolver().url_patterns:
         route = str(pattern.pattern)
+        if route == "admin/":
+            continue  # Django's admin (superusers): tests/dashboard/test_admin.py
         if isinstance(pattern, URLResolver):
             ns = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
             out.extend(_routes(pattern.url_patterns, prefix + route, ns))
