@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import env_bool, env_int, env_list, env_str
+from dashboard.env import env_bool, env_int, env_list, env_proxy_ssl_header, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DASHBOARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -143,6 +143,18 @@ X_FRAME_OPTIONS = "DENY"
 # A failed CSRF check answers the error page (JSON under /api/) with what to do, not Django's bare page.
 CSRF_FAILURE_VIEW = "dashboard.notfound.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Behind TLS (README, "Production security"; docker/compose.yaml turns every switch on through
+# docker/.env.example). Off by default so that `runserver` over plain HTTP keeps working.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DASHBOARD_SECURE_COOKIES", False)
+SECURE_HSTS_SECONDS = env_int("DASHBOARD_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DASHBOARD_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DASHBOARD_HSTS_PRELOAD", False)
+# The header (and value) a TLS-terminating proxy sets; trust it only behind such a proxy.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DASHBOARD_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env_bool("DASHBOARD_SSL_REDIRECT", False)
+# Container health checks probe plain HTTP on the loopback.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
 # Celery: the embedded default is Kombu's filesystem transport (no service
 # needed); production and the test suite use Redis.
