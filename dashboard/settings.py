@@ -53,6 +53,8 @@ MIDDLEWARE = [
     "dashboard.middleware.BearerTokenCsrfMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Cache-Control: no-store on every authenticated response (thread content stays out of caches).
+    "dashboard.middleware.NoStoreMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
