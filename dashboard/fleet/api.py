@@ -15,6 +15,7 @@ from dashboard.fleet.audit import run_audit
 from dashboard.fleet.forms import ExternalHeartbeatForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.registry import record_external
+from dashboard.jsonbody import BodyRefused, json_body
 from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 
@@ -51,7 +52,9 @@ def heartbeat(request: HttpRequest) -> JsonResponse:
     if rejected is not None:
         return rejected
     try:
-        body = json.loads(request.body.decode("utf-8") or "{}")
+        body = json_body(request, hint="Send a JSON object (see the README's snippet for the fields).")
+    except BodyRefused as exc:
+        return json_error(exc.view)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return json_error(ErrorView(400, "invalid_json", f"Body is not JSON: {exc}", "Send a JSON object."))
     if not isinstance(body, dict):

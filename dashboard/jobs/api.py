@@ -8,7 +8,6 @@ Errors are ``{"detail", "hint", "code"}``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -20,10 +19,12 @@ from dashboard.accounts.auth import api_staff_required
 from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.jobs import services
 from dashboard.jobs.errors import EstimateJobNotFound, JobError
-from dashboard.jobs.forms import ApiJobForm
+from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
+from dashboard.jobs.selection import check_request_bounds
 from dashboard.jobs.views import PERMISSION
+from dashboard.jsonbody import BodyRefused, json_body
 from dashboard.middleware import json_error
 
 _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewritten", "bytes_before", "bytes_after",
@@ -85,7 +86,9 @@ def _create(request: HttpRequest) -> JsonResponse:
         return json_error(ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
                                     f"Ask an administrator for the permission {PERMISSION}."))
     try:
-        body = json.loads(request.body or b"{}")
+        body = json_body(request, hint=JOB_BODY_HINT)
+    except BodyRefused as exc:
+        return json_error(exc.view)
     except ValueError:
         body = None
     if not isinstance(body, dict):
@@ -95,6 +98,7 @@ def _create(request: HttpRequest) -> JsonResponse:
     if not form.is_valid():
         return json_error(invalid_parameters(form, what="job", hint=JOB_BODY_HINT))
     try:
+        check_request_bounds(form.selection())
         job = _create_job(request, form)
     except JobError as exc:
         return json_error(exc.view())
@@ -115,8 +119,21 @@ def _create_job(request: HttpRequest, form: ApiJobForm) -> ConversionJob:
 @require_GET
 @api_staff_required
 def job(request: HttpRequest, job_id: int) -> JsonResponse:
-    """``{...job, "progress", "results": [...]}``."""
+    """``{...job, "progress", "results": [...], "results_total", "results_next_offset"}``.
+
+    ``results`` is one page (``?results_offset=&results_limit=``, 500 by default,
+    at most 1000) in thread order; ``results_next_offset`` is the offset of the
+    next page, ``null`` on the last.
+    """
+    form = JobResultsPageForm(request.GET)
+    if not form.is_valid():
+        return json_error(invalid_parameters(form, hint="results_offset >= 0; 1 <= results_limit <= 1000."))
     found = ConversionJob.objects.filter(pk=job_id).first()
     if found is None:
         return json_error(ErrorView(404, "job_not_found", f"No job {job_id}.", "GET /api/jobs lists the jobs."))
-    return JsonResponse({**job_json(found), "results": [result_json(r) for r in found.results.all()]})
+    offset, limit = form.page()
+    total = found.results.count()
+    page = found.results.order_by("pk")[offset:offset + limit]
+    following = offset + limit if offset + limit < total else None
+    return JsonResponse({**job_json(found), "results": [result_json(r) for r in page], "results_total": total,
+                         "results_next_offset": following})

@@ -4,6 +4,8 @@
 
     JobError                      an operator request about a job that cannot be honored (data, not a crash)
     ├── InvalidSelection          the selection names nothing valid (400)
+    │   ├── SelectionTooLarge     more ids than a request may list (400; use a filter)
+    │   ├── IdTooLong             an id longer than any real one (400)
     │   └── NotADryRun            a conversion's estimate job is not a finished dry run (400)
     ├── EstimateJobNotFound       the API's estimate_job names no job (400)
     ├── NothingToConvert          the selection resolved to no thread (400)
@@ -31,10 +33,12 @@ __all__ = [
     "EstimateJobNotFound",
     "EstimateRequired",
     "InvalidSelection",
+    "IdTooLong",
     "InvalidTransition",
     "JobError",
     "NotADryRun",
     "NothingToConvert",
+    "SelectionTooLarge",
     "SizeLimitExceeded",
     "TransientDatabaseError",
     "UNEXPECTED_ERROR_HINT",
@@ -84,6 +88,21 @@ class InvalidSelection(JobError):
 
     code = "invalid_selection"
     hint = "Select threads by id, by filter (mode, class, updated before/after), or backups by id."
+
+
+class SelectionTooLarge(InvalidSelection):
+    """More ids in one selection than :data:`dashboard.jobs.selection.MAX_SELECTED_IDS`."""
+
+    code = "selection_too_large"
+    hint = ("Select many threads with a filter (mode, thread_class, q, updated_before/after) instead of "
+            "listing their ids, or split the ids into several jobs.")
+
+
+class IdTooLong(InvalidSelection):
+    """A thread or backup id longer than :data:`dashboard.jobs.selection.MAX_ID_LENGTH` characters."""
+
+    code = "id_too_long"
+    hint = "Check the ids: DeerFlow thread ids and backup ids are short; copy them from the thread list or the backups page."
 
 
 class NotADryRun(InvalidSelection):
