@@ -226,3 +226,29 @@ class NoStoreMiddleware:
         if private:
             add_never_cache_headers(response)
         return response
+
+
+class AnonymousApiMiddleware:
+    """An ``/api/`` request with neither a session nor a bearer token answers 401 before the CSRF check.
+
+    Placed after ``AuthenticationMiddleware`` and before ``CsrfViewMiddleware``
+    (whose check runs in ``process_view``): without it an anonymous ``POST``
+    was refused as a CSRF failure, which tells the caller to send a CSRF
+    token when what it lacks is a credential.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view, args, kwargs) -> HttpResponse | None:
+        from dashboard.errors import ErrorView
+
+        if not request.path.startswith("/api/") or request.headers.get("Authorization", "").strip():
+            return None
+        if request.user.is_authenticated:
+            return None
+        return json_error(ErrorView(401, "authentication_required", "Authentication required.",
+                                    "Log in as a staff user or send Authorization: Bearer <token>."))

@@ -51,10 +51,14 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     # Token-authenticated API requests carry no ambient credential: no CSRF check for them.
     "dashboard.middleware.BearerTokenCsrfMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Anonymous /api/ requests answer 401 before the CSRF check could call them CSRF failures.
+    "dashboard.middleware.AnonymousApiMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
     # Cache-Control: no-store on every authenticated response (thread content stays out of caches).
     "dashboard.middleware.NoStoreMiddleware",
+    # Who wrote what, when, from where (dashboard.accounts.audit; superusers browse it in the admin).
+    "dashboard.accounts.audit.AuditLogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -116,6 +120,8 @@ AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 # Lockout log lines name the username and address (operators need them; passwords and tokens stay masked).
 AXES_SENSITIVE_PARAMETERS: list[str] = []
+# No "AXES: BEGIN ..." banner on every start of every command; lockout lines still name username and address.
+AXES_VERBOSE = False
 AXES_LOCKOUT_CALLABLE = "dashboard.accounts.throttle.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "dashboard.accounts.throttle.client_ip"
 # Reverse proxies in front of the dashboard that append to X-Forwarded-For (0: clients connect directly).

@@ -1,4 +1,4 @@
-"""Access checks: staff session for pages; staff session or bearer token for the API."""
+"""Access checks: staff session for pages; staff session or bearer token for the API; token scopes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from django.http import HttpRequest, HttpResponse
 from dashboard.errors import ErrorView
 from dashboard.middleware import json_error
 
-__all__ = ["api_staff_required", "staff_required"]
+__all__ = ["api_staff_required", "scope_refusal", "staff_required"]
+
+_SAFE = ("GET", "HEAD", "OPTIONS")
 
 
 def staff_required(view: Callable) -> Callable:
@@ -48,6 +50,25 @@ def api_staff_required(view: Callable) -> Callable:
         if not request.user.is_staff:
             return json_error(ErrorView(403, "staff_required", "Staff access required.",
                                         "Ask an administrator to mark your account as staff."))
+        if request.method in _SAFE:
+            refused = scope_refusal(request, "read")
+            if refused is not None:
+                return refused
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def scope_refusal(request: HttpRequest, scope: str) -> HttpResponse | None:
+    """A 403 ``token_scope`` when the request's bearer token lacks ``scope``; ``None`` otherwise.
+
+    Sessions carry no scopes (their user's permissions decide alone); a
+    token may do what its scopes allow *and* its user's permissions allow.
+    """
+    token = getattr(request, "api_token", None)
+    if token is None or token.allows(scope):
+        return None
+    return json_error(ErrorView(
+        403, "token_scope", f"This API token ({token.prefix}…) does not carry the {scope!r} scope; "
+        f"it carries {', '.join(token.scopes) or 'none'}.",
+        f"Issue a token with it: python manage.py create_api_token {token.user.get_username()} --scope {scope}"))

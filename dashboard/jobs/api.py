@@ -15,7 +15,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from dashboard.accounts.auth import api_staff_required
+from dashboard.accounts.auth import api_staff_required, scope_refusal
 from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.jobs import services
 from dashboard.jobs.errors import EstimateJobNotFound, JobError
@@ -82,6 +82,9 @@ def _create(request: HttpRequest) -> JsonResponse:
     if _csrf_rejected(request):
         return json_error(ErrorView(403, "csrf_failed", "CSRF verification failed.",
                                     "Send the X-CSRFToken header with a session, or use a bearer token."))
+    refused = scope_refusal(request, "manage")
+    if refused is not None:
+        return refused
     if not request.user.has_perm(PERMISSION):
         return json_error(ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
                                     f"Ask an administrator for the permission {PERMISSION}."))

@@ -188,6 +188,11 @@ def bearer(raw: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("name", "url"), API)
 def test_bearer_token_opens_every_api_route(served, staff_user, name, url):
+    from django.contrib.auth.models import Permission
+
+    # Writes need their permission besides staff (tests/dashboard/test_token_scopes.py); grant them here.
+    staff_user.user_permissions.add(*Permission.objects.filter(codename__in=["report_heartbeat",
+                                                                             "manage_conversions"]))
     raw = issue()
     response = call(Client(), url, **bearer(raw))
     if name in THREAD_ROUTES:
