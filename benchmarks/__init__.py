@@ -6,7 +6,8 @@ Modules (run in this order; each adds flat keys to one results dict):
 * :mod:`benchmarks.bench_thread_page` -- thread page materialization vs LangGraph's ``get_state``;
 * :mod:`benchmarks.bench_convert` -- conversion of 1,000-checkpoint threads: one-pass vs naive
   per-checkpoint ``get_state``, vs the write floor, and throughput with 1 and 2 workers;
-* :mod:`benchmarks.bench_memory` -- peak memory of converting a 2,000-turn thread (subprocesses).
+* :mod:`benchmarks.bench_memory` -- peak memory of converting a 2,000-turn thread (subprocesses);
+* :mod:`benchmarks.bench_web` -- requests/s and p99 of 20 loopback clients, gunicorn gthread vs two sync workers.
 
 :func:`run_all` writes ``benchmarks/results/latest.json`` and ``latest.md``
 (a small-scale or subset run: ``latest-<scale>[-<names>].*``; :mod:`benchmarks.report`). Scratch Postgres databases are created and
@@ -25,7 +26,7 @@ from benchmarks.report import write_report
 
 __all__ = ["BENCHMARKS", "run_all"]
 
-BENCHMARKS = ("list", "thread_page", "convert", "memory")
+BENCHMARKS = ("list", "thread_page", "convert", "memory", "web")
 
 
 def run_all(*, scale: str = "full", only: tuple[str, ...] = (), admin_url: str = DEFAULT_ADMIN_URL,

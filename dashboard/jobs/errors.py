@@ -11,6 +11,7 @@
     ├── NothingToConvert          the selection resolved to no thread (400)
     ├── EstimateRequired          a conversion without a dry-run estimate and without confirmation (400)
     ├── SizeLimitExceeded         the estimate is above the size limit and was not confirmed (409)
+    ├── ReadOnlyDatabase          the checkpoint database role may only read; a writing job cannot run (409)
     └── InvalidTransition         pause/resume/cancel/retry/revert not possible in the job's state (409)
     TransientDatabaseError        a database hiccup worth retrying (Celery autoretries it)
 
@@ -38,6 +39,7 @@ __all__ = [
     "JobError",
     "NotADryRun",
     "NothingToConvert",
+    "ReadOnlyDatabase",
     "SelectionTooLarge",
     "SizeLimitExceeded",
     "TransientDatabaseError",
@@ -161,6 +163,17 @@ class SizeLimitExceeded(JobError):
     code = "size_limit_exceeded"
     hint = ("Full mode stores the whole message list at every checkpoint. Check that the database has room, "
             "then confirm the size explicitly, or convert fewer threads at a time.")
+
+
+class ReadOnlyDatabase(JobError):
+    """The checkpoint database role (or SQLite file) may only be read; a writing job cannot run."""
+
+    status = 409
+    code = "checkpoint_database_read_only"
+    hint = ("Run conversions from a process whose config.yaml connects as a role that may write: "
+            "GRANT INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes TO <role>, "
+            "and CREATE on the schema (or create the dfa_backup tables once as an owner). A dry run only reads "
+            "and works as it is.")
 
 
 class InvalidTransition(JobError):

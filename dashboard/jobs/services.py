@@ -54,6 +54,7 @@ from dashboard.jobs.errors import (
 )
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import succeeded
+from dashboard.jobs.writable import check_can_write
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
@@ -89,6 +90,7 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
 
     Raises:
         InvalidSelection, NothingToConvert, EstimateRequired, SizeLimitExceeded.
+        ReadOnlyDatabase: a job that writes (not a dry run) on a database this process may only read.
         NotADryRun: a conversion whose ``source_job`` is not a finished dry run.
     """
     if throttle_delay_s < 0 or max_in_flight < 1:
@@ -96,6 +98,8 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     if kind == Kind.CONVERT and source_job is not None and not _finished_dry_run(source_job):
         raise NotADryRun(source_job.pk)
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
+    if kind != Kind.DRY_RUN:  # a role that may only read is refused before any job exists
+        check_can_write(get_runtime().config.database)
     targets = sel.resolve(get_runtime(), selection)
     if not targets and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
         raise NothingToConvert("No delta thread matches this filter: a filter selects delta threads only, "
