@@ -124,6 +124,8 @@ AXES_SENSITIVE_PARAMETERS: list[str] = []
 AXES_VERBOSE = False
 AXES_LOCKOUT_CALLABLE = "dashboard.accounts.throttle.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "dashboard.accounts.throttle.client_ip"
+# GET /metrics (Prometheus) answers only with Authorization: Bearer <this>; empty: metrics are off (404).
+DASHBOARD_METRICS_TOKEN = env_str("DASHBOARD_METRICS_TOKEN", "")
 # Reverse proxies in front of the dashboard that append to X-Forwarded-For (0: clients connect directly).
 DASHBOARD_PROXY_COUNT = env_int("DASHBOARD_PROXY_COUNT", 0, minimum=0)
 LOGIN_URL = "login"

@@ -7,11 +7,14 @@ from django.views.generic import RedirectView
 
 from dashboard.accounts.views import LoginView
 from dashboard.health import healthz
+from dashboard.metrics import metrics
 from dashboard.threads import views as thread_views
 
 urlpatterns = [
     # Unauthenticated liveness (frozen mode only, no data): container health checks.
     path("healthz", healthz, name="healthz"),
+    # Prometheus scrapes with DASHBOARD_METRICS_TOKEN (dashboard.metrics); no session.
+    path("metrics", metrics, name="metrics"),
     path("", RedirectView.as_view(pattern_name="threads:list", permanent=False), name="home"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
