@@ -231,6 +231,8 @@ class NoStoreMiddleware:
 class AnonymousApiMiddleware:
     """An ``/api/`` request with neither a session nor a bearer token answers 401 before the CSRF check.
 
+    Any other ``Authorization`` scheme (``Basic``, an empty ``Bearer``) is no credential here.
+
     Placed after ``AuthenticationMiddleware`` and before ``CsrfViewMiddleware``
     (whose check runs in ``process_view``): without it an anonymous ``POST``
     was refused as a CSRF failure, which tells the caller to send a CSRF
@@ -246,8 +248,9 @@ class AnonymousApiMiddleware:
     def process_view(self, request: HttpRequest, view, args, kwargs) -> HttpResponse | None:
         from dashboard.errors import ErrorView
 
-        if not request.path.startswith("/api/") or request.headers.get("Authorization", "").strip():
-            return None
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if not request.path.startswith("/api/") or (scheme.lower() == "bearer" and token.strip()):
+            return None  # a bearer token is checked by the view (401 invalid_token when wrong)
         if request.user.is_authenticated:
             return None
         return json_error(ErrorView(401, "authentication_required", "Authentication required.",

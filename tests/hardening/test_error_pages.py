@@ -98,8 +98,10 @@ def test_every_api_405_is_json_and_anonymous_callers_are_told_to_authenticate_fi
     assert response["Allow"] and body["hint"].startswith("Send ")
     # Anonymous: 401 before the method check and before CSRF (never csrf_failed), whatever the method.
     for method in ("delete", "post", "put"):
-        anonymous = getattr(Client(enforce_csrf_checks=True), method)(url)
-        assert api_error(anonymous, 401, "authentication_required")["hint"].startswith("Log in as a staff user")
+        for header in ({}, {"HTTP_AUTHORIZATION": "Basic c3RhZmY6cGFzcw=="}, {"HTTP_AUTHORIZATION": "Bearer "}):
+            anonymous = getattr(Client(enforce_csrf_checks=True), method)(url, **header)
+            body = api_error(anonymous, 401, "authentication_required")
+            assert body["hint"].startswith("Log in as a staff user"), (method, header)
 
 
 def test_get_on_a_form_target_answers_the_405_page(manager_client):
