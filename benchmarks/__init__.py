@@ -10,6 +10,7 @@ Modules (run in this order; each adds flat keys to one results dict):
 * :mod:`benchmarks.bench_prune` -- retention: keep-last 10 throughput over a 100k-thread database, and one
   1,000-checkpoint delta thread vs a plain DELETE of the same rows.
 * :mod:`benchmarks.bench_compact` -- full -> delta compaction: vs the write floor, bytes after / before.
+* :mod:`benchmarks.bench_web` -- requests/s and p99 of 20 loopback clients, gunicorn gthread vs two sync workers.
 
 :func:`run_all` writes ``benchmarks/results/latest.json`` and ``latest.md``
 (a small-scale or subset run: ``latest-<scale>[-<names>].*``; :mod:`benchmarks.report`). Scratch Postgres databases are created and
@@ -28,7 +29,7 @@ from benchmarks.report import write_report
 
 __all__ = ["BENCHMARKS", "run_all"]
 
-BENCHMARKS = ("list", "thread_page", "convert", "memory", "compact", "prune")
+BENCHMARKS = ("list", "thread_page", "convert", "memory", "compact", "prune", "web")
 
 
 def run_all(*, scale: str = "full", only: tuple[str, ...] = (), admin_url: str = DEFAULT_ADMIN_URL,

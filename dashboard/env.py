@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -48,3 +49,24 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}.")
     return value
+
+
+_HEADER = re.compile(r"^[A-Za-z0-9-]+$")
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """``name`` as Django's ``SECURE_PROXY_SSL_HEADER``: ``None`` when unset or empty.
+
+    The value is the header a TLS-terminating proxy sets, optionally with the
+    value that means HTTPS: ``X-Forwarded-Proto`` (value ``https``) or
+    ``X-Forwarded-Proto=https``. Returns ``("HTTP_X_FORWARDED_PROTO", "https")``.
+    """
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition("=")
+    header, value = header.strip(), value.strip() or "https"
+    if not _HEADER.match(header):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a header name; use e.g. X-Forwarded-Proto "
+                                   "(or X-Forwarded-Proto=https).")
+    return "HTTP_" + header.upper().replace("-", "_"), value

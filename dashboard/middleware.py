@@ -200,3 +200,58 @@ def _not_allowed(request: HttpRequest, allowed: list[str]):
     else:
         hint = f"This address only takes {methods}; open it from the navigation above."
     return ErrorView(405, "method_not_allowed", f"Method {request.method} is not allowed at {request.path}.", hint)
+
+
+class NoStoreMiddleware:
+    """``Cache-Control: no-store`` (Django's ``add_never_cache_headers``) on every authenticated response.
+
+    Thread content must not stay in a browser's or a proxy's cache after
+    logout. A response counts as authenticated when the request's user is
+    (a session, or a bearer token: the API's check sets ``request.user``).
+    When the user cannot be loaded (Django's database is down) the answer
+    is marked no-store too: being unsure is treated as private.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from django.utils.cache import add_never_cache_headers
+
+        response = self.get_response(request)
+        try:
+            private = request.user.is_authenticated
+        except Exception:  # noqa: BLE001 - the session store is down: an error answer, kept private anyway
+            private = True
+        if private:
+            add_never_cache_headers(response)
+        return response
+
+
+class AnonymousApiMiddleware:
+    """An ``/api/`` request with neither a session nor a bearer token answers 401 before the CSRF check.
+
+    Any other ``Authorization`` scheme (``Basic``, an empty ``Bearer``) is no credential here.
+
+    Placed after ``AuthenticationMiddleware`` and before ``CsrfViewMiddleware``
+    (whose check runs in ``process_view``): without it an anonymous ``POST``
+    was refused as a CSRF failure, which tells the caller to send a CSRF
+    token when what it lacks is a credential.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view, args, kwargs) -> HttpResponse | None:
+        from dashboard.errors import ErrorView
+
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if not request.path.startswith("/api/") or (scheme.lower() == "bearer" and token.strip()):
+            return None  # a bearer token is checked by the view (401 invalid_token when wrong)
+        if request.user.is_authenticated:
+            return None
+        return json_error(ErrorView(401, "authentication_required", "Authentication required.",
+                                    "Log in as a staff user or send Authorization: Bearer <token>."))

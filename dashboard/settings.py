@@ -6,12 +6,13 @@ by :mod:`dashboard.runtime` at start-up.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import env_bool, env_int, env_list, env_str
+from dashboard.env import env_bool, env_int, env_list, env_proxy_ssl_header, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DASHBOARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -27,12 +28,15 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 
 INSTALLED_APPS = [
+    # Superusers browse lockouts (axes) and the audit log at /admin/.
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "dashboard.accounts",
     "dashboard.threads",
     "dashboard.fleet",
@@ -47,8 +51,14 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     # Token-authenticated API requests carry no ambient credential: no CSRF check for them.
     "dashboard.middleware.BearerTokenCsrfMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Anonymous /api/ requests answer 401 before the CSRF check could call them CSRF failures.
+    "dashboard.middleware.AnonymousApiMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    # Cache-Control: no-store on every authenticated response (thread content stays out of caches).
+    "dashboard.middleware.NoStoreMiddleware",
+    # Who wrote what, when, from where (dashboard.accounts.audit; superusers browse it in the admin).
+    "dashboard.accounts.audit.AuditLogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -60,6 +70,8 @@ MIDDLEWARE = [
     # outages answer 503 with a hint (dashboard.outages).
     "dashboard.middleware.DamagedCheckpointMiddleware",
     "dashboard.middleware.OutageMiddleware",
+    # Turns a lockout flagged during authentication into the 429 (dashboard.accounts.throttle).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -95,6 +107,29 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# django-axes first: it refuses a locked-out client before any backend checks a password or token.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+    "dashboard.accounts.backends.ApiTokenBackend",
+]
+# Login throttling (dashboard.accounts.throttle): this many failures for one username, or from one address,
+# lock it for DASHBOARD_LOGIN_COOLOFF_S seconds (answered 429 with Retry-After). Bad API tokens count too.
+AXES_FAILURE_LIMIT = env_int("DASHBOARD_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(seconds=env_int("DASHBOARD_LOGIN_COOLOFF_S", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# Lockout log lines name the username and address (operators need them; passwords and tokens stay masked).
+AXES_SENSITIVE_PARAMETERS: list[str] = []
+# No "AXES: BEGIN ..." banner on every start of every command; lockout lines still name username and address.
+AXES_VERBOSE = False
+AXES_LOCKOUT_CALLABLE = "dashboard.accounts.throttle.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "dashboard.accounts.throttle.client_ip"
+# GET /metrics (Prometheus) answers only with Authorization: Bearer <this>; empty: metrics are off (404).
+DASHBOARD_METRICS_TOKEN = env_str("DASHBOARD_METRICS_TOKEN", "")
+# Reverse proxies in front of the dashboard that append to X-Forwarded-For (0: clients connect directly).
+DASHBOARD_PROXY_COUNT = env_int("DASHBOARD_PROXY_COUNT", 0, minimum=0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "threads:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -120,6 +155,18 @@ X_FRAME_OPTIONS = "DENY"
 # A failed CSRF check answers the error page (JSON under /api/) with what to do, not Django's bare page.
 CSRF_FAILURE_VIEW = "dashboard.notfound.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Behind TLS (README, "Production security"; docker/compose.yaml turns every switch on through
+# docker/.env.example). Off by default so that `runserver` over plain HTTP keeps working.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DASHBOARD_SECURE_COOKIES", False)
+SECURE_HSTS_SECONDS = env_int("DASHBOARD_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DASHBOARD_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DASHBOARD_HSTS_PRELOAD", False)
+# The header (and value) a TLS-terminating proxy sets; trust it only behind such a proxy.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DASHBOARD_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env_bool("DASHBOARD_SSL_REDIRECT", False)
+# Container health checks probe plain HTTP on the loopback.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
 # Celery: the embedded default is Kombu's filesystem transport (no service
 # needed); production and the test suite use Redis.
@@ -167,6 +214,9 @@ CONVERSION_SIZE_LIMIT_BYTES = env_int("DASHBOARD_CONVERSION_SIZE_LIMIT_MB", 1024
 # Conversion jobs: seconds a thread task may stay queued past its due time before it is presumed lost by the
 # broker and sent again (dashboard.jobs.stalls); keep it above the longest wait in a busy queue.
 DASHBOARD_REQUEUE_AFTER_S = float(env_int("DASHBOARD_REQUEUE_AFTER_S", 600, minimum=10))
+# Largest JSON body the API accepts (dashboard.jsonbody), in KiB; a job selects many threads with a filter.
+DASHBOARD_MAX_JSON_BODY_BYTES = env_int("DASHBOARD_MAX_JSON_BODY_KB", 256, minimum=1) * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, DASHBOARD_MAX_JSON_BODY_BYTES)  # Django's default, or more
 # Fleet audit: seconds between process heartbeats; stale after three missed beats.
 DASHBOARD_HEARTBEAT_S = float(env_int("DASHBOARD_HEARTBEAT_S", 15, minimum=1))
 # Fleet audit: window (hours) of recent checkpoints used to infer what writers write.

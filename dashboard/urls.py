@@ -1,16 +1,20 @@
 """URL configuration: pages under /threads/, the JSON API under /api/, login under /accounts/."""
 
+from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 from dashboard.accounts.views import LoginView
 from dashboard.health import healthz
+from dashboard.metrics import metrics
 from dashboard.threads import views as thread_views
 
 urlpatterns = [
     # Unauthenticated liveness (frozen mode only, no data): container health checks.
     path("healthz", healthz, name="healthz"),
+    # Prometheus scrapes with DASHBOARD_METRICS_TOKEN (dashboard.metrics); no session.
+    path("metrics", metrics, name="metrics"),
     path("", RedirectView.as_view(pattern_name="threads:list", permanent=False), name="home"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -25,6 +29,8 @@ urlpatterns = [
     path("jobs/", include("dashboard.jobs.urls")),
     path("api/", include("dashboard.jobs.api_urls")),
     path("", include("dashboard.fleet.urls")),
+    # Superusers: login lockouts (django-axes), API tokens and the audit log of writes.
+    path("admin/", admin.site.urls),
 ]
 
 # Django's error handlers answer in the project's format (dashboard.notfound): JSON under /api/, the error page

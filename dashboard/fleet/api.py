@@ -9,14 +9,18 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.accounts.auth import api_staff_required
+from dashboard.accounts.auth import api_staff_required, scope_refusal
 from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.fleet.audit import run_audit
 from dashboard.fleet.forms import ExternalHeartbeatForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.registry import record_external
+from dashboard.jsonbody import BodyRefused, json_body
 from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
+
+#: What posting a heartbeat needs besides staff (a viewer must not add fleet members).
+HEARTBEAT_PERMISSION = "fleet.report_heartbeat"
 
 
 @require_GET
@@ -46,12 +50,21 @@ def _csrf_rejection(request: HttpRequest) -> JsonResponse | None:
 @require_POST
 @api_staff_required
 def heartbeat(request: HttpRequest) -> JsonResponse:
-    """Record an outside process's heartbeat; body is JSON (see ExternalHeartbeatForm)."""
-    rejected = _csrf_rejection(request)
+    """Record an outside process's heartbeat; body is JSON (see ExternalHeartbeatForm).
+
+    Needs :data:`HEARTBEAT_PERMISSION` and, with a token, the ``heartbeat`` scope.
+    """
+    rejected = _csrf_rejection(request) or scope_refusal(request, "heartbeat")
     if rejected is not None:
         return rejected
+    if not request.user.has_perm(HEARTBEAT_PERMISSION):
+        return json_error(ErrorView(403, "permission_denied", "Staff access does not include reporting processes.",
+                                    f"Ask an administrator for the permission {HEARTBEAT_PERMISSION} for the "
+                                    "account whose token the outside process sends."))
     try:
-        body = json.loads(request.body.decode("utf-8") or "{}")
+        body = json_body(request, hint="Send a JSON object (see the README's snippet for the fields).")
+    except BodyRefused as exc:
+        return json_error(exc.view)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return json_error(ErrorView(400, "invalid_json", f"Body is not JSON: {exc}", "Send a JSON object."))
     if not isinstance(body, dict):

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from django import forms
 
+#: Bounds of a heartbeat's fields: Linux's largest pid (pid_max), counts, and the ``versions`` object.
+MAX_PID = 4_194_304
+MAX_COUNT = 1_000_000
+MAX_VERSIONS = 64
+MAX_VERSION_TEXT = 100
+
 
 class ExternalHeartbeatForm(forms.Form):
     """The facts an outside DeerFlow process reports about itself."""
@@ -11,12 +17,12 @@ class ExternalHeartbeatForm(forms.Form):
     instance_id = forms.CharField(max_length=64, help_text="stable per process start, e.g. a uuid4 hex")
     name = forms.CharField(max_length=255, required=False)
     host = forms.CharField(max_length=255)
-    pid = forms.IntegerField(min_value=0)
+    pid = forms.IntegerField(min_value=0, max_value=MAX_PID)
     mode = forms.ChoiceField(choices=[("full", "full"), ("delta", "delta")])
-    snapshot_frequency = forms.IntegerField(min_value=1)
+    snapshot_frequency = forms.IntegerField(min_value=1, max_value=MAX_COUNT)
     config_path = forms.CharField(max_length=1024, required=False)
     config_sha256 = forms.RegexField(regex=r"^[0-9a-f]{64}$", required=False)
-    max_supersteps = forms.IntegerField(min_value=1, required=False)
+    max_supersteps = forms.IntegerField(min_value=1, max_value=MAX_COUNT, required=False)
     versions = forms.JSONField(required=False)
     heartbeat_interval_s = forms.FloatField(min_value=1, max_value=3600, required=False)
 
@@ -27,4 +33,9 @@ class ExternalHeartbeatForm(forms.Form):
                                                   for k, v in value.items()):
             raise forms.ValidationError('must be an object of package names to version strings, '
                                         'e.g. {"langgraph": "1.2.9"}')
+        if len(value) > MAX_VERSIONS:
+            raise forms.ValidationError(f"has {len(value):,} entries; send at most {MAX_VERSIONS} "
+                                        "(the packages that matter: langgraph, langgraph-checkpoint, deerflow, ...)")
+        if any(len(k) > MAX_VERSION_TEXT or len(v) > MAX_VERSION_TEXT for k, v in value.items()):
+            raise forms.ValidationError(f"package names and versions have at most {MAX_VERSION_TEXT} characters")
         return value

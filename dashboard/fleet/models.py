@@ -38,6 +38,8 @@ class ProcessRecord(models.Model):
 
     class Meta:
         ordering = ["role", "host", "pid"]
+        # Heartbeats (POST /api/processes/heartbeat) need it: staff alone may look, not add fleet members.
+        permissions = [("report_heartbeat", "May report an outside process's heartbeat")]
         indexes = [models.Index(fields=["stopped_at", "last_heartbeat"])]
 
     def __str__(self) -> str:

@@ -8,7 +8,6 @@ Errors are ``{"detail", "hint", "code"}``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -16,14 +15,16 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from dashboard.accounts.auth import api_staff_required
+from dashboard.accounts.auth import api_staff_required, scope_refusal
 from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.jobs import services
 from dashboard.jobs.errors import EstimateJobNotFound, JobError
-from dashboard.jobs.forms import ApiJobForm
+from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
+from dashboard.jobs.selection import check_request_bounds
 from dashboard.jobs.views import PERMISSION
+from dashboard.jsonbody import BodyRefused, json_body
 from dashboard.middleware import json_error
 
 _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewritten", "bytes_before", "bytes_after",
@@ -82,11 +83,16 @@ def _create(request: HttpRequest) -> JsonResponse:
     if _csrf_rejected(request):
         return json_error(ErrorView(403, "csrf_failed", "CSRF verification failed.",
                                     "Send the X-CSRFToken header with a session, or use a bearer token."))
+    refused = scope_refusal(request, "manage")
+    if refused is not None:
+        return refused
     if not request.user.has_perm(PERMISSION):
         return json_error(ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
                                     f"Ask an administrator for the permission {PERMISSION}."))
     try:
-        body = json.loads(request.body or b"{}")
+        body = json_body(request, hint=JOB_BODY_HINT)
+    except BodyRefused as exc:
+        return json_error(exc.view)
     except ValueError:
         body = None
     if not isinstance(body, dict):
@@ -96,6 +102,7 @@ def _create(request: HttpRequest) -> JsonResponse:
     if not form.is_valid():
         return json_error(invalid_parameters(form, what="job", hint=JOB_BODY_HINT))
     try:
+        check_request_bounds(form.selection())
         job = _create_job(request, form)
     except JobError as exc:
         return json_error(exc.view())
@@ -116,8 +123,21 @@ def _create_job(request: HttpRequest, form: ApiJobForm) -> ConversionJob:
 @require_GET
 @api_staff_required
 def job(request: HttpRequest, job_id: int) -> JsonResponse:
-    """``{...job, "progress", "results": [...]}``."""
+    """``{...job, "progress", "results": [...], "results_total", "results_next_offset"}``.
+
+    ``results`` is one page (``?results_offset=&results_limit=``, 500 by default,
+    at most 1000) in thread order; ``results_next_offset`` is the offset of the
+    next page, ``null`` on the last.
+    """
+    form = JobResultsPageForm(request.GET)
+    if not form.is_valid():
+        return json_error(invalid_parameters(form, hint="results_offset >= 0; 1 <= results_limit <= 1000."))
     found = ConversionJob.objects.filter(pk=job_id).first()
     if found is None:
         return json_error(ErrorView(404, "job_not_found", f"No job {job_id}.", "GET /api/jobs lists the jobs."))
-    return JsonResponse({**job_json(found), "results": [result_json(r) for r in found.results.all()]})
+    offset, limit = form.page()
+    total = found.results.count()
+    page = found.results.order_by("pk")[offset:offset + limit]
+    following = offset + limit if offset + limit < total else None
+    return JsonResponse({**job_json(found), "results": [result_json(r) for r in page], "results_total": total,
+                         "results_next_offset": following})

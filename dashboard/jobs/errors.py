@@ -4,11 +4,14 @@
 
     JobError                      an operator request about a job that cannot be honored (data, not a crash)
     ├── InvalidSelection          the selection names nothing valid (400)
+    │   ├── SelectionTooLarge     more ids than a request may list (400; use a filter)
+    │   ├── IdTooLong             an id longer than any real one (400)
     │   └── NotADryRun            a conversion's estimate job is not a finished dry run (400)
     ├── EstimateJobNotFound       the API's estimate_job names no job (400)
     ├── NothingToConvert          the selection resolved to no thread (400)
     ├── EstimateRequired          a conversion without a dry-run estimate and without confirmation (400)
     ├── SizeLimitExceeded         the estimate is above the size limit and was not confirmed (409)
+    ├── ReadOnlyDatabase          the checkpoint database role may only read; a writing job cannot run (409)
     └── InvalidTransition         pause/resume/cancel/retry/revert not possible in the job's state (409)
     TransientDatabaseError        a database hiccup worth retrying (Celery autoretries it)
 
@@ -31,10 +34,13 @@ __all__ = [
     "EstimateJobNotFound",
     "EstimateRequired",
     "InvalidSelection",
+    "IdTooLong",
     "InvalidTransition",
     "JobError",
     "NotADryRun",
     "NothingToConvert",
+    "ReadOnlyDatabase",
+    "SelectionTooLarge",
     "SizeLimitExceeded",
     "TransientDatabaseError",
     "UNEXPECTED_ERROR_HINT",
@@ -84,6 +90,21 @@ class InvalidSelection(JobError):
 
     code = "invalid_selection"
     hint = "Select threads by id, by filter (mode, class, updated before/after), or backups by id."
+
+
+class SelectionTooLarge(InvalidSelection):
+    """More ids in one selection than :data:`dashboard.jobs.selection.MAX_SELECTED_IDS`."""
+
+    code = "selection_too_large"
+    hint = ("Select many threads with a filter (mode, thread_class, q, updated_before/after) instead of "
+            "listing their ids, or split the ids into several jobs.")
+
+
+class IdTooLong(InvalidSelection):
+    """A thread or backup id longer than :data:`dashboard.jobs.selection.MAX_ID_LENGTH` characters."""
+
+    code = "id_too_long"
+    hint = "Check the ids: DeerFlow thread ids and backup ids are short; copy them from the thread list or the backups page."
 
 
 class NotADryRun(InvalidSelection):
@@ -151,6 +172,16 @@ class FullModeFleet(JobError):
     code = "full_mode_fleet"
     hint = ("A compacted thread is delta: full-mode processes answer 409 for it. Switch every process to "
             "database.checkpoint_channel_mode: delta and restart it, or override explicitly (force_full_fleet: true).")
+
+class ReadOnlyDatabase(JobError):
+    """The checkpoint database role (or SQLite file) may only be read; a writing job cannot run."""
+
+    status = 409
+    code = "checkpoint_database_read_only"
+    hint = ("Run conversions from a process whose config.yaml connects as a role that may write: "
+            "GRANT INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes TO <role>, "
+            "and CREATE on the schema (or create the dfa_backup tables once as an owner). A dry run only reads "
+            "and works as it is.")
 
 
 class InvalidTransition(JobError):

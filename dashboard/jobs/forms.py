@@ -8,10 +8,11 @@ from django import forms
 
 from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidSelection
 from dashboard.jobs.models import ConversionJob
-from dashboard.jobs.selection import FILTER_KEYS
+from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import THREAD_CLASSES
 
-__all__ = ["ApiJobForm", "ConfirmConvertForm", "JobActionForm", "LaunchForm", "PurgeBackupForm"]
+__all__ = ["ApiJobForm", "ConfirmConvertForm", "JobActionForm", "JobResultsPageForm", "LaunchForm",
+           "PurgeBackupForm"]
 
 _MODES = [("", "any"), ("full", "full"), ("delta", "delta")]
 _CLASSES = [("", "any")] + [(c, c) for c in THREAD_CLASSES]
@@ -25,6 +26,20 @@ class ThreadIdsField(forms.Field):
     def to_python(self, value: Any) -> list[str]:
         values = [value] if isinstance(value, str) else list(value or [])
         return list(dict.fromkeys(v for v in values if v))
+
+
+class JsonBooleanField(forms.Field):
+    """A JSON ``true`` or ``false`` (or ``null``/absent: ``None``); anything else, ``"maybe"`` or ``1``
+    included, is refused instead of being taken as true (Django's BooleanField takes any non-empty string)."""
+
+    def to_python(self, value: Any) -> bool | None:
+        if value is None or isinstance(value, bool):
+            return value
+        raise forms.ValidationError(f"must be true or false (a JSON boolean), not {value!r}", code="invalid")
+
+    def validate(self, value: Any) -> None:
+        if value is None and self.required:
+            raise forms.ValidationError(self.error_messages["required"], code="required")
 
 
 class LaunchForm(forms.Form):
@@ -48,9 +63,11 @@ class LaunchForm(forms.Form):
 
         Raises:
             InvalidSelection: neither thread ids nor any filter field was given.
+            SelectionTooLarge, IdTooLong: the ids are beyond the request bounds (:mod:`dashboard.jobs.selection`).
         """
         data = self.cleaned_data
         if data["thread_id"]:
+            check_request_bounds({"thread_ids": data["thread_id"]})
             return {"thread_ids": data["thread_id"]}
         chosen = {k: (v.isoformat() if hasattr(v, "isoformat") else v) or None
                   for k, v in data.items() if k in FILTER_KEYS}
@@ -115,12 +132,12 @@ class ApiJobForm(forms.Form):
     filter = forms.JSONField(required=False)
     backup_ids = forms.JSONField(required=False)
     estimate_job = forms.IntegerField(required=False, min_value=1)
-    confirmed = forms.BooleanField(required=False)
+    confirmed = JsonBooleanField(required=False)
     throttle_delay_s = forms.FloatField(min_value=0, max_value=3600, required=False)
     max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False)
-    integrity = forms.NullBooleanField(required=False)
+    integrity = JsonBooleanField(required=False)
     size_limit_bytes = forms.IntegerField(min_value=1, required=False)
-    force_full_fleet = forms.BooleanField(required=False)
+    force_full_fleet = JsonBooleanField(required=False)
 
     def selection(self) -> dict[str, Any] | None:
         """The selection, or ``None`` to derive it from ``estimate_job``."""
@@ -135,3 +152,18 @@ class ApiJobForm(forms.Form):
                 "max_in_flight": data["max_in_flight"] or 1,
                 "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"],
                 "force_full_fleet": bool(data.get("force_full_fleet"))}
+
+
+class JobResultsPageForm(forms.Form):
+    """``GET /api/jobs/<id>?results_offset=&results_limit=``: which page of per-thread results."""
+
+    #: Results per page when ``results_limit`` is not given, and the most a page may hold.
+    DEFAULT_LIMIT, MAX_LIMIT = 500, 1000
+
+    results_offset = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+    results_limit = forms.IntegerField(min_value=1, max_value=MAX_LIMIT, required=False)
+
+    def page(self) -> tuple[int, int]:
+        """``(offset, limit)``."""
+        data = self.cleaned_data
+        return data["results_offset"] or 0, data["results_limit"] or self.DEFAULT_LIMIT

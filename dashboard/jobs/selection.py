@@ -17,14 +17,19 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from dashboard.jobs.errors import InvalidSelection
+from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import list_backups
 
-__all__ = ["FILTER_KEYS", "Target", "normalize", "resolve"]
+__all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "normalize",
+           "resolve"]
 
 FILTER_KEYS = ("mode", "thread_class", "q", "updated_before", "updated_after")
+#: Ids one request may list (``thread_ids`` or ``backup_ids``); larger selections are filters.
+MAX_SELECTED_IDS = 1000
+#: Characters in one thread or backup id (DeerFlow's are UUIDs; backups are 64 at most).
+MAX_ID_LENGTH = 1024
 _PAGE = 1000
 
 #: One unit of work: ``(thread_id, backup_id)``; ``backup_id`` is ``""`` except for reverts.
@@ -48,6 +53,29 @@ def normalize(kind: str, selection: dict[str, Any]) -> dict[str, Any]:
     if key == "filter":
         return {"filter": _normalize_filter(selection["filter"])}
     return {key: _unique_strings(selection[key], key)}
+
+
+def check_request_bounds(selection: dict[str, Any] | None) -> None:
+    """Refuse a selection sent in a request that lists too many or too long ids.
+
+    Only requests are bounded: a conversion derived from a dry run (or a
+    revert from a conversion) takes all its source's threads.
+
+    Raises:
+        SelectionTooLarge: more than :data:`MAX_SELECTED_IDS` ids.
+        IdTooLong: an id longer than :data:`MAX_ID_LENGTH` characters.
+    """
+    for key in ("thread_ids", "backup_ids"):
+        values = (selection or {}).get(key)
+        if not isinstance(values, list):
+            continue
+        if len(values) > MAX_SELECTED_IDS:
+            raise SelectionTooLarge(f"{key} lists {len(values):,} ids; a request may list at most "
+                                    f"{MAX_SELECTED_IDS:,}.")
+        long = next((v for v in values if isinstance(v, str) and len(v) > MAX_ID_LENGTH), None)
+        if long is not None:
+            raise IdTooLong(f"{key} has an id of {len(long):,} characters (starting {long[:40]!r}); "
+                            f"ids have at most {MAX_ID_LENGTH:,}.")
 
 
 def _given(value: Any) -> bool:

@@ -55,6 +55,7 @@ from dashboard.jobs.errors import (
 )
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import succeeded
+from dashboard.jobs.writable import check_can_write
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
@@ -92,6 +93,7 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     Raises:
         InvalidSelection, NothingToConvert, EstimateRequired, SizeLimitExceeded.
         FullModeFleet: a ``compact`` job while a live registered process is in full mode (unless forced).
+        ReadOnlyDatabase: a job that writes (not a dry run) on a database this process may only read.
         NotADryRun: a conversion whose ``source_job`` is not a finished dry run.
     """
     if throttle_delay_s < 0 or max_in_flight < 1:
@@ -104,6 +106,8 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
             raise FullModeFleet(f"{len(blockers)} live process(es) run in full mode and would answer 409 for "
                                 f"compacted threads: {', '.join(p.name for p in blockers)}.")
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
+    if kind not in (Kind.DRY_RUN, Kind.COMPACT_DRY_RUN):  # a role that may only read is refused before any job exists
+        check_can_write(get_runtime().config.database)
     targets = sel.resolve(get_runtime(), selection)
     if not targets and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
         raise NothingToConvert("No delta thread matches this filter: a filter selects delta threads only, "

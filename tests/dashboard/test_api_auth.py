@@ -22,7 +22,8 @@ from dashboard.accounts.models import ApiToken, hash_token
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC = {"login", "logout", "healthz"}  # healthz: frozen mode only (tests/hardening/test_every_url.py)
+PUBLIC = {"login", "logout", "healthz", "metrics"}  # healthz: frozen mode only (tests/hardening/test_every_url.py)
+# metrics: its own token, no session (tests/dashboard/test_metrics.py)
 SAMPLE_THREAD = "delta-f10-1t"
 SAMPLE_ARGS = {"path": SAMPLE_THREAD, "str": "sample", "slug": "sample", "int": "1",
                "uuid": "00000000-0000-0000-0000-000000000001"}
@@ -39,6 +40,8 @@ def _routes(patterns=None, prefix: str = "", namespace: str = "") -> list[tuple[
     out: list[tuple[str, str]] = []
     for pattern in patterns if patterns is not None else get_resolver().url_patterns:
         route = str(pattern.pattern)
+        if route == "admin/":
+            continue  # Django's admin (superusers): tests/dashboard/test_admin.py
         if isinstance(pattern, URLResolver):
             ns = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
             out.extend(_routes(pattern.url_patterns, prefix + route, ns))
@@ -186,6 +189,11 @@ def bearer(raw: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("name", "url"), API)
 def test_bearer_token_opens_every_api_route(served, staff_user, name, url):
+    from django.contrib.auth.models import Permission
+
+    # Writes need their permission besides staff (tests/dashboard/test_token_scopes.py); grant them here.
+    staff_user.user_permissions.add(*Permission.objects.filter(codename__in=["report_heartbeat",
+                                                                             "manage_conversions"]))
     raw = issue()
     response = call(Client(), url, **bearer(raw))
     if name in THREAD_ROUTES:

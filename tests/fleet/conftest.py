@@ -111,8 +111,12 @@ NO_LIVE = LiveCheck(False, error="not asked in this test")
 
 @pytest.fixture
 def api_token(staff_user) -> str:
-    """A raw bearer token owned by the staff user."""
+    """A raw bearer token owned by the staff user, who may report heartbeats (``fleet.report_heartbeat``)."""
+    from django.contrib.auth.models import Permission
+
     from dashboard.accounts.models import ApiToken
+
+    staff_user.user_permissions.add(Permission.objects.get(codename="report_heartbeat"))
 
     _token, raw = ApiToken.issue(staff_user, name="fleet tests")
     return raw

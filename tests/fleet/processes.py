@@ -157,8 +157,9 @@ class FleetHome:
         """Create a staff user and an API token in the registry database; returns the raw token."""
         env = self.env(config_path)
         helpers.run_manage(["shell", "-c", (
-            "from django.contrib.auth import get_user_model; "
-            "get_user_model().objects.create_user('fleet-admin', password='x', is_staff=True)")], env)
+            "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Permission; "
+            "get_user_model().objects.create_user('fleet-admin', password='x', is_staff=True)"
+            ".user_permissions.add(Permission.objects.get(codename='report_heartbeat'))")], env)
         return helpers.run_manage(["create_api_token", "fleet-admin"], env).stdout.strip()
 
 

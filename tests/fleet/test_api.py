@@ -151,11 +151,16 @@ def test_heartbeat_authentication(rt, staff_client, outsider_user):
     outsider = Client()
     outsider.force_login(outsider_user)
     assert post_heartbeat(outsider, heartbeat_body()).status_code == 403
-    assert Client().get("/api/processes/heartbeat").status_code == 405
+    # Anonymous: 401 before the method check (and before CSRF); with a credential the wrong method is a 405.
+    assert Client().get("/api/processes/heartbeat").status_code == 401
+    assert staff_client.get("/api/processes/heartbeat").status_code == 405
     assert ProcessRecord.objects.count() == 0
 
 
 def test_session_heartbeat_needs_the_csrf_token(rt, staff_user):
+    from django.contrib.auth.models import Permission
+
+    staff_user.user_permissions.add(Permission.objects.get(codename="report_heartbeat"))
     client = Client(enforce_csrf_checks=True)
     client.force_login(staff_user)
     refused = post_heartbeat(client, heartbeat_body())

@@ -92,11 +92,16 @@ def test_a_wrong_method_on_the_job_api_answers_json_405(staff_client, method):
 
 
 @pytest.mark.parametrize("url", ["/api/jobs/1", "/api/jobs", "/api/audit", "/api/processes/heartbeat"])
-def test_every_api_405_is_json_even_for_anonymous(url):
-    client = Client()
-    response = client.delete(url)
+def test_every_api_405_is_json_and_anonymous_callers_are_told_to_authenticate_first(staff_client, url):
+    response = staff_client.delete(url)
     body = api_error(response, 405, "method_not_allowed")
     assert response["Allow"] and body["hint"].startswith("Send ")
+    # Anonymous: 401 before the method check and before CSRF (never csrf_failed), whatever the method.
+    for method in ("delete", "post", "put"):
+        for header in ({}, {"HTTP_AUTHORIZATION": "Basic c3RhZmY6cGFzcw=="}, {"HTTP_AUTHORIZATION": "Bearer "}):
+            anonymous = getattr(Client(enforce_csrf_checks=True), method)(url, **header)
+            body = api_error(anonymous, 401, "authentication_required")
+            assert body["hint"].startswith("Log in as a staff user"), (method, header)
 
 
 def test_get_on_a_form_target_answers_the_405_page(manager_client):

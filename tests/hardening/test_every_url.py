@@ -3,9 +3,8 @@
 * Anonymous: every ``/api/`` route answers 401 JSON, every page ends on the
   login page; the only exceptions are the login page itself and ``/healthz``.
 * Logged in but not staff: ``/api/`` answers 403 JSON, pages end on the login page.
-* Staff without ``jobs.manage_conversions``: every route that changes
-  something (POST) answers 403, except logging out and the API heartbeat
-  (an outside process reporting itself, staff token).
+* Staff without ``jobs.manage_conversions`` or ``fleet.report_heartbeat``: every route that changes
+  something (POST) answers 403, except logging out.
 * Staff with the permission, through a browser session: every POST without
   a CSRF token answers 403.
 
@@ -22,9 +21,9 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-PUBLIC = {"/accounts/login/", "/healthz"}
-#: POST routes that staff may use without jobs.manage_conversions.
-POST_WITHOUT_PERMISSION = {"/accounts/logout/", "/api/processes/heartbeat"}
+PUBLIC = {"/accounts/login/", "/healthz", "/metrics"}  # /metrics: its own token (dashboard/test_metrics.py)
+#: POST routes that staff may use without a permission (heartbeats need fleet.report_heartbeat).
+POST_WITHOUT_PERMISSION = {"/accounts/logout/"}
 SAMPLES = {"int": "1", "path": "delta-f10-9t", "str": "x", "slug": "x", "uuid": "00000000-0000-0000-0000-000000000000"}
 
 
@@ -32,6 +31,8 @@ def _walk(patterns, prefix: str = "") -> list[str]:
     routes = []
     for entry in patterns:
         route = prefix + str(entry.pattern)
+        if route == "admin/":
+            continue  # Django's admin (superusers only, its own login): tests/dashboard/test_admin.py
         if isinstance(entry, URLResolver):
             routes.extend(_walk(entry.url_patterns, route))
         else:

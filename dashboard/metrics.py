@@ -1,0 +1,98 @@
+"""``GET /metrics``: Prometheus text exposition (``prometheus_client``), protected by a token.
+
+Set ``DASHBOARD_METRICS_TOKEN``; Prometheus scrapes with
+``Authorization: Bearer <that token>`` (``authorization: {credentials: ...}``
+in its scrape config). Unset: the route answers 404 (metrics are off). A
+wrong or missing token: 401. Each scrape computes the fleet audit once
+(:func:`dashboard.fleet.audit.run_audit`) and reads the jobs table; the
+gauges are built for that scrape only (a private ``CollectorRegistry``), so
+web processes never disagree about a stale in-process value.
+
+Gauges (``deerflow_`` prefix):
+
+* ``threads{thread_class}``: the census (full, delta, delta_counters_only, migrated, inconsistent);
+* ``threads_by_mode{mode}``, ``thread_bytes{mode}``: threads and stored bytes per mode;
+* ``jobs{kind, state}``: conversion jobs;
+* ``fleet_processes{role, mode, snapshot_frequency, state}``: the registry (live, stale, gone, stopped);
+* ``audit_findings{severity, code}``: the audit's findings (config drift and fleet disagreement among them);
+* ``audit_generated_timestamp_seconds``: when this audit was computed.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import Counter
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from dashboard.errors import ErrorView
+from dashboard.middleware import json_error
+
+__all__ = ["AuditCollector", "metrics"]
+
+
+class AuditCollector:
+    """A ``prometheus_client`` collector over one audit and the jobs table (see the module docstring)."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+
+    def collect(self):
+        import datetime as dt
+
+        from django.db.models import Count
+
+        from dashboard.fleet.audit import run_audit
+        from dashboard.jobs.models import ConversionJob
+
+        audit = run_audit(self.runtime)
+        threads = GaugeMetricFamily("deerflow_threads", "Threads by class (census).", labels=["thread_class"])
+        for name, count in sorted(audit.census.items()):
+            threads.add_metric([name], count)
+        yield threads
+        by_mode = GaugeMetricFamily("deerflow_threads_by_mode", "Threads by channel mode.", labels=["mode"])
+        size = GaugeMetricFamily("deerflow_thread_bytes", "Stored bytes by channel mode.", labels=["mode"])
+        for mode, totals in sorted(audit.storage.items()):
+            by_mode.add_metric([mode], totals.get("threads", 0))
+            size.add_metric([mode], totals.get("bytes_total", 0))
+        yield by_mode
+        yield size
+        jobs = GaugeMetricFamily("deerflow_jobs", "Conversion jobs by kind and state.", labels=["kind", "state"])
+        for row in ConversionJob.objects.values("kind", "state").annotate(n=Count("id")).order_by("kind", "state"):
+            jobs.add_metric([row["kind"], row["state"]], row["n"])
+        yield jobs
+        fleet = GaugeMetricFamily("deerflow_fleet_processes", "Registered processes.",
+                                  labels=["role", "mode", "snapshot_frequency", "state"])
+        counted = Counter((p["role"], p["mode"], str(p["snapshot_frequency"]), p["state"]) for p in audit.processes)
+        for labels, n in sorted(counted.items()):
+            fleet.add_metric(list(labels), n)
+        yield fleet
+        findings = GaugeMetricFamily("deerflow_audit_findings", "Fleet audit findings.", labels=["severity", "code"])
+        for (severity, code), n in sorted(Counter((f.severity, f.code) for f in audit.findings).items()):
+            findings.add_metric([severity, code], n)
+        yield findings
+        generated = dt.datetime.fromisoformat(audit.generated_at)
+        yield GaugeMetricFamily("deerflow_audit_generated_timestamp_seconds", "When this audit was computed.",
+                                value=generated.timestamp())
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The exposition for one scrape; 404 when ``DASHBOARD_METRICS_TOKEN`` is unset, 401 without it."""
+    from dashboard.runtime import get_runtime
+
+    expected = settings.DASHBOARD_METRICS_TOKEN
+    if not expected:
+        return json_error(ErrorView(404, "metrics_disabled", "Metrics are off.",
+                                    "Set DASHBOARD_METRICS_TOKEN and scrape with Authorization: Bearer <it>."))
+    scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(sent.strip().encode(), expected.encode()):
+        return json_error(ErrorView(401, "invalid_metrics_token", "Missing or wrong metrics token.",
+                                    "Send Authorization: Bearer <DASHBOARD_METRICS_TOKEN>."))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(AuditCollector(get_runtime()))
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
