@@ -65,13 +65,14 @@ def thread_list(request: HttpRequest) -> HttpResponse:
             if not request.htmx:
                 return redirect(f"{request.path}?{request.GET.urlencode()}" if request.GET else request.path)
         threads, next_cursor = services.list_threads(rt, **filters)
+        total = services.count_threads(rt, **filters)
     except HANDLED as exc:
         return render_error(request, exc)
     query = request.GET.copy()
     query.pop("cursor", None)
     context = {"form": form, "threads": threads, "next_cursor": next_cursor, "query": query.urlencode(),
                "paged": bool(filters["cursor"]), "sort": filters["sort"], "freshness": storage.freshness(rt),
-               "refreshed": refreshed}
+               "refreshed": refreshed, "total": total}
     template = "threads/_rows.html" if wants_fragment(request) else "threads/list.html"
     return render(request, template, context)
 

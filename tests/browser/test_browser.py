@@ -206,7 +206,7 @@ def test_login_and_thread_list(delta_server, watched):
         seen[row.get_attribute("data-thread-id")] = (
             row.locator(".badge").inner_text(),
             evidence.inner_text() if evidence.count() else "",
-            int(row.locator("td.num.checkpoints").inner_text()),
+            int(row.locator("td.num.checkpoints").inner_text().replace(",", "")),
         )
     expected = {tid: (*_expected_mode(t), _sqlite(tid)["checkpoint_count"]) for tid, t in threads.items()}
     assert seen == expected

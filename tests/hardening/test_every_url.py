@@ -24,7 +24,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 PUBLIC = {"/accounts/login/", "/healthz"}
 #: POST routes that staff may use without jobs.manage_conversions.
-POST_WITHOUT_PERMISSION = {"/accounts/logout/", "/api/processes/heartbeat"}
+POST_WITHOUT_PERMISSION = {"/accounts/logout/", "/api/processes/heartbeat",
+                           "/accounts/tokens/create", "/accounts/tokens/revoke"}  # own API tokens: any staff
 SAMPLES = {"int": "1", "path": "delta-f10-9t", "str": "x", "slug": "x", "uuid": "00000000-0000-0000-0000-000000000000"}
 
 

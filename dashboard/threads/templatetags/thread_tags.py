@@ -107,3 +107,18 @@ def when(value: Any) -> str:
     utc = moment.astimezone(dt.UTC)
     return format_html('<time datetime="{}" title="{} (UTC, exact)">{} UTC</time>', utc.isoformat(),
                        utc.isoformat(sep=" "), utc.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+#: Nav section of each route (``namespace:name`` or name); routes not listed belong to none.
+_SECTIONS = {"threads": "threads", "thread-history": "threads", "thread-detail-by-query": "threads",
+             "thread-history-by-query": "threads", "jobs:backups": "backups", "jobs": "jobs", "audit": "audit",
+             "tokens": "tokens"}
+
+
+@register.simple_tag(takes_context=True)
+def nav_section(context: Any) -> str:
+    """The nav item of the page being rendered (``threads``, ``jobs``, ``backups``, ``audit``, ``tokens`` or "")."""
+    match = getattr(context.get("request"), "resolver_match", None)
+    if match is None:
+        return ""
+    return _SECTIONS.get(match.view_name) or _SECTIONS.get(match.namespace) or ""
