@@ -31,7 +31,7 @@ def rows(html) -> dict[str, dict]:
             "mode": mode_badge.text,
             "mode_class": mode_badge.classes,
             "evidence": evidence[0].text if evidence else "",
-            "thread_class": cells[2].text,
+            "thread_class": cells[2].find("span", cls="class").attrs["data-class"],
             "checkpoint_count": int(cells[3].text.replace(",", "")),
             "updated": cells[4].text,
         }

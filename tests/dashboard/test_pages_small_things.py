@@ -131,3 +131,42 @@ def test_token_page_needs_staff(outsider_user):
     assert client.get("/accounts/tokens/").status_code == 302
     assert client.post("/accounts/tokens/create", {"name": "x"}).status_code == 302
     assert not ApiToken.objects.exists()
+
+
+def test_full_mode_list_marks_exactly_the_rows_it_refuses(sqlite_fixture_db, runtime_for, staff_client):
+    runtime_for(sqlite_fixture_db, "full")
+    doc = parse(staff_client.get("/threads/", {"limit": "1000"}).content)
+    marked = {tr.attrs["data-thread-id"]: "refused" in tr.classes
+              for tr in doc.find("table", id="thread-table").find_all("tr") if "data-thread-id" in tr.attrs}
+    assert len(marked) == len(oracle.threads())
+    refused = {tid: staff_client.get(f"/threads/{tid}/").status_code == 409 for tid in marked}
+    assert marked == refused
+    assert any(refused.values()) and not all(refused.values())
+    assert "refused in full mode" in doc.find("details", id="class-glossary").text
+
+
+def test_delta_mode_list_marks_nothing_and_classes_are_words(sqlite_fixture_db, runtime_for, staff_client):
+    runtime_for(sqlite_fixture_db, "delta")
+    doc = parse(staff_client.get("/threads/").content)
+    assert not doc.find_all("tr", cls="refused")
+    api = {t["thread_id"]: t["thread_class"] for t in staff_client.get("/api/threads", {"limit": 1000}).json()["threads"]}
+    words = {"full": "full", "delta": "delta", "delta_counters_only": "delta, counters only",
+             "migrated": "migrated full → delta", "inconsistent": "inconsistent"}
+    for tr in doc.find("table", id="thread-table").find_all("tr"):
+        if "data-thread-id" in tr.attrs:
+            label = tr.find("span", cls="class")
+            assert label.attrs["data-class"] == api[tr.attrs["data-thread-id"]]
+            assert label.text == words[label.attrs["data-class"]] and label.attrs["title"]
+    label = doc.find("tr", data_thread_id="markerless-delta-f10-13t").find("span", cls="class")
+    assert label.text == "inconsistent" and "marker-less delta thread whose head is a snapshot" in label.attrs["title"]
+    glossary = doc.find("details", id="class-glossary").text
+    assert "inconsistent" in glossary and "full-mode write onto a delta thread" in glossary
+
+
+def test_thread_header_does_not_repeat_the_mode(sqlite_fixture_db, runtime_for, staff_client):
+    runtime_for(sqlite_fixture_db, "delta")
+    summary = parse(staff_client.get("/threads/full-short-3t/").content).find("p", cls="summary")
+    assert not summary.find_all("span", cls="class")  # not "full full"
+    assert not summary.text.startswith("full full")
+    summary = parse(staff_client.get("/threads/migrated-full20-delta20/").content).find("p", cls="summary")
+    assert summary.find("span", cls="class").text == "migrated full → delta"

@@ -122,3 +122,36 @@ def nav_section(context: Any) -> str:
     if match is None:
         return ""
     return _SECTIONS.get(match.view_name) or _SECTIONS.get(match.namespace) or ""
+
+
+#: Thread class -> (words, what it means). Raw class names stay in ``data-class`` and the filters.
+CLASS_WORDS = {
+    "full": ("full", "No checkpoint carries delta evidence: every checkpoint stores the whole message list."),
+    "delta": ("delta", "DeerFlow-marked delta thread: per-step writes plus a _DeltaSnapshot every "
+                       "snapshot_frequency updates."),
+    "delta_counters_only": ("delta, counters only", "Delta by LangGraph's counters_since_delta_snapshot alone "
+                            "(no DeerFlow marker anywhere): written by plain LangGraph, not by DeerFlow."),
+    "migrated": ("migrated full → delta", "A delta head over older full-mode checkpoints: the supported "
+                 "full → delta migration."),
+    "inconsistent": ("inconsistent", "A head that looks full over delta ancestors: a full-mode write onto a delta "
+                     "thread, or a marker-less delta thread whose head is a snapshot checkpoint. Read it in "
+                     "delta mode; converting it to full makes it consistent."),
+}
+
+
+@register.filter
+def class_words(thread_class: str) -> str:
+    """A thread class in words (``delta_counters_only`` -> ``delta, counters only``)."""
+    return CLASS_WORDS.get(thread_class, (str(thread_class).replace("_", " "), ""))[0]
+
+
+@register.filter
+def class_help(thread_class: str) -> str:
+    """What a thread class means (a tooltip and the list's glossary)."""
+    return CLASS_WORDS.get(thread_class, ("", ""))[1]
+
+
+@register.simple_tag
+def class_glossary() -> list[tuple[str, str, str]]:
+    """``(class, words, meaning)`` of every thread class, for the list's glossary."""
+    return [(name, words, meaning) for name, (words, meaning) in CLASS_WORDS.items()]
