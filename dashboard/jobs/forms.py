@@ -121,3 +121,9 @@ class ApiJobForm(forms.Form):
         return {"confirmed": bool(data["confirmed"]), "throttle_delay_s": data["throttle_delay_s"] or 0.0,
                 "max_in_flight": data["max_in_flight"] or 1,
                 "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"]}
+
+
+class RevertBackupForm(forms.Form):
+    """``/jobs/backups/revert``: the backup to restore its thread from."""
+
+    backup_id = forms.CharField(max_length=64)

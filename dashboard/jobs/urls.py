@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.jobs import views
+from dashboard.jobs import revert_views, views
 
 app_name = "jobs"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("workers", views.worker_status, name="workers"),
     path("backups/", views.backup_list, name="backups"),
     path("backups/purge", views.backup_purge, name="purge"),
+    path("backups/revert", revert_views.backup_revert, name="revert-backup"),
     path("<int:job_id>/", views.job_detail, name="detail"),
     path("<int:job_id>/progress", views.job_progress, name="progress"),
     path("<int:job_id>/convert", views.confirm_convert, name="convert"),

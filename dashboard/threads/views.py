@@ -13,6 +13,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, ErrorView, describe, invalid_parameters
+from dashboard.jobs import provenance
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services, storage
@@ -150,6 +151,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
         namespaces = services.thread_namespaces(rt, thread_id)
         writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns)
+        jobs = provenance.thread_jobs(thread_id)
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
     return render(request, "threads/detail.html", {
@@ -164,6 +166,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "channels": _channels(state.values),
         "checkpoint_ns": checkpoint_ns,
         "writes": writes,
+        "provenance": jobs,
     })
 
 

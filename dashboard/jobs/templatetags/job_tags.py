@@ -100,3 +100,11 @@ def finding_severity(finding: dict[str, Any]) -> str:
 def runner_words(runner: str) -> str:
     """How a job runs, in words: ``celery`` -> ``on Celery workers``, ``inline`` -> ``inline (management command)``."""
     return {"celery": "on Celery workers", "inline": "inline (management command)"}.get(runner, runner)
+
+
+@register.filter
+def revertible(result) -> bool:
+    """See :func:`dashboard.jobs.provenance.revertible`."""
+    from dashboard.jobs.provenance import revertible as check
+
+    return check(result)
