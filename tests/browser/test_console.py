@@ -9,6 +9,8 @@
   the second branch in its own column and its tip; picking *from* and *to*
   and "Compare" opens the diff whose added/removed ids are what the API
   states say; "Older checkpoints" opened on its own (a new tab) is a styled page;
+* the thread list says how many threads it lists; in full mode it marks the rows it refuses, and
+  each marked row's page answers 409; the API token page creates a token (shown once) and revokes it;
 * no dialog, no CSP violation anywhere.
 
 ``DFA_SCREENSHOT_DIR=docs/img`` also writes the 1366 px screenshots the README shows.
@@ -32,6 +34,7 @@ from tests.browser.test_browser import (  # noqa: F401  (browser and delta_serve
     _wait_history,
     browser,
     delta_server,
+    full_server,
     pytestmark,
 )
 
@@ -87,6 +90,7 @@ def test_longest_thread_expand_collapse_search_and_paging(delta_server, page, tm
     items = page.locator("#messages li.message")
     assert 100 <= items.count() < 110
     assert _open_count(page) == 0
+    page.locator("#messages-section").evaluate("el => el.scrollIntoView({block: 'start'})")
     _shot(page, tmp_path, "thread-long-collapsed")
 
     # One message: a click on its line expands it, a second click collapses it.
@@ -118,6 +122,7 @@ def test_longest_thread_expand_collapse_search_and_paging(delta_server, page, tm
     assert page.locator("#messages li.message .mid").evaluate_all("els => els.map(e => e.title)") == hits
     assert page.locator("#messages mark").count() == len(hits)
     assert page.locator("#messages mark").first.is_visible()
+    page.locator("#messages-section").evaluate("el => el.scrollIntoView({block: 'start'})")
     _shot(page, tmp_path, "thread-long-search")
 
     # "Show in context": the page of the whole list holding the hit, that message expanded.
@@ -164,7 +169,7 @@ def test_fork_thread_tree_and_diff(delta_server, page, tmp_path):  # noqa: F811
     assert page.locator(f"#history tr[data-checkpoint-id='{tip}']").get_attribute("data-column") == "1"
     assert page.locator("#history tr.kind-snapshot .tag.snapshot").count() == sum(
         c["messages_stored"] == "delta_snapshot" for c in checkpoints)
-    page.locator("#history-section").scroll_into_view_if_needed()
+    page.locator("#history tr.fork-point").evaluate("el => el.scrollIntoView({block: 'center'})")
     _shot(page, tmp_path, "thread-fork-tree")
 
     # Compare the abandoned branch's tip with the head.
@@ -194,3 +199,37 @@ def test_fork_thread_tree_and_diff(delta_server, page, tmp_path):  # noqa: F811
     assert page.locator("header.top nav").is_visible()
     assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(246, 247, 249)"
     assert page.locator("table.history tr.fork-point").count() == 1
+
+
+def test_full_mode_list_marks_refused_rows_and_token_page(full_server, page, tmp_path):  # noqa: F811
+    _login(page, full_server)
+    page.goto(full_server.url("/threads/?limit=1000"))
+    total = len(fixtures_real.manifest_threads())
+    assert page.locator("#thread-count").inner_text().startswith(f"{total} threads")
+    assert page.locator("header nav a[aria-current=page]").inner_text() == "Threads"
+    marked = page.locator("#thread-table tr.refused").evaluate_all("rows => rows.map(r => r.dataset.threadId)")
+    assert marked and len(marked) < total
+    for thread_id in marked[:3]:
+        assert page.request.get(full_server.url(f"/threads/{thread_id}/")).status == 409
+    page.click("#class-glossary summary")
+    _shot(page, tmp_path, "thread-list-full-mode")
+
+    page.click("header nav a:text('API tokens')")
+    page.wait_for_url(full_server.url("/accounts/tokens/"))
+    page.fill("input[name=name]", "nightly export")
+    page.click("form button:text('Create token')")
+    page.wait_for_selector("#new-token-value")
+    raw = page.locator("#new-token-value").inner_text()
+    assert raw.startswith("dfa_") and page.url == full_server.url("/accounts/tokens/")
+    assert page.request.get(full_server.url("/api/threads"), headers={"Authorization": f"Bearer {raw}"}).status == 200
+    _shot(page, tmp_path, "api-tokens")
+    page.reload()
+    assert page.locator("#new-token-value").count() == 0  # shown once
+    page.click("#tokens tr.active button:text('Revoke')")
+    page.wait_for_selector("#tokens tr.revoked")
+    fresh = page.context.browser.new_context()
+    try:
+        assert fresh.request.get(full_server.url("/api/threads"),
+                                 headers={"Authorization": f"Bearer {raw}"}).status == 401
+    finally:
+        fresh.close()
