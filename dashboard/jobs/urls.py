@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.jobs import revert_views, views
+from dashboard.jobs import confirm_views, revert_views, views
 
 app_name = "jobs"
 
@@ -14,5 +14,6 @@ urlpatterns = [
     path("<int:job_id>/", views.job_detail, name="detail"),
     path("<int:job_id>/progress", views.job_progress, name="progress"),
     path("<int:job_id>/convert", views.confirm_convert, name="convert"),
+    path("<int:job_id>/confirm", confirm_views.convert_confirm, name="confirm"),
     path("<int:job_id>/action", views.job_action, name="action"),
 ]
