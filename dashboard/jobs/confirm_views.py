@@ -16,10 +16,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView
 from dashboard.jobs.forms import ConfirmConvertForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.jobs.views import manage_required
 from dashboard.middleware import error_page
 
 __all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "confirm_rows", "convert_confirm"]
@@ -54,9 +54,10 @@ def confirm_rows(results: list[ThreadResult]) -> list[ConfirmRow]:
 
 
 @require_GET
-@manage_required
+@staff_required
 def convert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The confirmation page of a finished dry run's conversion."""
+    """The confirmation page of a finished dry run's conversion (any staff may read it; the button needs
+    ``jobs.manage_conversions``, like the form it posts)."""
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
     if dry_run.kind != ConversionJob.Kind.DRY_RUN or not dry_run.finished:
         return error_page(request, ErrorView(409, "not_a_finished_dry_run",

@@ -13,12 +13,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, ErrorView
 from dashboard.jobs import services
 from dashboard.jobs.errors import JobError
 from dashboard.jobs.forms import RevertBackupForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.jobs.views import _invalid, manage_required
+from dashboard.jobs.views import PERMISSION, _invalid
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
@@ -32,9 +33,13 @@ def _backup(backup_id: str):
 
 
 @require_http_methods(["GET", "POST"])
-@manage_required
+@staff_required
 def backup_revert(request: HttpRequest) -> HttpResponse:
-    """The confirmation page (GET) and the revert job (POST) for one active backup."""
+    """The confirmation page (GET, any staff; the button needs the permission) and the revert job
+    (POST, ``jobs.manage_conversions``) for one active backup."""
+    if request.method == "POST" and not request.user.has_perm(PERMISSION):
+        return error_page(request, ErrorView(403, "permission_denied", "You may view backups but not revert them.",
+                                             f"Ask an administrator for the permission {PERMISSION}."))
     form = RevertBackupForm(request.POST if request.method == "POST" else request.GET)
     if not form.is_valid():
         return _invalid(request, form)

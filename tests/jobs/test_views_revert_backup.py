@@ -60,6 +60,8 @@ def test_bad_backup_ids(converted, manager_client, data, status):
 
 def test_a_viewer_may_not_revert(converted, viewer_client):
     _job, backups = converted
+    page = viewer_client.get("/jobs/backups/revert", {"backup_id": backups["delta-f10-9t"]})
+    assert page.status_code == 200 and not tags(page.content, "form", id="revert-form")
     assert viewer_client.post("/jobs/backups/revert", {"backup_id": backups["delta-f10-9t"]}).status_code == 403
     assert not ConversionJob.objects.filter(kind="revert").exists()
 
