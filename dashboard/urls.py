@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from dashboard.accounts import tokens as token_views
 from dashboard.accounts.views import LoginView
 from dashboard.health import healthz
 from dashboard.metrics import metrics
@@ -18,6 +19,9 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="threads:list", permanent=False), name="home"),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/tokens/", token_views.token_list, name="tokens"),
+    path("accounts/tokens/create", token_views.token_create, name="token-create"),
+    path("accounts/tokens/revoke", token_views.token_revoke, name="token-revoke"),
     path("threads/", include("dashboard.threads.urls")),
     # Outside /threads/ so that no thread id (which may contain "/") can shadow it.
     path("history/<path:thread_id>/", thread_views.thread_history, name="thread-history"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
@@ -31,3 +32,16 @@ class StaffAuthenticationForm(AuthenticationForm):
         super().confirm_login_allowed(user)
         if not user.is_staff:
             raise ValidationError(self.error_messages["not_staff"], code="not_staff")
+
+
+class ApiTokenCreateForm(forms.Form):
+    """``/accounts/tokens/``: a new API token's label (what it is for)."""
+
+    name = forms.CharField(max_length=100, required=False, strip=True, label="What it is for",
+                           help_text="e.g. 'nightly export'; shown in the list, never part of the token")
+
+
+class ApiTokenRevokeForm(forms.Form):
+    """``/accounts/tokens/revoke``: which token (its id in the list)."""
+
+    token_id = forms.IntegerField(min_value=1)

@@ -16,5 +16,6 @@ from dashboard.runtime import get_runtime
 def audit_page(request: HttpRequest) -> HttpResponse:
     """``/audit/``: processes, findings, census, cadences, writers and readiness."""
     audit = run_audit(get_runtime())
-    template = "fleet/_audit_body.html" if request.htmx else "fleet/audit.html"
+    fragment = request.htmx and not request.htmx.history_restore_request  # a restore needs the whole page
+    template = "fleet/_audit_body.html" if fragment else "fleet/audit.html"
     return render(request, template, {"audit": audit})

@@ -167,3 +167,9 @@ class JobResultsPageForm(forms.Form):
         """``(offset, limit)``."""
         data = self.cleaned_data
         return data["results_offset"] or 0, data["results_limit"] or self.DEFAULT_LIMIT
+
+
+class RevertBackupForm(forms.Form):
+    """``/jobs/backups/revert``: the backup to restore its thread from."""
+
+    backup_id = forms.CharField(max_length=64)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.jobs import views
+from dashboard.jobs import confirm_views, revert_views, views
 
 app_name = "jobs"
 
@@ -11,9 +11,11 @@ urlpatterns = [
     path("workers", views.worker_status, name="workers"),
     path("backups/", views.backup_list, name="backups"),
     path("backups/purge", views.backup_purge, name="purge"),
+    path("backups/revert", revert_views.backup_revert, name="revert-backup"),
     path("<int:job_id>/", views.job_detail, name="detail"),
     path("<int:job_id>/progress", views.job_progress, name="progress"),
     path("<int:job_id>/convert", views.confirm_convert, name="convert"),
     path("<int:job_id>/compact", views.confirm_compact, name="compact"),
+    path("<int:job_id>/confirm", confirm_views.convert_confirm, name="confirm"),
     path("<int:job_id>/action", views.job_action, name="action"),
 ]

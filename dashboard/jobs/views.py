@@ -130,6 +130,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_progress(request: HttpRequest, job_id: int) -> HttpResponse:
     """The polled fragment; a finished job answers 286 so htmx stops polling."""
     job = get_object_or_404(ConversionJob, pk=job_id)
+    if not request.htmx or request.htmx.history_restore_request:  # opened on its own: the job's whole page
+        return render(request, "jobs/detail.html", _job_context(job))
     html = render_to_string("jobs/_job.html", _job_context(job), request=request)
     return HttpResponseStopPolling(html) if job.finished else HttpResponse(html)
 
@@ -138,7 +140,8 @@ def job_progress(request: HttpRequest, job_id: int) -> HttpResponse:
 @staff_required
 def worker_status(request: HttpRequest) -> HttpResponse:
     """Fragment: is a delta-mode worker alive to run jobs? (asks the workers, about 1 s)"""
-    return render(request, "jobs/_workers.html", {"check": check_delta_workers()})
+    fragment = request.htmx and not request.htmx.history_restore_request
+    return render(request, "jobs/_workers.html" if fragment else "jobs/workers.html", {"check": check_delta_workers()})
 
 
 @require_POST

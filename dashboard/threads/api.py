@@ -18,7 +18,7 @@ from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 from dashboard.threads import services
 from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm
-from dashboard.threads.jsonify import jsonable, state_values_json
+from dashboard.threads.jsonify import state_json
 
 
 def error_response(exc: Exception) -> JsonResponse:
@@ -99,17 +99,7 @@ def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
         )
     except HANDLED as exc:
         return error_response(exc)
-    return JsonResponse({
-        "thread_id": view.thread_id,
-        "checkpoint_id": view.checkpoint_id,
-        "checkpoint_ns": view.checkpoint_ns,
-        "parent_checkpoint_id": view.parent_checkpoint_id,
-        "created_at": view.created_at,
-        "metadata": jsonable(view.metadata),
-        "values": state_values_json(view.values),
-        "next": list(view.next),
-        "findings": list(view.findings),
-    })
+    return JsonResponse(state_json(view))
 
 
 @get_only

@@ -51,3 +51,37 @@ class ThreadIdForm(forms.Form):
     """``/thread/?thread_id=`` and ``/history/?thread_id=``: ids that cannot travel as a URL path."""
 
     thread_id = forms.CharField(max_length=2000, strip=False)
+
+
+class ThreadPageForm(forms.Form):
+    """The thread page's own parameters (beside :class:`StateQueryForm`'s checkpoint).
+
+    ``view``: "" the page, ``json`` the materialized state as JSON (``download=1``: as a file),
+    ``message`` one message whole (``index``; ``download=1``: its text as a file), ``diff``
+    the changes from checkpoint ``base`` to the chosen one. ``q``/``role``/``page`` search and page the messages.
+    """
+
+    VIEWS = [("", "page"), ("json", "state as JSON"), ("message", "one message"), ("diff", "diff")]
+    ROLES = [("", "any role"), ("human", "human"), ("ai", "ai"), ("tool", "tool"), ("system", "system")]
+
+    view = forms.ChoiceField(choices=VIEWS, required=False)
+    download = forms.BooleanField(required=False)
+    index = forms.IntegerField(min_value=0, required=False)
+    q = forms.CharField(max_length=200, required=False, strip=True, label="Find in messages")
+    role = forms.ChoiceField(choices=ROLES, required=False)
+    page = forms.IntegerField(min_value=1, max_value=1_000_000, required=False)
+    base = forms.CharField(max_length=200, required=False)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("view") == "message" and data.get("index") is None:
+            raise forms.ValidationError("view=message needs index=<position of the message, from 0>.")
+        if data.get("view") == "diff" and not data.get("base"):
+            raise forms.ValidationError("view=diff needs base=<checkpoint_id to compare from>.")
+        return data
+
+
+class HistoryPageForm(HistoryQueryForm):
+    """The history fragment: :class:`HistoryQueryForm` plus the tree's open branches from the page above."""
+
+    lanes = forms.CharField(max_length=4000, required=False)

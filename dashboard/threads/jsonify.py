@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
-__all__ = ["jsonable", "state_values_json"]
+__all__ = ["jsonable", "state_json", "state_values_json"]
 
 
 def jsonable(value: Any) -> Any:
@@ -44,3 +44,23 @@ def state_values_json(values: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = jsonable(value)
     return out
+
+
+def state_json(view: Any) -> dict[str, Any]:
+    """The ``/api/threads/<id>/state`` body for a :class:`dashboard.threads.services.StateView`.
+
+    ``{"thread_id", "checkpoint_id", "checkpoint_ns", "parent_checkpoint_id", "created_at",
+    "metadata", "values", "next", "findings"}`` (``findings``: where our replay and LangGraph's
+    reader disagree, or a stored value was unwrapped); the thread page's JSON view and download send the same.
+    """
+    return {
+        "thread_id": view.thread_id,
+        "checkpoint_id": view.checkpoint_id,
+        "checkpoint_ns": view.checkpoint_ns,
+        "parent_checkpoint_id": view.parent_checkpoint_id,
+        "created_at": view.created_at,
+        "metadata": jsonable(view.metadata),
+        "values": state_values_json(view.values),
+        "next": list(view.next),
+        "findings": list(view.findings),
+    }

@@ -478,3 +478,15 @@ def thread_cadence(rt: DashboardRuntime, thread_id: str) -> Any:
         return infer_cadences(rt.saver, [thread_id], use_summary=False).get(thread_id)
     except TypeError:
         return None
+
+
+def count_threads(rt: DashboardRuntime, *, mode: str | None = None, thread_class: str | None = None,
+                  q: str | None = None, **_page: Any) -> int | None:
+    """How many threads the list's filters match (:func:`deerflow.thread_count.count_threads`);
+    ``None`` on a saver without SQL tables. Paging and sort arguments are accepted and ignored."""
+    from deerflow.thread_count import count_threads as count
+
+    try:
+        return count(rt.saver, mode=mode, thread_class=thread_class, q=q)
+    except TypeError:
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -11,17 +12,23 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import HANDLED, describe, invalid_parameters
+from dashboard.errors import HANDLED, ErrorView, describe, invalid_parameters
+from dashboard.jobs import provenance
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services, storage
+from dashboard.threads.diff import diff_values
 from dashboard.threads.forms import (
-    HistoryQueryForm,
+    HistoryPageForm,
     StateQueryForm,
     ThreadIdForm,
     ThreadListForm,
+    ThreadPageForm,
 )
-from dashboard.threads.jsonify import jsonable
+from dashboard.threads.jsonify import jsonable, state_json
+from dashboard.threads.messages import message_item, message_page, message_text
+from dashboard.threads.tree import draw_tree, parse_lanes
+from dashboard.threads.writes import pending_writes
 
 
 def wants_fragment(request: HttpRequest) -> bool:
@@ -59,23 +66,31 @@ def thread_list(request: HttpRequest) -> HttpResponse:
             if not request.htmx:
                 return redirect(f"{request.path}?{request.GET.urlencode()}" if request.GET else request.path)
         threads, next_cursor = services.list_threads(rt, **filters)
+        total = services.count_threads(rt, **filters)
     except HANDLED as exc:
         return render_error(request, exc)
     query = request.GET.copy()
     query.pop("cursor", None)
     context = {"form": form, "threads": threads, "next_cursor": next_cursor, "query": query.urlencode(),
                "paged": bool(filters["cursor"]), "sort": filters["sort"], "freshness": storage.freshness(rt),
-               "refreshed": refreshed}
+               "refreshed": refreshed, "total": total}
     template = "threads/_rows.html" if wants_fragment(request) else "threads/list.html"
     return render(request, template, context)
 
 
-def _channels(values: dict) -> list[tuple[str, str]]:
-    return [
-        (name, json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=True))
-        for name, value in sorted(values.items())
-        if name != "messages"
-    ]
+#: Characters of a channel's JSON shown on the thread page (the raw JSON view has the rest).
+CHANNEL_CHARS = 4000
+
+
+def _channels(values: dict) -> list[tuple[str, str, int]]:
+    """``(name, JSON text cut at CHANNEL_CHARS, characters cut)`` for every channel but ``messages``."""
+    out = []
+    for name, value in sorted(values.items()):
+        if name == "messages":
+            continue
+        text = json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=True)
+        out.append((name, text[:CHANNEL_CHARS], max(0, len(text) - CHANNEL_CHARS)))
+    return out
 
 
 @require_GET
@@ -107,14 +122,36 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         return render_error(request, exc, thread_id=thread_id)
     checkpoint_ns = form.cleaned_data["checkpoint_ns"] or ""
     if request.GET.get("fragment") == "storage":  # loaded after the page: one scan of the thread's rows
-        return render(request, "threads/_storage.html", {
-            "chart": storage.storage_chart(rt, thread_id, checkpoint_ns), "checkpoint_ns": checkpoint_ns})
+        return render(request, "threads/_storage.html" if wants_fragment(request) else "threads/storage.html", {
+            "chart": storage.storage_chart(rt, thread_id, checkpoint_ns), "checkpoint_ns": checkpoint_ns,
+            "thread_id": thread_id})
+    page_form = ThreadPageForm(request.GET)
+    if not page_form.is_valid():
+        return _bad_params(request, page_form)
+    opts = page_form.cleaned_data
     checkpoint_id = form.cleaned_data["checkpoint_id"] or None
     try:
         state = services.read_state(rt, thread_id, checkpoint_id, checkpoint_ns)
+        if opts["view"] == "json":
+            return _state_json(state, download=opts["download"])
+        if opts["view"] == "message":
+            return _one_message(request, state, opts["index"], download=opts["download"])
+        if opts["view"] == "diff":
+            base = services.read_state(rt, thread_id, opts["base"], checkpoint_ns)
+            return render(request, "threads/diff.html", {
+                "thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "base": base, "state": state,
+                "diff": diff_values(base.values, state.values)})
+        messages = message_page(state.values.get("messages") or [], page=opts["page"] or 1, q=opts["q"],
+                                role=opts["role"])
+        if wants_fragment(request) and request.htmx.target == "messages-section":
+            return render(request, "threads/_messages.html", {
+                "thread_id": thread_id, "state": state, "checkpoint_ns": checkpoint_ns, "mpage": messages,
+                "page_form": page_form})
         # The head just read validates a summary row already shown for it (no query then).
         summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
         namespaces = services.thread_namespaces(rt, thread_id)
+        writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns)
+        jobs = provenance.thread_jobs(thread_id)
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
     return render(request, "threads/detail.html", {
@@ -124,12 +161,48 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "cadence": services.thread_cadence(rt, thread_id),
         "fleet_snapshot_frequency": rt.snapshot_frequency if rt.mode == "delta" else None,
         "state": state,
-        "messages": state.values.get("messages") or [],
+        "mpage": messages,
+        "page_form": page_form,
         "channels": _channels(state.values),
         "findings": state.findings,
         "flagged_channels": {f["channel"] for f in state.findings},
         "checkpoint_ns": checkpoint_ns,
+        "writes": writes,
+        "provenance": jobs,
     })
+
+
+def _download_name(state, suffix: str) -> str:
+    """A file name from the thread and checkpoint ids (anything but ``[A-Za-z0-9._-]`` becomes ``_``)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{state.thread_id}-{state.checkpoint_id}")[:180]
+    return f"{stem}{suffix}"
+
+
+def _state_json(state, *, download: bool) -> HttpResponse:
+    """The checkpoint's materialized state as the API's JSON (``download``: as an attachment)."""
+    body = json.dumps(state_json(state), indent=2, ensure_ascii=False, sort_keys=True)
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    if download:
+        response["Content-Disposition"] = f'attachment; filename="{_download_name(state, ".json")}"'
+    return response
+
+
+def _one_message(request: HttpRequest, state, index: int, *, download: bool) -> HttpResponse:
+    """One message whole: its page (escaped), or its text as a download."""
+    messages = state.values.get("messages") or []
+    if index >= len(messages):
+        return error_page(request, ErrorView(
+            404, "message_not_found",
+            f"Checkpoint {state.checkpoint_id} holds {len(messages)} message(s); there is no message {index}.",
+            "Open the thread page and pick a message from the list (positions start at 0)."),
+            thread_id=state.thread_id)
+    if download:
+        response = HttpResponse(message_text(messages[index]), content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{_download_name(state, f"-message-{index}.txt")}"'
+        return response
+    return render(request, "threads/message.html", {
+        "thread_id": state.thread_id, "state": state, "checkpoint_ns": state.checkpoint_ns,
+        "item": message_item(index, messages[index]), "text": message_text(messages[index])})
 
 
 @require_GET
@@ -150,17 +223,21 @@ def thread_history_by_query(request: HttpRequest) -> HttpResponse:
 
 
 def _thread_history(request: HttpRequest, thread_id: str) -> HttpResponse:
-    form = HistoryQueryForm(request.GET)
+    form = HistoryPageForm(request.GET)
     if not form.is_valid():
         return _bad_params(request, form)
     checkpoint_ns = form.cleaned_data["checkpoint_ns"] or ""
+    before = form.cleaned_data["before"] or None
     try:
         rows, next_before = services.read_history(
             get_runtime(), thread_id, limit=form.cleaned_data["limit"] or 25,
-            before=form.cleaned_data["before"] or None, checkpoint_ns=checkpoint_ns,
+            before=before, checkpoint_ns=checkpoint_ns,
         )
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id)
-    return render(request, "threads/_history.html", {
-        "thread_id": thread_id, "rows": rows, "next_before": next_before, "checkpoint_ns": checkpoint_ns,
+    tree, lanes_after = draw_tree(rows, parse_lanes(form.cleaned_data["lanes"]), first_page=before is None)
+    template = "threads/_history.html" if wants_fragment(request) else "threads/history.html"
+    return render(request, template, {
+        "thread_id": thread_id, "rows": rows, "tree": tree, "lanes_after": lanes_after,
+        "next_before": next_before, "checkpoint_ns": checkpoint_ns,
     })

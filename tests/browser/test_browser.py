@@ -206,7 +206,7 @@ def test_login_and_thread_list(delta_server, watched):
         seen[row.get_attribute("data-thread-id")] = (
             row.locator(".badge").inner_text(),
             evidence.inner_text() if evidence.count() else "",
-            int(row.locator("td.num.checkpoints").inner_text()),
+            int(row.locator("td.num.checkpoints").inner_text().replace(",", "")),
         )
     expected = {tid: (*_expected_mode(t), _sqlite(tid)["checkpoint_count"]) for tid, t in threads.items()}
     assert seen == expected
@@ -227,25 +227,32 @@ def test_thread_page_shows_manifest_messages_and_htmx_history(delta_server, watc
     backend = _sqlite(thread_id)
     head = backend["head"]
     assert page.locator(".facts dd code").first.inner_text() == head["checkpoint_id"]
-    messages = page.locator("#messages li.message")
-    assert messages.count() == head["message_count"]
+    # One line per message, a page at a time (100 messages; the next page comes by htmx).
     head_state = fixtures_real.manifest_threads()[thread_id]["backend_independent"]["head_state"]
     shown_ids = page.locator("#messages li.message .mid").evaluate_all("els => els.map(e => e.title)")
+    while page.locator("#messages-section a[rel=next]").count():
+        page.locator("#messages-section a[rel=next]").click()
+        page.wait_for_function("n => !document.querySelector(`#m-${n}`)", arg=len(shown_ids) - 1)
+        shown_ids += page.locator("#messages li.message .mid").evaluate_all("els => els.map(e => e.title)")
+    assert len(shown_ids) == head["message_count"]
     assert shown_ids == [m["id"] for m in head_state["messages"]]
+    if head["message_count"] > 100:  # paged: the pushed URL names the page; restore the first page
+        assert "page=2" in page.url
+        page.goto(delta_server.url(f"/threads/{thread_id}/"))
 
     # History arrives through htmx (hx-trigger=load), 25 rows a page, newest first.
     _wait_history(page)
     root_ids = [c["checkpoint_id"] for c in backend["checkpoints"] if c["checkpoint_ns"] == ""]
     rows = page.locator("#history table.history tbody tr")
     assert rows.count() == min(25, len(root_ids))
-    assert rows.first.locator("code").inner_text() == head["checkpoint_id"]
+    assert rows.first.locator("td:nth-child(2) code").inner_text() == head["checkpoint_id"]
     while page.locator("#history a:text('Older checkpoints')").count():
         before = rows.count()
         page.locator("#history a:text('Older checkpoints')").last.click()
         page.wait_for_function(f"() => document.querySelectorAll('#history table.history tbody tr').length > {before}")
         if rows.count() >= 75:  # long threads: two htmx pages are proof enough
             break
-    shown = rows.locator("td:first-child code").all_inner_texts()
+    shown = rows.locator("td:nth-child(2) > a code").all_inner_texts()
     assert shown == root_ids[: len(shown)]
     if len(root_ids) <= 75:
         assert len(shown) == len(root_ids)
@@ -269,6 +276,7 @@ def test_untrusted_content_is_inert_text(delta_server, watched, thread_id):
     assert page.evaluate("() => document.querySelectorAll('script:not([src])').length") == 0
     assert page.evaluate("() => [...document.scripts].every(s => new URL(s.src).pathname.startsWith('/static/'))")
     messages = page.locator("#messages")
+    page.click("#messages-section button:text('Expand all')")  # messages are one collapsed line each
     for payload in ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
                     "<iframe src=javascript:alert(1)></iframe>", "<script>alert('blocks')</script>",
                     "<b>markup</b>", "{{ 7*7 }}"):
@@ -300,6 +308,7 @@ def test_full_mode_server_answers_delta_thread_with_409(full_server, watched):
     # The same full-mode server still serves a full thread.
     response = page.goto(full_server.url("/threads/full-tools-30t/"))
     assert response.status == 200
-    assert page.locator("#messages li.message").count() == _sqlite("full-tools-30t")["head"]["message_count"]
+    count = _sqlite("full-tools-30t")["head"]["message_count"]
+    assert page.locator("#messages-count").inner_text().startswith(f"{count} messages; showing 1–")
     watched.shot("full-server-full-tools-30t")
     assert watched.dialogs == [] and watched.probes() == {"xss": [], "csp": []}

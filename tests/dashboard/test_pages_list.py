@@ -31,8 +31,8 @@ def rows(html) -> dict[str, dict]:
             "mode": mode_badge.text,
             "mode_class": mode_badge.classes,
             "evidence": evidence[0].text if evidence else "",
-            "thread_class": cells[2].text,
-            "checkpoint_count": int(cells[3].text),
+            "thread_class": cells[2].find("span", cls="class").attrs["data-class"],
+            "checkpoint_count": int(cells[3].text.replace(",", "")),
             "updated": cells[4].text,
         }
     return out
@@ -76,7 +76,8 @@ def test_htmx_request_returns_only_the_rows_fragment(sqlite_fixture_db, runtime_
     assert "<html" in full_page and 'class="filters"' in full_page
     assert "<html" not in fragment and "<head" not in fragment and "<body" not in fragment
     assert 'class="filters"' not in fragment
-    assert fragment.lstrip().startswith('<table class="grid" id="thread-table">')
+    assert fragment.lstrip().startswith('<p class="count" id="thread-count">')  # the result count, then the rows
+    assert '<table class="grid" id="thread-table">' in fragment
     assert rows(fragment) == rows(full_page)
 
 

@@ -24,7 +24,8 @@ def error_card(response, status: int, code: str) -> tuple[str, str]:
     assert response["Content-Type"].startswith("text/html")
     doc = parse(response.content)
     assert doc.find_all("nav"), "the page has the site's navigation"
-    assert [a.attrs["href"] for a in doc.find_all("nav")[0].find_all("a")] == ["/threads/", "/jobs/", "/audit/"]
+    assert [a.attrs["href"] for a in doc.find_all("nav")[0].find_all("a")][:4] == [
+        "/threads/", "/jobs/", "/jobs/backups/", "/audit/"]
     (card,) = doc.find_all("section", cls="error-card")
     assert f"HTTP {status} · {code}" in card.text
     (detail,) = card.find_all("p", cls="detail")

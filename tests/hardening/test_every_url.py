@@ -23,7 +23,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 PUBLIC = {"/accounts/login/", "/healthz", "/metrics"}  # /metrics: its own token (dashboard/test_metrics.py)
 #: POST routes that staff may use without a permission (heartbeats need fleet.report_heartbeat).
-POST_WITHOUT_PERMISSION = {"/accounts/logout/"}
+POST_WITHOUT_PERMISSION = {"/accounts/logout/",
+                           "/accounts/tokens/create", "/accounts/tokens/revoke"}  # own API tokens: any staff
 SAMPLES = {"int": "1", "path": "delta-f10-9t", "str": "x", "slug": "x", "uuid": "00000000-0000-0000-0000-000000000000"}
 
 

@@ -55,3 +55,56 @@ def selection_text(selection: dict[str, Any] | None) -> str:
     if "filter" in selection:
         return "filter: " + (", ".join(f"{k} = {v}" for k, v in criteria.items()) or "none (every delta thread)")
     return "—"
+
+
+#: Result status -> (words, meaning). Meanings: ``success``, ``action`` (needs an operator's next step),
+#: ``error``, ``open`` (not run yet), ``skipped``. The raw status stays in the row's ``data-status``.
+STATUS_WORDS = {
+    "pending": ("waiting", "open"),
+    "queued": ("queued", "open"),
+    "running": ("running", "open"),
+    "skipped": ("skipped (cancelled before it ran)", "skipped"),
+    "refused": ("refused by the worker", "error"),
+    "error": ("error", "error"),
+    "already_full": ("already full: nothing to do", "success"),
+    "needs_conversion": ("needs conversion", "action"),
+    "blocked": ("blocked: cannot be converted safely", "error"),
+    "integrity_mismatch": ("integrity check failed", "error"),
+    "converted": ("converted", "success"),
+    "reverted": ("reverted", "success"),
+    "verification_failed": ("verification failed: rolled back", "error"),
+    "changed_during_conversion": ("changed while converting: rolled back, retry", "action"),
+    "not_found": ("thread not found", "error"),
+}
+
+
+@register.filter
+def status_words(status: str) -> str:
+    """A result status in words (``needs_conversion`` -> ``needs conversion``); unknown ones with ``_`` as spaces."""
+    return STATUS_WORDS.get(status, (str(status).replace("_", " "), ""))[0]
+
+
+@register.filter
+def status_meaning(status: str) -> str:
+    """What a status means for the operator: ``success``, ``action``, ``error``, ``open`` or ``skipped``."""
+    return STATUS_WORDS.get(status, ("", "action"))[1]
+
+
+@register.filter
+def finding_severity(finding: dict[str, Any]) -> str:
+    """A materializer finding's severity: ``error`` when it blocks the conversion, else ``warning``."""
+    return "error" if finding.get("blocking") else "warning"
+
+
+@register.filter
+def runner_words(runner: str) -> str:
+    """How a job runs, in words: ``celery`` -> ``on Celery workers``, ``inline`` -> ``inline (management command)``."""
+    return {"celery": "on Celery workers", "inline": "inline (management command)"}.get(runner, runner)
+
+
+@register.filter
+def revertible(result) -> bool:
+    """See :func:`dashboard.jobs.provenance.revertible`."""
+    from dashboard.jobs.provenance import revertible as check
+
+    return check(result)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
+from urllib.parse import parse_qsl
 
 from django import template
+from django.utils.html import format_html
 
 from dashboard.threads import links
 from dashboard.threads.jsonify import jsonable
@@ -51,3 +54,104 @@ def short_id(value: str | None) -> str:
 def thread_url(name: str, thread_id: str, **query: str | None) -> str:
     """``{% thread_url "threads:detail" thread_id checkpoint_id=... %}``: see :mod:`dashboard.threads.links`."""
     return links.thread_url(name, thread_id, **query)
+
+
+@register.filter
+def thousands(value: Any) -> str:
+    """An integer with thousands separators (``1050`` -> ``1,050``); other values unchanged."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+@register.simple_tag
+def messages_url(thread_id: str, checkpoint_id: str, checkpoint_ns: str, mpage: Any = None, page: int | None = None,
+                 **extra: Any) -> str:
+    """The thread page at ``checkpoint_id`` with ``mpage``'s search (``q``, ``role``) and message page ``page``."""
+    query: dict[str, str | None] = {"checkpoint_id": checkpoint_id, "checkpoint_ns": checkpoint_ns or None}
+    if mpage is not None:
+        query.update(q=mpage.q or None, role=mpage.role or None)
+    if page and page > 1:
+        query["page"] = str(page)
+    query.update({k: None if v is None else str(v) for k, v in extra.items()})
+    return links.thread_url("threads:detail", thread_id, **query)
+
+
+@register.simple_tag
+def thread_form(name: str, thread_id: str) -> dict[str, Any]:
+    """``{"path", "hidden": [(name, value)]}`` for a GET form to route ``name``: a GET form drops its action's
+    query string, so the ``thread_id`` of a dot-segment id (see :mod:`dashboard.threads.links`) travels hidden."""
+    url = links.thread_url(name, thread_id)
+    path, _, query = url.partition("?")
+    return {"path": path, "hidden": parse_qsl(query, keep_blank_values=True)}
+
+
+def _as_datetime(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, str) and value:
+        try:
+            return _as_datetime(dt.datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError:
+            return None
+    return None
+
+
+@register.filter
+def when(value: Any) -> str:
+    """The one time format of the pages: ``2026-01-13 03:44:31 UTC`` in a ``<time>`` whose tooltip is exact.
+
+    Accepts a datetime (naive ones are UTC) or an ISO 8601 string; anything else is shown as "—".
+    """
+    moment = _as_datetime(value)
+    if moment is None:
+        return "—"
+    utc = moment.astimezone(dt.UTC)
+    return format_html('<time datetime="{}" title="{} (UTC, exact)">{} UTC</time>', utc.isoformat(),
+                       utc.isoformat(sep=" "), utc.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+#: Nav section of each route (``namespace:name`` or name); routes not listed belong to none.
+_SECTIONS = {"threads": "threads", "thread-history": "threads", "thread-detail-by-query": "threads",
+             "thread-history-by-query": "threads", "jobs:backups": "backups", "jobs": "jobs", "audit": "audit",
+             "tokens": "tokens"}
+
+
+@register.simple_tag(takes_context=True)
+def nav_section(context: Any) -> str:
+    """The nav item of the page being rendered (``threads``, ``jobs``, ``backups``, ``audit``, ``tokens`` or "")."""
+    match = getattr(context.get("request"), "resolver_match", None)
+    if match is None:
+        return ""
+    return _SECTIONS.get(match.view_name) or _SECTIONS.get(match.namespace) or ""
+
+
+#: Thread class -> (words, what it means). Raw class names stay in ``data-class`` and the filters.
+CLASS_WORDS = {
+    "full": ("full", "No checkpoint carries delta evidence: every checkpoint stores the whole message list."),
+    "delta": ("delta", "DeerFlow-marked delta thread: per-step writes plus a _DeltaSnapshot every "
+                       "snapshot_frequency updates."),
+    "delta_counters_only": ("delta, counters only", "Delta by LangGraph's counters_since_delta_snapshot alone "
+                            "(no DeerFlow marker anywhere): written by plain LangGraph, not by DeerFlow."),
+    "migrated": ("migrated full → delta", "A delta head over older full-mode checkpoints: the supported "
+                 "full → delta migration."),
+    "inconsistent": ("inconsistent", "A head that looks full over delta ancestors: a full-mode write onto a delta "
+                     "thread, or a marker-less delta thread whose head is a snapshot checkpoint. Read it in "
+                     "delta mode; converting it to full makes it consistent."),
+}
+
+
+@register.filter
+def class_words(thread_class: str) -> str:
+    """A thread class in words (``delta_counters_only`` -> ``delta, counters only``)."""
+    return CLASS_WORDS.get(thread_class, (str(thread_class).replace("_", " "), ""))[0]
+
+
+@register.filter
+def class_help(thread_class: str) -> str:
+    """What a thread class means (a tooltip and the list's glossary)."""
+    return CLASS_WORDS.get(thread_class, ("", ""))[1]
+
+
+@register.simple_tag
+def class_glossary() -> list[tuple[str, str, str]]:
+    """``(class, words, meaning)`` of every thread class, for the list's glossary."""
+    return [(name, words, meaning) for name, (words, meaning) in CLASS_WORDS.items()]

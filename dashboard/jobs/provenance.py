@@ -1,0 +1,30 @@
+"""A thread's provenance for its page: the jobs that touched it and the backups its conversions wrote.
+
+Read from the dashboard's own database (the ``ThreadResult`` rows), never from
+the checkpoint database: a thread page stays a pure read there. Whether a
+backup is still active is decided by the revert confirmation page.
+"""
+
+from __future__ import annotations
+
+from dashboard.jobs.models import ConversionJob, ThreadResult
+
+__all__ = ["SHOWN", "revertible", "thread_jobs"]
+
+#: Newest job results listed on a thread page.
+SHOWN = 20
+
+
+def thread_jobs(thread_id: str) -> list[ThreadResult]:
+    """The newest :data:`SHOWN` results of jobs that selected ``thread_id`` (``result.job`` loaded), newest first.
+
+    A result of a finished ``convert`` job with a ``backup_id`` is the conversion
+    that backup can revert.
+    """
+    return list(ThreadResult.objects.filter(thread_id=thread_id).select_related("job")
+                .order_by("-job__created_at", "-job_id")[:SHOWN])
+
+
+def revertible(result: ThreadResult) -> bool:
+    """``result`` is a conversion of its thread that wrote a backup (the revert page checks it is still active)."""
+    return result.job.kind == ConversionJob.Kind.CONVERT and result.status == "converted" and bool(result.backup_id)

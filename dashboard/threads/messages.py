@@ -1,0 +1,233 @@
+"""The thread page's message list: one line per message, tool calls grouped with their results, search, paging.
+
+Pages of a thread with a thousand messages must stay small, so the page
+never carries a whole conversation: messages are shown a page at a time
+(:data:`PAGE_SIZE` messages, never splitting a tool call from its results),
+each collapsed to one line (role, name, first line, size) with a body
+preview of at most :data:`PREVIEW_CHARS` characters; the rest is one click
+away (the message's own page, or a download).
+
+Grouping keeps the materialized order: an AI message with tool calls takes
+the tool messages that *immediately follow it* and answer one of its calls
+(``tool_call_id``) as its results. Nothing is moved, so the order on the
+page is always the order of ``values["messages"]``.
+
+Everything here returns plain text; the template engine escapes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from dashboard.threads.jsonify import jsonable
+
+__all__ = ["PAGE_SIZE", "PREVIEW_CHARS", "MessageItem", "MessagePage", "message_item", "message_page",
+           "message_text"]
+
+#: Messages per page (a group of a tool call and its results is never split, so a page may run a little over).
+PAGE_SIZE = 100
+#: Characters of a message body shown inline; longer bodies end with "show all" and "download".
+PREVIEW_CHARS = 2000
+#: Characters of the one-line summary.
+LINE_CHARS = 140
+#: Characters of context either side of a search hit in the summary line.
+SNIPPET_CONTEXT = 60
+
+
+def message_text(message: Any) -> str:
+    """A message's content as plain text: a string as is, content blocks' text joined, other blocks as JSON."""
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        else:
+            parts.append(json.dumps(jsonable(block), indent=2, ensure_ascii=False, sort_keys=True))
+    return "\n\n".join(parts)
+
+
+def _calls(message: Any) -> list[dict[str, Any]]:
+    out = []
+    for call in getattr(message, "tool_calls", None) or []:
+        args = json.dumps(jsonable(call.get("args")), indent=2, ensure_ascii=False, sort_keys=True)
+        out.append({"name": call.get("name") or "", "id": call.get("id") or "", "args": args})
+    return out
+
+
+def _first_line(text: str) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…"
+
+
+@dataclass
+class MessageItem:
+    """One message as the page shows it.
+
+    Attributes:
+        index: position in ``values["messages"]`` (0-based).
+        message: the message object (for ``id``, ``type``, ``name``).
+        role: ``human``, ``ai``, ``tool``, ``system``, ...
+        first_line: first non-blank line, at most :data:`LINE_CHARS` characters.
+        size: UTF-8 bytes of the text plus the tool calls' arguments.
+        preview: the body, cut at :data:`PREVIEW_CHARS` characters.
+        hidden_chars: characters cut from ``preview`` (0: the body is whole).
+        calls: ``[{"name", "id", "args"}]`` with the arguments as indented JSON.
+        results: the tool messages grouped under this AI message.
+        snippet: ``(before, hit, after)`` around the first search hit, or ``None``.
+        context_page: for a search hit, the page of the unfiltered list that holds it.
+    """
+
+    index: int
+    message: Any
+    role: str
+    first_line: str
+    size: int
+    preview: str
+    hidden_chars: int
+    calls: list[dict[str, Any]]
+    results: list[MessageItem] = field(default_factory=list)
+    snippet: tuple[str, str, str] | None = None
+    context_page: int | None = None
+
+    @property
+    def blocks(self) -> bool:
+        """Whether the content is a list of content blocks (shown preformatted)."""
+        return not isinstance(getattr(self.message, "content", ""), str)
+
+
+def message_item(index: int, message: Any) -> MessageItem:
+    """The :class:`MessageItem` of ``message`` at ``index``."""
+    text = message_text(message)
+    calls = _calls(message)
+    size = len(text.encode("utf-8")) + sum(len(c["args"].encode("utf-8")) for c in calls)
+    first = _first_line(text) or (", ".join(f"→ {c['name']}" for c in calls))
+    return MessageItem(index=index, message=message, role=getattr(message, "type", "unknown"), first_line=first,
+                       size=size, preview=text[:PREVIEW_CHARS], hidden_chars=max(0, len(text) - PREVIEW_CHARS),
+                       calls=calls)
+
+
+def _groups(messages: list[Any]) -> list[MessageItem]:
+    """Top-level items, each AI message holding the tool results that immediately follow and answer it."""
+    groups: list[MessageItem] = []
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        item = message_item(index, message)
+        call_id = getattr(message, "tool_call_id", None)
+        if item.role == "tool" and groups and call_id in open_calls:
+            groups[-1].results.append(item)
+            continue
+        groups.append(item)
+        open_calls = {c["id"] for c in item.calls if c["id"]}
+    return groups
+
+
+def _matches(item: MessageItem, message: Any, needle: str) -> tuple[str, str, str] | None:
+    """``(before, hit, after)`` of the first case-insensitive hit of ``needle`` in the message, else ``None``."""
+    haystacks = [message_text(message), getattr(message, "name", None) or ""]
+    haystacks += [f"{c['name']} {c['args']}" for c in item.calls]
+    for text in haystacks:
+        at = text.casefold().find(needle)
+        if at >= 0 and len(text.casefold()) == len(text):
+            end = at + len(needle)
+            before = text[max(0, at - SNIPPET_CONTEXT):at].replace("\n", " ")
+            after = text[end:end + SNIPPET_CONTEXT].replace("\n", " ")
+            return ("…" if at > SNIPPET_CONTEXT else "") + before, text[at:end], after
+        if at >= 0:  # case folding changed the length (e.g. "ß"): no exact span, show the line
+            return "", "", _first_line(text)
+    return None
+
+
+@dataclass
+class MessagePage:
+    """One page of the message list.
+
+    Attributes:
+        items: top-level items on this page (with grouped results inside).
+        total: messages in the checkpoint.
+        matched: messages matching ``q`` / ``role`` (``total`` without a filter).
+        page, pages: this page's number and the page count (1-based; at least 1).
+        first, last: 1-based positions of the page's first and last message among the ``matched`` (0 when empty).
+        q, role: the filter applied ("" when none).
+    """
+
+    items: list[MessageItem]
+    total: int
+    matched: int
+    page: int
+    pages: int
+    first: int
+    last: int
+    q: str
+    role: str
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.q or self.role)
+
+    @property
+    def shown(self) -> int:
+        return self.last - self.first + 1 if self.items else 0
+
+
+def _paginate(items: list[MessageItem], page_size: int) -> list[list[MessageItem]]:
+    pages: list[list[MessageItem]] = [[]]
+    count = 0
+    for item in items:
+        if count >= page_size:
+            pages.append([])
+            count = 0
+        pages[-1].append(item)
+        count += 1 + len(item.results)
+    return pages
+
+
+def _flatten_count(items: list[MessageItem]) -> int:
+    return sum(1 + len(i.results) for i in items)
+
+
+def message_page(messages: list[Any], *, page: int = 1, q: str = "", role: str = "",
+                 page_size: int = PAGE_SIZE) -> MessagePage:
+    """Page ``page`` of ``messages``, grouped, or of the messages matching ``q`` (any case) and ``role``.
+
+    Args:
+        messages: the materialized ``values["messages"]`` list.
+        page: 1-based page number; past the end it is the last page.
+        q: text to find in content, name or tool calls (case-insensitive); "" for none.
+        role: a message type to keep (``human``, ``ai``, ``tool``, ``system``); "" for all.
+        page_size: messages per page (count).
+
+    Returns:
+        A :class:`MessagePage`. A search lists hits one by one (ungrouped), each
+        with the page of the unfiltered list that holds it.
+    """
+    groups = _groups(messages)
+    pages = _paginate(groups, page_size)
+    context_pages: dict[int, int] = {}
+    needle = q.casefold()
+    if needle or role:
+        for number, items in enumerate(pages, start=1):
+            for item in items:
+                for member in (item, *item.results):
+                    context_pages[member.index] = number
+        hits = []
+        for item in (m for g in groups for m in (g, *g.results)):
+            if role and item.role != role:
+                continue
+            snippet = _matches(item, item.message, needle) if needle else None
+            if needle and snippet is None:
+                continue
+            hits.append(MessageItem(**{**item.__dict__, "results": [], "snippet": snippet,
+                                       "context_page": context_pages[item.index]}))
+        pages = [hits[i:i + page_size] for i in range(0, len(hits), page_size)] or [[]]
+        matched = len(hits)
+    else:
+        matched = len(messages)
+    number = min(max(page, 1), len(pages))
+    before = sum(_flatten_count(p) for p in pages[:number - 1])
+    shown = _flatten_count(pages[number - 1])
+    return MessagePage(items=pages[number - 1], total=len(messages), matched=matched, page=number,
+                       pages=len(pages), first=before + 1 if shown else 0, last=before + shown, q=q, role=role)

@@ -1,0 +1,51 @@
+"""How many threads a thread-list filter matches (the list's result count).
+
+``count_threads(saver, **filters) == len(every page of list_threads(saver, **filters))``
+for the same filters, read at one moment: the count runs over the same
+thread summary (``dfa_thread_summary``) with the same conditions, or, when
+the summary cannot be used, over the same live aggregate of LangGraph's tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deerflow import inventory
+from deerflow import summary as summary_table
+from deerflow.sqlread import reader_for
+
+__all__ = ["count_threads"]
+
+
+def count_threads(saver: Any, *, mode: str | None = None, thread_class: str | None = None,
+                  q: str | None = None) -> int:
+    """The number of threads :func:`deerflow.inventory.list_threads` lists for these filters.
+
+    Args:
+        saver: SQLite or Postgres saver.
+        mode: ``"full"`` or ``"delta"``, or ``None`` for any.
+        thread_class: one of :data:`deerflow.inventory.THREAD_CLASSES`, or ``None``.
+        q: thread-id substring ignoring case, or ``None``.
+
+    Returns:
+        A count (>= 0). One ``COUNT(*)`` on the summary (indexed), else one aggregate.
+
+    Raises:
+        TypeError: the saver has no SQL tables (``InMemorySaver``).
+    """
+    if not summary_table.readable(saver, refresh=False):
+        rows = inventory._live_rows(saver, q)
+        return sum(1 for r in map(inventory._to_summary, rows)
+                   if (not mode or r.mode == mode) and (not thread_class or r.thread_class == thread_class))
+    reader = reader_for(saver)
+    where, params = [], []
+    for column, value in (("mode", mode), ("thread_class", thread_class)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if q:
+        where.append(reader.contains("thread_id"))
+        params.append(q)
+    rows = reader.query(f"SELECT COUNT(*) AS n FROM dfa_thread_summary {'WHERE ' + ' AND '.join(where) if where else ''}",
+                        params)
+    return int(rows[0]["n"])
