@@ -77,6 +77,7 @@ class HostileInputMiddleware:
                   or hostile_parameter("query parameter", _pairs(request.GET)))
         if reason is None and request.method == "POST" and request.content_type in (
                 "application/x-www-form-urlencoded", "multipart/form-data"):
+            request.body  # noqa: B018 - read (and keep) the body first: parsing POST alone would consume the stream
             reason = hostile_parameter("form field", _pairs(request.POST))
         if reason is None:
             return None

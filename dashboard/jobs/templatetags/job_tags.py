@@ -75,6 +75,9 @@ STATUS_WORDS = {
     "verification_failed": ("verification failed: rolled back", "error"),
     "changed_during_conversion": ("changed while converting: rolled back, retry", "action"),
     "not_found": ("thread not found", "error"),
+    "already_delta": ("already delta: nothing to compact", "success"),
+    "needs_compaction": ("needs compaction", "action"),
+    "compacted": ("compacted to delta", "success"),
 }
 
 
