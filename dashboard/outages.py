@@ -4,8 +4,9 @@
 :class:`~dashboard.errors.ErrorView` (HTTP 503, operator words, no
 traceback) and says which service, where, why, and what to do::
 
-    checkpoint_database_unavailable   psycopg.OperationalError (incl. the pool's PoolTimeout), raw
-                                      sqlite3 errors (locked, unreadable, not a database): the saver's database
+    checkpoint_database_unavailable   psycopg.OperationalError (incl. the pool's PoolTimeout), SQLite
+                                      locked / busy / disk I/O / unreadable / read-only / not a database
+                                      (:func:`is_sqlite_outage`): the saver's database
     checkpoint_tables_missing         the database has no LangGraph checkpoint tables
     summary_tables_missing            the dashboard's dfa_* summary tables were dropped under this process
     checkpoint_database_permission    the database role may not do what was asked
@@ -14,8 +15,13 @@ traceback) and says which service, where, why, and what to do::
     broker_unavailable                kombu.exceptions.OperationalError, redis ConnectionError / TimeoutError
 
 Errors from Django's database arrive wrapped by Django (``django.db.utils``);
-errors from the checkpoint saver arrive raw (psycopg, sqlite3), which is how
-the two are told apart.
+errors from the checkpoint saver arrive raw (psycopg, sqlite3) from LangGraph,
+or as :class:`deerflow.errors.StorageError` (the driver's error as its cause)
+from ``deerflow``'s own SQL, which is how the two are told apart.
+
+A SQL bug is not an outage: a SQLite ``ProgrammingError``, ``IntegrityError``
+or an ``OperationalError`` such as a syntax error or ``no such column`` (all
+``sqlite3.DatabaseError``) goes on as the 500 it is.
 """
 
 from __future__ import annotations
@@ -31,18 +37,22 @@ from django.conf import settings
 from django.db import utils as db_utils
 from kombu.utils.url import maybe_sanitize_url
 
+from deerflow.errors import StorageError
 from deerflow.pool import ServerUnreachable
 from deerflow.savers import is_wal_file
+from deerflow.storage_errors import driver_error
+from deerflow.storage_errors import is_sqlite_outage as _sqlite_unusable
 from deerflow.summary.schema import is_summary_table_missing
 
-__all__ = ["OUTAGES", "describe_outage", "is_outage", "postgres_where", "redact"]
+__all__ = ["OUTAGES", "describe_outage", "is_outage", "is_sqlite_outage", "postgres_where", "redact"]
 
 #: The exception types :func:`describe_outage` recognises.
 OUTAGES: tuple[type[BaseException], ...] = (
     psycopg.OperationalError,
     psycopg.errors.UndefinedTable,
     psycopg.errors.InsufficientPrivilege,
-    sqlite3.DatabaseError,  # includes OperationalError (locked, unreadable) and "file is not a database"
+    sqlite3.DatabaseError,  # only the outages among them (is_sqlite_outage); a SQL bug goes on
+    StorageError,  # deerflow's translation of the above: its driver error decides
     db_utils.OperationalError,
     db_utils.InterfaceError,
     db_utils.ProgrammingError,  # only an unmigrated schema (see is_outage); any other is a bug and goes on
@@ -52,6 +62,21 @@ OUTAGES: tuple[type[BaseException], ...] = (
 )
 
 _START = "Start it (README) and retry."
+
+
+def is_sqlite_outage(exc: BaseException) -> bool:
+    """True for a SQLite error that means the checkpoint file cannot be used as configured.
+
+    Locked, busy, disk I/O, unreadable, not a database
+    (:func:`deerflow.storage_errors.is_sqlite_outage`), read-only, or without
+    LangGraph's or the summary's tables (a wrong file). Not a
+    ``ProgrammingError``, ``IntegrityError``, syntax error or ``no such
+    column``: those are bugs.
+    """
+    if _sqlite_unusable(exc):
+        return True
+    text = str(exc).lower()
+    return type(exc) is sqlite3.OperationalError and ("readonly database" in text or "no such table" in text)
 
 
 def _reason(exc: BaseException) -> str:
@@ -189,6 +214,7 @@ def describe_outage(exc: BaseException) -> tuple[str, str, str] | None:
 
 
 def _describe(exc: BaseException) -> tuple[str, str, str] | None:
+    exc = driver_error(exc)  # a deerflow StorageError is described by the driver error it translates
     if isinstance(exc, db_utils.OperationalError | db_utils.InterfaceError) or (
             isinstance(exc, db_utils.ProgrammingError) and _unmigrated(exc)):
         return _dashboard_database(exc)
@@ -198,7 +224,7 @@ def _describe(exc: BaseException) -> tuple[str, str, str] | None:
     if isinstance(exc, psycopg.OperationalError | psycopg.errors.UndefinedTable
                   | psycopg.errors.InsufficientPrivilege):
         return _checkpoint_postgres(exc)
-    if isinstance(exc, sqlite3.DatabaseError):
+    if isinstance(exc, sqlite3.DatabaseError) and is_sqlite_outage(exc):
         return _checkpoint_sqlite(exc)
     return None
 
@@ -207,9 +233,14 @@ def is_outage(exc: BaseException) -> bool:
     """True for the errors :func:`describe_outage` describes.
 
     Every :data:`OUTAGES` instance is one except a Django ``ProgrammingError``
-    that is not a missing table or column (a bug, not an outage): code that
-    catches ``OUTAGES`` re-raises when this is False.
+    that is not a missing table or column, and a SQLite error that is not
+    :func:`is_sqlite_outage` (bugs, not outages): code that catches
+    ``OUTAGES`` re-raises when this is False. A
+    :class:`deerflow.errors.StorageError` is judged by its driver error.
     """
+    exc = driver_error(exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        return is_sqlite_outage(exc)
     return isinstance(exc, OUTAGES) and (not isinstance(exc, db_utils.ProgrammingError) or _unmigrated(exc))
 
 

@@ -20,11 +20,10 @@ drops a repeated row, so a cycle ends the walk. Nothing is written.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from deerflow.runtime.checkpoint_mode import COUNTERS_METADATA_KEY
+from deerflow.dialect import Dialect
 
 __all__ = ["LineageGap", "find_lineage_gap"]
 
@@ -61,19 +60,15 @@ class LineageGap:
                 "(pruned, or a dangling parent_checkpoint_id), before any snapshot was reached")
 
 
-def _sql(dialect: str) -> str:
-    if dialect == "sqlite":
-        counters = f"json_extract(CAST({{a}}.metadata AS TEXT), '$.{COUNTERS_METADATA_KEY}.messages') IS NOT NULL"
-    else:
-        counters = f"({{a}}.metadata -> '{COUNTERS_METADATA_KEY}' -> 'messages') IS NOT NULL"
-    delta = "(CASE WHEN " + counters + " THEN 1 ELSE 0 END)"
+def _sql(dialect: Dialect) -> str:
+    c, p = Dialect.truthy(dialect.counters("c")), Dialect.truthy(dialect.counters("p"))
     return f"""
         WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, delta) AS (
-            SELECT c.checkpoint_id, c.parent_checkpoint_id, {delta.format(a="c")}
+            SELECT c.checkpoint_id, c.parent_checkpoint_id, {c}
             FROM checkpoints c
             WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?
             UNION
-            SELECT p.checkpoint_id, p.parent_checkpoint_id, {delta.format(a="p")}
+            SELECT p.checkpoint_id, p.parent_checkpoint_id, {p}
             FROM chain JOIN checkpoints p
               ON p.thread_id = ? AND p.checkpoint_ns = ? AND p.checkpoint_id = chain.parent_checkpoint_id
             WHERE chain.delta = 1
@@ -84,22 +79,24 @@ def _sql(dialect: str) -> str:
 
 def _query(saver: Any, params: tuple) -> list[tuple[str, str | None, int]]:
     conn = saver.conn
-    if isinstance(conn, sqlite3.Connection):
+    dialect = Dialect.of_connection(conn)
+    if dialect is Dialect.SQLITE:
         with saver.lock:
-            return [tuple(r) for r in conn.execute(_sql("sqlite"), params)]
+            return [tuple(r) for r in conn.execute(_sql(dialect), params)]
     with saver._cursor() as cur:  # the saver's own pool/connection handling
-        cur.execute(_sql("postgres").replace("?", "%s"), params)
+        cur.execute(dialect.sql(_sql(dialect)), params)
         return [(r["checkpoint_id"], r["parent_checkpoint_id"], r["delta"]) for r in cur.fetchall()]
 
 
 def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
     sql = "SELECT MIN(checkpoint_id) AS first FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
     conn = saver.conn
-    if isinstance(conn, sqlite3.Connection):
+    dialect = Dialect.of_connection(conn)
+    if dialect is Dialect.SQLITE:
         with saver.lock:
             return conn.execute(sql, (thread_id, checkpoint_ns)).fetchone()[0]
     with saver._cursor() as cur:
-        cur.execute(sql.replace("?", "%s"), (thread_id, checkpoint_ns))
+        cur.execute(dialect.sql(sql), (thread_id, checkpoint_ns))
         return cur.fetchone()["first"]
 
 
