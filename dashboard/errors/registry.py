@@ -3,14 +3,18 @@
 Both the HTML views and the JSON API render errors through :func:`describe`,
 so an operator sees the same words everywhere (spec, "HTTP error mapping":
 409 for a mode mismatch, operator-actionable; 503 for a reconfiguration,
-transient until restart).
+transient until restart). :data:`CODES` holds every code whose status and
+hint do not depend on the error (:func:`view` builds its answer); codes
+with hints made from the error (a reconfiguration, an outage, a 405) are
+built where they are raised.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from dashboard.outages import OUTAGES, describe_outage
+from dashboard.errors.outages import OUTAGES, describe_outage
 from deerflow.errors import (
     CheckpointDecodeError,
     CheckpointModeMismatchError,
@@ -22,7 +26,8 @@ from deerflow.errors import (
 )
 from deerflow.inventory import InvalidCursorError
 
-__all__ = ["ErrorView", "HANDLED", "OUTAGES", "describe", "invalid_parameters"]
+__all__ = ["CODES", "HANDLED", "OUTAGES", "Code", "ErrorView", "describe", "form_errors", "invalid_parameters",
+           "view"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,49 @@ class ErrorView:
     def as_json(self) -> dict[str, str]:
         """The API's error body: ``{"detail", "hint", "code"}``."""
         return {"detail": self.detail, "hint": self.hint, "code": self.code}
+
+
+class Code(NamedTuple):
+    """A registered error code: its HTTP status and what the user should do."""
+
+    status: int
+    hint: str
+
+
+#: The codes with a fixed status and hint, by code.
+CODES: dict[str, Code] = {
+    "checkpoint_mode_mismatch": Code(409, (
+        "This dashboard process runs in full mode, and this thread was written in delta mode. "
+        "Open it from a delta-mode dashboard (database.checkpoint_channel_mode: delta), or convert "
+        "the thread to full mode with a materialize-and-convert job before serving it in full mode.")),
+    "thread_not_found": Code(404, "Check the thread id; the list shows every thread in the configured database."),
+    "checkpoint_not_found": Code(404, "Check checkpoint_id and checkpoint_ns against the thread's history."),
+    "checkpoint_undecodable": Code(422, (
+        "The row is damaged in the database; nothing was changed. Restore it from a database "
+        "backup. Checkpoints that do not depend on it still open from the thread's history.")),
+    "history_incomplete": Code(422, (
+        "A delta checkpoint replays its ancestors back to the last snapshot; with a link missing, "
+        "the messages after the break would show as if they were the whole conversation, so none "
+        "are shown. Nothing was changed. Restore the missing rows from a database backup; the "
+        "history marks every checkpoint that cannot be reconstructed.")),
+    "invalid_cursor": Code(400, "Drop the cursor parameter to start from the first page."),
+    "config_error": Code(503, "Fix config.yaml and restart the process."),
+    "job_not_found": Code(404, "Open the job from the Jobs page, which lists every job; check the number in the address."),
+    "permission_denied": Code(403, "Ask an administrator for the permission, or log in as another user."),
+    "server_error": Code(500, (
+        "This is a bug, not something you did: retry, and if it persists report the time and the address; "
+        "the traceback is in the server log.")),
+}
+
+
+def view(code: str, detail: str) -> ErrorView:
+    """The :class:`ErrorView` of a registered ``code`` (:data:`CODES`) with ``detail``.
+
+    Raises:
+        KeyError: ``code`` is not registered.
+    """
+    registered = CODES[code]
+    return ErrorView(registered.status, code, detail, registered.hint)
 
 
 def invalid_parameters(form, *, what: str = "query parameters",
@@ -54,19 +102,6 @@ def invalid_parameters(form, *, what: str = "query parameters",
 def form_errors(form) -> str:
     """All of a form's errors as one line: ``field: message; ...``."""
     return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
-
-
-def _mismatch(exc: CheckpointModeMismatchError) -> ErrorView:
-    return ErrorView(
-        status=409,
-        code="checkpoint_mode_mismatch",
-        detail=exc.detail,
-        hint=(
-            "This dashboard process runs in full mode, and this thread was written in delta mode. "
-            "Open it from a delta-mode dashboard (database.checkpoint_channel_mode: delta), or convert "
-            "the thread to full mode with a materialize-and-convert job before serving it in full mode."
-        ),
-    )
 
 
 def _reconfiguration(exc: CheckpointModeReconfigurationError) -> ErrorView:
@@ -92,34 +127,27 @@ def describe(exc: Exception) -> ErrorView:
         TypeError: ``exc`` is neither.
     """
     if isinstance(exc, CheckpointModeMismatchError):
-        return _mismatch(exc)
+        return view("checkpoint_mode_mismatch", exc.detail)
     if isinstance(exc, CheckpointModeReconfigurationError):
         return _reconfiguration(exc)
-    if isinstance(exc, ThreadNotFoundError):
-        return ErrorView(404, "thread_not_found", str(exc),
-                         "Check the thread id; the list shows every thread in the configured database.")
-    if isinstance(exc, CheckpointNotFoundError):
-        return ErrorView(404, "checkpoint_not_found", str(exc),
-                         "Check checkpoint_id and checkpoint_ns against the thread's history.")
-    if isinstance(exc, CheckpointDecodeError):
-        return ErrorView(422, "checkpoint_undecodable", str(exc),
-                         "The row is damaged in the database; nothing was changed. Restore it from a database "
-                         "backup. Checkpoints that do not depend on it still open from the thread's history.")
-    if isinstance(exc, IncompleteHistoryError):
-        return ErrorView(422, "history_incomplete", str(exc),
-                         "A delta checkpoint replays its ancestors back to the last snapshot; with a link missing, "
-                         "the messages after the break would show as if they were the whole conversation, so none "
-                         "are shown. Nothing was changed. Restore the missing rows from a database backup; the "
-                         "history marks every checkpoint that cannot be reconstructed.")
-    if isinstance(exc, InvalidCursorError):
-        return ErrorView(400, "invalid_cursor", str(exc), "Drop the cursor parameter to start from the first page.")
-    if isinstance(exc, ConfigError):
-        return ErrorView(503, "config_error", str(exc), "Fix config.yaml and restart the process.")
+    for cls, code in _BY_CLASS:
+        if isinstance(exc, cls):
+            return view(code, str(exc))
     outage = describe_outage(exc)  # a database or the broker cannot be reached (dashboard.outages)
     if outage is not None:
         return ErrorView(503, *outage)
     raise TypeError(f"unhandled error type {type(exc).__name__}")
 
+
+#: Handled errors answered with their registered code and ``str(error)`` as the detail (first match wins).
+_BY_CLASS: tuple[tuple[type[Exception], str], ...] = (
+    (ThreadNotFoundError, "thread_not_found"),
+    (CheckpointNotFoundError, "checkpoint_not_found"),
+    (CheckpointDecodeError, "checkpoint_undecodable"),
+    (IncompleteHistoryError, "history_incomplete"),
+    (InvalidCursorError, "invalid_cursor"),
+    (ConfigError, "config_error"),
+)
 
 HANDLED = (
     CheckpointModeMismatchError,
