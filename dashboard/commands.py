@@ -34,8 +34,9 @@ from django.core.management.base import BaseCommand, CommandError
 from dashboard.errors import HANDLED, OUTAGES, describe
 from dashboard.outages import is_outage
 from dashboard.runtime import DashboardRuntime, get_runtime
+from deerflow.dialect import Dialect
 from deerflow.errors import ConfigError
-from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.savers import sqlite_checkpoint_path
 
 __all__ = ["DashboardCommand", "MEMORY_BACKEND_MESSAGE", "check_checkpoint_database", "command_error"]
 
@@ -96,9 +97,7 @@ def check_checkpoint_database(rt: DashboardRuntime) -> None:
                 key="database.sqlite_dir",
             )
         return
-    import psycopg
-
-    with psycopg.connect(database.postgres_url, connect_timeout=3, **postgres_connect_kwargs(database)) as conn:
+    with Dialect.POSTGRES.connect(database, connect_timeout=3) as conn:
         conn.execute("SELECT 1 FROM checkpoints LIMIT 0")
 
 

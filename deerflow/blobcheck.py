@@ -16,11 +16,11 @@ checkpoints whose ``channel_versions`` name it) and ``checkpoint_writes.blob``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from deerflow.dialect import Dialect
 from deerflow.errors import CheckpointDecodeError
 
 __all__ = ["Undecodable", "decode_error_for", "find_undecodable"]
@@ -61,11 +61,12 @@ def _decodes(serde: Any, type_: str | None, blob: bytes | None, *, checkpoint: b
 
 
 def _rows(conn: Any, sql: str, params: tuple) -> Iterator[tuple]:
-    if isinstance(conn, sqlite3.Connection):
+    dialect = Dialect.of_connection(conn)
+    if dialect is Dialect.SQLITE:
         yield from conn.execute(sql, params)
         return
     with conn.cursor() as cur:
-        cur.execute(sql.replace("?", "%s"), params)
+        cur.execute(dialect.sql(sql), params)
         for row in cur:
             yield tuple(row.values()) if isinstance(row, dict) else tuple(row)
 
@@ -119,10 +120,10 @@ def find_undecodable(saver: Any, thread_id: str, *, limit: int = 20) -> list[Und
     Returns:
         Findings ordered by namespace and checkpoint id.
     """
-    conn = getattr(saver, "conn", None)
-    if conn is None:
+    dialect = Dialect.of_saver(saver)
+    if dialect is None:
         return []
-    found = _sqlite(saver, thread_id) if isinstance(conn, sqlite3.Connection) else _postgres(saver, thread_id)
+    found = _postgres(saver, thread_id) if dialect.has_blob_table else _sqlite(saver, thread_id)
     out: list[Undecodable] = []
     for item in found:
         out.append(item)

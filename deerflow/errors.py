@@ -4,17 +4,40 @@
 
     DeerFlowError
     ├── ConfigError                         config.yaml missing, unreadable or invalid
+    │   └── SeedTargetError                 (deerflow.seed.target) the seed's target database is unusable
     ├── CheckpointModeMismatchError         a thread's checkpoints conflict with the frozen mode (HTTP 409)
     ├── CheckpointModeReconfigurationError  the process was asked to change a frozen value (HTTP 503)
     ├── ThreadNotFoundError                 no checkpoint stored for a thread id (HTTP 404)
     ├── CheckpointNotFoundError             no checkpoint with that id / namespace (HTTP 404)
     ├── CheckpointDecodeError               a stored checkpoint value cannot be decoded (HTTP 422)
     ├── IncompleteHistoryError              a delta checkpoint's replay chain is broken (HTTP 422)
-    └── ReducerError                        a stored write the messages reducer refuses (HTTP 422)
+    ├── ReducerError                        a stored write the messages reducer refuses (HTTP 422)
+    ├── InvalidCursorError                  (deerflow.inventory) a thread-list cursor does not decode
+    ├── BackupNotFoundError                 (deerflow.convert.backups) no active backup with this id
+    │   └── BackupAlreadyPurgedError        the backup was purged before
+    ├── ThreadExistsError                   (deerflow.seed) a seed would overwrite a stored thread
+    ├── NoSqlTablesError                    the saver keeps no SQL tables (InMemorySaver); also a TypeError
+    └── StorageError                        a database driver error at the reader/session boundary
+        ├── StorageUnavailableError         unreachable, locked, busy, disk I/O, unreadable file (an outage)
+        ├── StoragePermissionError          this role or file may not do that (privilege, read-only)
+        └── StorageQueryError               any other driver error: a bad statement, a missing table, a constraint
+
+Outside the tree on purpose (a test lists them): ``deerflow.pool.ServerUnreachable``
+is a ``psycopg_pool.PoolTimeout`` (the pool is lent to LangGraph's saver, whose
+callers expect the driver's class; :mod:`deerflow.sqlread` translates it into
+``StorageUnavailableError``), and ``deerflow.seed.SeedInterrupted`` is a
+``KeyboardInterrupt`` (Ctrl-C must not be caught by ``except Exception``).
 
 The two mode errors and their messages are fixed by the specification
 ("The fail-closed gate" and "HTTP error mapping"); the dashboard maps each
 class to a status code and a remediation hint kept in one registry.
+
+Driver errors (``sqlite3``, ``psycopg``) raised by SQL that :mod:`deerflow.sqlread`
+or :mod:`deerflow.convert.storage` runs are translated there
+(:mod:`deerflow.storage_errors`) with ``raise ... from exc``: the driver's
+error stays available as ``__cause__`` and :attr:`StorageError.driver_error`.
+Errors raised inside LangGraph's savers (``saver.list``, ``saver.put``) are
+LangGraph's and reach the caller as the driver raised them.
 """
 
 from __future__ import annotations
@@ -28,9 +51,14 @@ __all__ = [
     "DeerFlowError",
     "IncompleteHistoryError",
     "MISMATCH_MESSAGE",
+    "NoSqlTablesError",
     "RECONFIGURATION_MESSAGE",
     "ReducerError",
     "SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE",
+    "StorageError",
+    "StoragePermissionError",
+    "StorageQueryError",
+    "StorageUnavailableError",
     "ThreadNotFoundError",
 ]
 
@@ -206,3 +234,50 @@ class ReducerError(DeerFlowError, ValueError):
         self.write_checkpoint_id = write_checkpoint_id
         self.task_id = task_id
         self.missing_ids = missing_ids
+
+
+class NoSqlTablesError(DeerFlowError, TypeError):
+    """The saver keeps no SQL tables (``InMemorySaver``): there is nothing to query, inventory or convert.
+
+    Raised by :func:`deerflow.sqlread.reader_for`. Check
+    :func:`deerflow.sqlread.has_sql_tables` first where a memory saver is a
+    normal case; configure ``backend: sqlite`` or ``postgres`` otherwise. A
+    ``TypeError`` too, for callers written before this class existed.
+    """
+
+    def __init__(self, saver_type: str):
+        super().__init__(f"{saver_type} has no SQL tables to inventory")
+        self.saver_type = saver_type
+
+
+class StorageError(DeerFlowError):
+    """A database driver error (``sqlite3``, ``psycopg``) met by SQL this package ran.
+
+    Raised by :mod:`deerflow.sqlread` (readers and transactions) and
+    :mod:`deerflow.convert.storage` (conversion sessions) ``from`` the driver's
+    error, which :attr:`driver_error` (``__cause__``) holds; ``str(error)`` is
+    the driver's message. Use a subclass to decide what to do.
+    """
+
+    def __init__(self, driver_error: BaseException):
+        super().__init__(str(driver_error))
+        self.driver_error = driver_error
+
+
+class StorageUnavailableError(StorageError):
+    """The database cannot be used now: unreachable server, a pool timeout, SQLite locked or busy, disk I/O.
+
+    An outage, not a bug: retry once the service is back (the dashboard answers 503).
+    """
+
+
+class StoragePermissionError(StorageError):
+    """This database role or file may not do what was asked (a missing privilege, a read-only file or replica)."""
+
+
+class StorageQueryError(StorageError):
+    """Any other driver error: a bad statement, a missing table or column, a violated constraint.
+
+    A bug or a database that is not LangGraph's: it is not retried, and not shown as an outage
+    (except a missing table, which the dashboard reports as a wrong database).
+    """

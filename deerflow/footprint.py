@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from deerflow.dialect import Dialect
 from deerflow.sqlread import reader_for
 
 __all__ = ["CheckpointBytes", "checkpoint_bytes"]
@@ -49,12 +50,12 @@ class CheckpointBytes:
         return self.checkpoint + self.blobs + self.writes
 
 
-def _sql(dialect: str, own: str, step: str, writes_table: str, write_bytes: str) -> str:
-    base = (f"SELECT c.checkpoint_id, {step} AS step, {own} AS own FROM checkpoints c "
-            "WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
-    writes = (f"SELECT w.checkpoint_id, SUM({write_bytes}) AS b FROM {writes_table} w "
+def _sql(dialect: Dialect) -> str:
+    base = (f"SELECT c.checkpoint_id, {dialect.step('c')} AS step, {dialect.checkpoint_bytes('c')} AS own "
+            "FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
+    writes = (f"SELECT w.checkpoint_id, SUM({dialect.write_bytes('w')}) AS b FROM {dialect.writes_table} w "
               "WHERE w.thread_id = ? AND w.checkpoint_ns = ? GROUP BY w.checkpoint_id")
-    if dialect == "sqlite":
+    if not dialect.has_blob_table:
         return (f"SELECT cps.checkpoint_id, cps.step, cps.own, 0 AS blobs, COALESCE(wb.b, 0) AS writes "
                 f"FROM ({base}) cps LEFT JOIN ({writes}) wb ON wb.checkpoint_id = cps.checkpoint_id "
                 "ORDER BY cps.checkpoint_id")
@@ -65,7 +66,7 @@ def _sql(dialect: str, own: str, step: str, writes_table: str, write_bytes: str)
             WHERE c.thread_id = ? AND c.checkpoint_ns = ?
             GROUP BY v.key, v.value
         ), introduced AS (
-            SELECT r.checkpoint_id, SUM(COALESCE(LENGTH(b.blob), 0)) AS b
+            SELECT r.checkpoint_id, SUM({dialect.blob_bytes('b')}) AS b
             FROM refs r JOIN checkpoint_blobs b
               ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.channel = r.channel AND b.version = r.version
             GROUP BY r.checkpoint_id
@@ -85,12 +86,12 @@ def checkpoint_bytes(saver: Any, thread_id: str, checkpoint_ns: str = "") -> lis
         One :class:`CheckpointBytes` per checkpoint (empty for an unknown thread).
 
     Raises:
-        TypeError: the saver keeps no SQL tables (``InMemorySaver``).
+        NoSqlTablesError: the saver keeps no SQL tables (``InMemorySaver``; also a ``TypeError``).
     """
     r = reader_for(saver)
-    sql = _sql(r.dialect, r.checkpoint_bytes("c"), r.step("c"), r.writes_table, r.write_bytes("w"))
+    sql = _sql(r.dialect)
     key = [thread_id, checkpoint_ns]
-    params = key * 2 if r.dialect == "sqlite" else key * 4
+    params = key * (4 if r.dialect.has_blob_table else 2)
     return [CheckpointBytes(row["checkpoint_id"], None if row["step"] is None else int(row["step"]),
                             int(row["own"] or 0), int(row["blobs"] or 0), int(row["writes"] or 0))
             for row in r.query(sql, params)]

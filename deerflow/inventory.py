@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deerflow import summary as summary_table
+from deerflow.errors import DeerFlowError
 from deerflow.sqlread import SqlReader, checkpoint_time, reader_for
 
 __all__ = [
@@ -65,7 +66,7 @@ THREAD_CLASSES = ("full", "delta", "delta_counters_only", "migrated", "inconsist
 SORTS = {"updated": "last_checkpoint_id", "checkpoints": "checkpoint_count", "bytes": "bytes_total"}
 
 
-class InvalidCursorError(ValueError):
+class InvalidCursorError(DeerFlowError, ValueError):
     """A malformed pagination cursor, one made for another sort, or one holding values no database can bind.
 
     Cursors are unsigned base64url JSON: a made-up cursor of the right shape is
@@ -428,7 +429,7 @@ def get_thread_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
     """
     reader = reader_for(saver)
     rows = reader.query(summary_table.row_select_sql(reader, "thread_id = ?"),
-                        [thread_id] * (3 if reader.dialect == "postgres" else 2))
+                        summary_table.row_params(reader, [thread_id]))
     return _to_summary(rows[0]) if rows else None
 
 

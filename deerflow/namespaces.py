@@ -84,7 +84,7 @@ def thread_namespaces(saver: Any, thread_id: str) -> list[Namespace]:
         One :class:`Namespace` per namespace; empty when the thread has no checkpoints.
 
     Raises:
-        TypeError: the saver keeps no SQL tables (``InMemorySaver``).
+        NoSqlTablesError: the saver keeps no SQL tables (``InMemorySaver``; also a ``TypeError``).
     """
     rows = reader_for(saver).query(
         "SELECT checkpoint_ns, COUNT(*) AS n, MIN(checkpoint_id) AS first_id, MAX(checkpoint_id) AS head_id "

@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow.config.database_config import DatabaseConfig
+from deerflow.dialect import Dialect, postgres_connect_kwargs
 from deerflow.errors import ConfigError
 from deerflow.sqlread import Tx, table_exists
 
@@ -38,17 +39,12 @@ def sqlite_checkpoint_path(database: DatabaseConfig) -> Path:
     return database.sqlite_path()
 
 
-def postgres_connect_kwargs(database: DatabaseConfig) -> dict[str, Any]:
-    """psycopg connection kwargs LangGraph's Postgres savers require (and the schema's search_path)."""
-    from psycopg.rows import dict_row
+def _require_sqlite_file(database: DatabaseConfig, *, create: bool) -> Path:
+    """The SQLite checkpoint path, its directory made when ``create``.
 
-    kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    if database.postgres_schema:
-        kwargs["options"] = f"-c search_path={database.postgres_schema}"
-    return kwargs
-
-
-def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Connection:
+    Raises:
+        ConfigError: the file is missing and ``create`` is false.
+    """
     path = sqlite_checkpoint_path(database)
     if not path.exists() and not create:
         raise ConfigError(
@@ -57,11 +53,16 @@ def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Con
             key="database.sqlite_dir",
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    return sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    return path
+
+
+def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Connection:
+    _require_sqlite_file(database, create=create)
+    return Dialect.SQLITE.connect(database, autocommit=False, timeout=30)
 
 
 #: The tables ``SqliteSaver.setup()`` creates (LangGraph's SQLite schema).
-SQLITE_SAVER_TABLES = ("checkpoints", "writes")
+SQLITE_SAVER_TABLES = Dialect.SQLITE.saver_tables
 
 
 def is_wal_file(path: Path) -> bool:
@@ -84,7 +85,7 @@ def _readonly_error(exc: BaseException) -> bool:
 
 
 def _has_saver_tables(conn: sqlite3.Connection) -> bool:
-    return all(table_exists(Tx("sqlite", conn), name) for name in SQLITE_SAVER_TABLES)
+    return all(table_exists(Tx(Dialect.SQLITE, conn), name) for name in SQLITE_SAVER_TABLES)
 
 
 def _setup_sqlite(saver: Any, conn: sqlite3.Connection) -> None:
@@ -190,14 +191,7 @@ async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = Fa
         import aiosqlite
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-        path = sqlite_checkpoint_path(database)
-        if not path.exists() and not create:
-            raise ConfigError(
-                f"SQLite checkpoint file {path} does not exist (database.sqlite_dir={database.sqlite_dir!r}). "
-                "Point sqlite_dir at the directory holding DeerFlow's deerflow.db.",
-                key="database.sqlite_dir",
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = _require_sqlite_file(database, create=create)
         conn = await aiosqlite.connect(str(path), timeout=30)
         try:
             saver = AsyncSqliteSaver(conn)

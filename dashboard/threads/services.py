@@ -38,6 +38,7 @@ from deerflow.runtime.checkpoint_mode import (
     INTERNAL_CHECKPOINT_MODE_KEY,
     checkpoint_metadata_uses_delta,
 )
+from deerflow.sqlread import has_sql_tables
 
 __all__ = [
     "CheckpointRow",
@@ -174,21 +175,20 @@ def _clean_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _lineage_is_delta(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
-    try:
+    if has_sql_tables(rt.saver):
         return inventory.lineage_has_delta_evidence(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
-    except TypeError:
-        # No SQL tables (memory saver): walk the parent chain through the saver.
-        config: dict[str, Any] | None = _config(thread_id, checkpoint_ns, checkpoint_id)
-        seen: set[str] = set()
-        while config is not None:
-            tup = rt.saver.get_tuple(config)
-            if tup is None or tup.config["configurable"]["checkpoint_id"] in seen:
-                return False
-            if checkpoint_metadata_uses_delta(tup.metadata):
-                return True
-            seen.add(tup.config["configurable"]["checkpoint_id"])
-            config = tup.parent_config
-        return False
+    # No SQL tables (memory saver): walk the parent chain through the saver.
+    config: dict[str, Any] | None = _config(thread_id, checkpoint_ns, checkpoint_id)
+    seen: set[str] = set()
+    while config is not None:
+        tup = rt.saver.get_tuple(config)
+        if tup is None or tup.config["configurable"]["checkpoint_id"] in seen:
+            return False
+        if checkpoint_metadata_uses_delta(tup.metadata):
+            return True
+        seen.add(tup.config["configurable"]["checkpoint_id"])
+        config = tup.parent_config
+    return False
 
 
 def _raw_tuple(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> Any:
@@ -207,10 +207,9 @@ def _not_found(rt: DashboardRuntime, thread_id: str) -> ThreadNotFoundError:
 
 
 def _thread_exists(rt: DashboardRuntime, thread_id: str) -> bool:
-    try:
+    if has_sql_tables(rt.saver):
         return inventory.get_thread_summary(rt.saver, thread_id) is not None
-    except TypeError:
-        return rt.saver.get_tuple(_config(thread_id)) is not None
+    return rt.saver.get_tuple(_config(thread_id)) is not None
 
 
 def _lineage_gap(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> LineageGap | None:
@@ -382,10 +381,9 @@ def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[namespaces.N
     Raises:
         ThreadNotFoundError: the thread has no checkpoints.
     """
-    try:
-        found = namespaces.thread_namespaces(rt.saver, thread_id)
-    except TypeError:
+    if not has_sql_tables(rt.saver):
         return []
+    found = namespaces.thread_namespaces(rt.saver, thread_id)
     if not found:
         raise _not_found(rt, thread_id)
     return found
@@ -415,10 +413,7 @@ def thread_summary(rt: DashboardRuntime, thread_id: str, *, head: StateView | No
                  isinstance(counters, dict) and "messages" in counters)
         if (cached := storage.summary_cache.get(rt, thread_id, *facts)) is not None:
             return cached
-    try:
-        summary = inventory.current_summary(rt.saver, thread_id)
-    except TypeError:  # no SQL tables (memory saver)
-        summary = None
+    summary = inventory.current_summary(rt.saver, thread_id) if has_sql_tables(rt.saver) else None
     if summary is None:
         summary = inventory.get_thread_summary(rt.saver, thread_id)
         if summary is None:
@@ -474,10 +469,9 @@ def thread_cadence(rt: DashboardRuntime, thread_id: str) -> Any:
     """
     from deerflow.census import infer_cadences
 
-    try:
-        return infer_cadences(rt.saver, [thread_id], use_summary=False).get(thread_id)
-    except TypeError:
+    if not has_sql_tables(rt.saver):
         return None
+    return infer_cadences(rt.saver, [thread_id], use_summary=False).get(thread_id)
 
 
 def count_threads(rt: DashboardRuntime, *, mode: str | None = None, thread_class: str | None = None,
@@ -486,7 +480,6 @@ def count_threads(rt: DashboardRuntime, *, mode: str | None = None, thread_class
     ``None`` on a saver without SQL tables. Paging and sort arguments are accepted and ignored."""
     from deerflow.thread_count import count_threads as count
 
-    try:
-        return count(rt.saver, mode=mode, thread_class=thread_class, q=q)
-    except TypeError:
+    if not has_sql_tables(rt.saver):
         return None
+    return count(rt.saver, mode=mode, thread_class=thread_class, q=q)

@@ -17,6 +17,7 @@ from dashboard.runtime import DashboardRuntime
 from dashboard.threads.charts import Chart, bytes_chart
 from deerflow import footprint, inventory
 from deerflow import summary as summary_table
+from deerflow.sqlread import has_sql_tables
 
 __all__ = ["REFRESH_LAG_S", "VERIFY_EVERY_S", "SummaryCache", "freshness", "heal_summary", "refresh_inventory",
            "storage_chart", "storage_totals", "summary_cache"]
@@ -68,12 +69,9 @@ summary_cache = SummaryCache()
 
 def freshness(rt: DashboardRuntime) -> summary_table.Freshness | None:
     """How current the thread summary is, or ``None`` for a saver without SQL tables. Writes nothing."""
-    try:
-        if summary_table.access(rt.saver) == "none":
-            return None
-        return summary_table.freshness(rt.saver)
-    except TypeError:  # no SQL tables (memory saver)
+    if not has_sql_tables(rt.saver) or summary_table.access(rt.saver) == "none":
         return None
+    return summary_table.freshness(rt.saver)
 
 
 def refresh_inventory(rt: DashboardRuntime, *, full: bool = False,
@@ -101,10 +99,7 @@ def refresh_inventory(rt: DashboardRuntime, *, full: bool = False,
         The :class:`deerflow.summary.RefreshReport`; ``kind="unavailable"`` (nothing done)
         for a role that may not write the summary or a saver without SQL tables.
     """
-    try:
-        if summary_table.access(rt.saver) != "write":
-            return summary_table.RefreshReport("unavailable", 0, None, 0.0)
-    except TypeError:  # no SQL tables (memory saver)
+    if not has_sql_tables(rt.saver) or summary_table.access(rt.saver) != "write":
         return summary_table.RefreshReport("unavailable", 0, None, 0.0)
     return summary_table.refresh(rt.saver, full=full, lag_s=REFRESH_LAG_S,
                                  verify_s=VERIFY_EVERY_S if periodic else 0.0, rebuild_missing=not periodic)
@@ -117,12 +112,9 @@ def heal_summary(rt: DashboardRuntime, live: inventory.ThreadSummary) -> bool:
     the watermark; a thread page shows the live row and fixes the list's
     copy here. Returns True when the stored row was rewritten.
     """
-    try:
-        if summary_table.access(rt.saver) != "write":
-            return False
-        stored = inventory.stored_summary(rt.saver, live.thread_id)
-    except TypeError:  # no SQL tables (memory saver)
+    if not has_sql_tables(rt.saver) or summary_table.access(rt.saver) != "write":
         return False
+    stored = inventory.stored_summary(rt.saver, live.thread_id)
     if stored == live:
         return False
     summary_table.refresh_threads(rt.saver, [live.thread_id])
@@ -137,10 +129,8 @@ def forget_vanished(rt: DashboardRuntime, thread_id: str) -> bool:
     Call only once the thread is known to have no checkpoints. Returns True
     when a stored row was removed.
     """
-    try:
-        if summary_table.access(rt.saver) != "write" or inventory.stored_summary(rt.saver, thread_id) is None:
-            return False
-    except TypeError:  # no SQL tables (memory saver)
+    if (not has_sql_tables(rt.saver) or summary_table.access(rt.saver) != "write"
+            or inventory.stored_summary(rt.saver, thread_id) is None):
         return False
     summary_table.refresh_threads(rt.saver, [thread_id])
     return True
@@ -148,15 +138,13 @@ def forget_vanished(rt: DashboardRuntime, thread_id: str) -> bool:
 
 def storage_chart(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -> Chart | None:
     """The bytes-per-checkpoint chart of one namespace, or ``None`` (no rows, or no SQL tables)."""
-    try:
-        return bytes_chart(footprint.checkpoint_bytes(rt.saver, thread_id, checkpoint_ns))
-    except TypeError:
+    if not has_sql_tables(rt.saver):
         return None
+    return bytes_chart(footprint.checkpoint_bytes(rt.saver, thread_id, checkpoint_ns))
 
 
 def storage_totals(rt: DashboardRuntime) -> dict[str, dict[str, Any]]:
     """Threads and bytes per mode (see :func:`deerflow.inventory.storage_by_mode`); ``{}`` without SQL tables."""
-    try:
-        return inventory.storage_by_mode(rt.saver)
-    except TypeError:
+    if not has_sql_tables(rt.saver):
         return {}
+    return inventory.storage_by_mode(rt.saver)

@@ -19,6 +19,7 @@ from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.storage import ConversionSession, open_session
+from deerflow.errors import DeerFlowError
 from deerflow.sqlread import table_exists
 
 __all__ = ["BackupInfo", "BackupNotFoundError", "copy_to_backup", "list_backups", "purge_backup", "restore_rows"]
@@ -51,7 +52,7 @@ _WHOLE_THREAD_DDL = {
 }
 
 
-class BackupNotFoundError(LookupError):
+class BackupNotFoundError(DeerFlowError, LookupError):
     """No active backup with this id (never made, already restored, or purged)."""
 
 
@@ -78,9 +79,7 @@ class BackupInfo:
 
 
 def _size_expr(session: ConversionSession) -> str:
-    if session.dialect == "sqlite":
-        return "COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0)"
-    return "COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0)"
+    return f"COALESCE(SUM({session.dialect.checkpoint_bytes(None)}), 0)"
 
 
 def ensure_whole_thread_tables(session: ConversionSession) -> None:
@@ -127,12 +126,13 @@ def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *
     if whole_thread:
         blobs, extra = _copy_whole_thread(session, backup_id, thread_id)
         size += extra
-    elif session.dialect == "postgres":
+    elif session.dialect.has_blob_table:
         blobs = session.execute(
             f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} FROM checkpoint_blobs "
             "WHERE thread_id = ? AND channel = 'messages'", [backup_id, thread_id])
-        size += int(session.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_blobs "
-                                  "WHERE thread_id = ? AND channel = 'messages'", [thread_id])[0]["b"])
+        size += int(session.query(f"SELECT COALESCE(SUM({session.dialect.blob_bytes()}), 0) AS b "
+                                  "FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages'",
+                                  [thread_id])[0]["b"])
     created = dt.datetime.now(dt.UTC).isoformat()
     session.execute(
         "INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, status, note) "
@@ -228,7 +228,7 @@ def restore_rows(session: ConversionSession, backup_id: str) -> BackupInfo:
         _restore_whole_thread(session, info)
         session.execute("UPDATE dfa_backups SET status = 'restored' WHERE backup_id = ?", [backup_id])
         return info
-    if session.dialect == "postgres":
+    if session.dialect.has_blob_table:
         # Blobs the conversion wrote (including split versions) go first, while the converted rows name them.
         session.execute(
             "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages' AND EXISTS ("
@@ -243,7 +243,7 @@ def restore_rows(session: ConversionSession, backup_id: str) -> BackupInfo:
         "AND b.checkpoint_id = checkpoints.checkpoint_id)", [info.thread_id, backup_id])
     session.execute(f"INSERT INTO checkpoints ({_CHECKPOINT_COLS}) SELECT {_CHECKPOINT_COLS} "
                     "FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
-    if session.dialect == "postgres":
+    if session.dialect.has_blob_table:
         session.execute(
             "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages' AND EXISTS ("
             "SELECT 1 FROM dfa_backup_checkpoints b WHERE b.backup_id = ? "
@@ -284,7 +284,7 @@ def purge_backup(database: DatabaseConfig, backup_id: str) -> BackupInfo:
             raise BackupAlreadyPurgedError(
                 f"Backup {backup_id!r} of thread {info.thread_id!r} was already purged: its rows are gone.")
         session.execute("DELETE FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
-        if session.dialect == "postgres":
+        if session.dialect.has_blob_table:
             session.execute("DELETE FROM dfa_backup_blobs WHERE backup_id = ?", [backup_id])
         if table_exists(session, "dfa_backup_writes"):
             session.execute("DELETE FROM dfa_backup_writes WHERE backup_id = ?", [backup_id])

@@ -24,8 +24,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.dialect import Dialect
 from deerflow.sqlread import Tx
+from deerflow.storage_errors import translated
 
 __all__ = ["ConversionSession", "open_session"]
 
@@ -53,6 +54,8 @@ _POSTGRES_DDL = [
         version TEXT NOT NULL, type TEXT NOT NULL, blob BYTEA,
         PRIMARY KEY (backup_id, checkpoint_ns, channel, version))""",
 ]
+#: This package's backup tables, per dialect (``dfa_backup_blobs`` only where blobs have their own table).
+_BACKUP_DDL = {Dialect.SQLITE: _SQLITE_DDL, Dialect.POSTGRES: _POSTGRES_DDL}
 
 
 class _NoCommitConnection(sqlite3.Connection):
@@ -71,11 +74,12 @@ class _NoCommitConnection(sqlite3.Connection):
 class ConversionSession(Tx):
     """One connection, one transaction, and a saver bound to it.
 
-    ``query`` and ``execute`` (``?`` placeholders on both dialects) come from
-    :class:`deerflow.sqlread.Tx`.
+    ``query`` and ``execute`` (``?`` placeholders on both dialects, driver
+    errors raised as :class:`deerflow.errors.StorageError`) and the SQL
+    fragments come from :class:`deerflow.sqlread.Tx`.
 
     Attributes:
-        dialect: ``"sqlite"`` or ``"postgres"``.
+        dialect: :class:`deerflow.dialect.Dialect` (``"sqlite"`` or ``"postgres"``).
         saver: ``SqliteSaver`` or ``PostgresSaver`` on the session's connection.
     """
 
@@ -85,13 +89,13 @@ class ConversionSession(Tx):
 
     def ensure_backup_tables(self) -> None:
         """Create this package's backup tables if missing (inside the transaction)."""
-        for ddl in _SQLITE_DDL if self.dialect == "sqlite" else _POSTGRES_DDL:
-            self.conn.execute(ddl)
+        for ddl in _BACKUP_DDL[self.dialect]:
+            self.execute(ddl)
 
     def lock_thread(self, thread_id: str) -> None:
         """Serialize conversions of one thread (Postgres advisory lock; SQLite already holds the write lock)."""
-        if self.dialect == "postgres":
-            self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("dfa.convert:" + thread_id,))
+        with translated():
+            self.dialect.lock_thread(self.conn, "dfa.convert:" + thread_id)
 
     def watermark(self, thread_id: str) -> tuple[int, str | None]:
         """``(checkpoint count, newest checkpoint id)`` of the thread as committed now."""
@@ -111,58 +115,54 @@ class ConversionSession(Tx):
         ``task_path`` is a property of the task (every row of one task carries
         the same one); ``''`` where the saver stored none.
         """
-        table = "writes" if self.dialect == "sqlite" else "checkpoint_writes"
         rows = self.query(
-            f"SELECT DISTINCT checkpoint_ns, checkpoint_id, task_id, task_path FROM {table} "
+            f"SELECT DISTINCT checkpoint_ns, checkpoint_id, task_id, task_path FROM {self.writes_table} "
             "WHERE thread_id = ? AND channel = 'messages'", [thread_id])
         return {(r["checkpoint_ns"], r["checkpoint_id"], r["task_id"]): r["task_path"] for r in rows}
 
     def messages_blob_sizes(self, thread_id: str) -> dict[tuple[str, str], int]:
         """``{(checkpoint_ns, version): bytes}`` of the thread's ``messages`` blobs (Postgres; ``{}`` on SQLite)."""
-        if self.dialect == "sqlite":
+        if not self.dialect.has_blob_table:
             return {}
-        rows = self.query("SELECT checkpoint_ns, version, COALESCE(length(blob), 0) AS b FROM checkpoint_blobs "
+        rows = self.query(f"SELECT checkpoint_ns, version, {self.dialect.blob_bytes()} AS b FROM checkpoint_blobs "
                           "WHERE thread_id = ? AND channel = 'messages'", [thread_id])
         return {(r["checkpoint_ns"], r["version"]): int(r["b"]) for r in rows}
 
     def checkpoint_row_sizes(self, thread_id: str) -> dict[tuple[str, str], int]:
         """``{(checkpoint_ns, checkpoint_id): bytes}`` of each ``checkpoints`` row (checkpoint + metadata)."""
-        size = ("LENGTH(checkpoint) + LENGTH(metadata)" if self.dialect == "sqlite"
-                else "pg_column_size(checkpoint) + pg_column_size(metadata)")
-        rows = self.query(f"SELECT checkpoint_ns, checkpoint_id, {size} AS b FROM checkpoints WHERE thread_id = ?",
-                          [thread_id])
+        rows = self.query(f"SELECT checkpoint_ns, checkpoint_id, {self.checkpoint_bytes(None)} AS b "
+                          "FROM checkpoints WHERE thread_id = ?", [thread_id])
         return {(r["checkpoint_ns"], r["checkpoint_id"]): int(r["b"] or 0) for r in rows}
 
     def stored_bytes(self, thread_id: str) -> int:
         """Bytes the thread occupies in LangGraph's tables (checkpoints, blobs, writes)."""
-        if self.dialect == "sqlite":
-            a = self.query("SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) AS b FROM checkpoints "
-                           "WHERE thread_id = ?", [thread_id])[0]["b"]
-            b = self.query("SELECT COALESCE(SUM(LENGTH(value)), 0) AS b FROM writes WHERE thread_id = ?",
-                           [thread_id])[0]["b"]
-            return int(a) + int(b)
-        a = self.query("SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) AS b "
-                       "FROM checkpoints WHERE thread_id = ?", [thread_id])[0]["b"]
-        b = self.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_blobs "
-                       "WHERE thread_id = ?", [thread_id])[0]["b"]
-        c = self.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_writes "
-                       "WHERE thread_id = ?", [thread_id])[0]["b"]
-        return int(a) + int(b) + int(c)
+        d = self.dialect
+        parts = [f"SELECT COALESCE(SUM({d.checkpoint_bytes(None)}), 0) AS b FROM checkpoints WHERE thread_id = ?",
+                 f"SELECT COALESCE(SUM({d.write_bytes(None)}), 0) AS b FROM {d.writes_table} WHERE thread_id = ?"]
+        if d.has_blob_table:
+            parts.append(f"SELECT COALESCE(SUM({d.blob_bytes()}), 0) AS b FROM checkpoint_blobs WHERE thread_id = ?")
+        return sum(int(self.query(sql, [thread_id])[0]["b"]) for sql in parts)
 
     def commit(self) -> None:
-        """Commit the session's transaction."""
-        if self.dialect == "sqlite":
-            self.conn.really_commit()
-        else:
-            self.conn.commit()
+        """Commit the session's transaction.
+
+        Raises:
+            StorageError: the commit failed (the transaction is rolled back by the database).
+        """
+        with translated():
+            if isinstance(self.conn, _NoCommitConnection):
+                self.conn.really_commit()
+            else:
+                self.conn.commit()
 
     def rollback(self) -> None:
         """Roll the session's transaction back."""
-        if self.dialect == "sqlite":
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-        else:
-            self.conn.rollback()
+        with translated():
+            if isinstance(self.conn, _NoCommitConnection):
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            else:
+                self.conn.rollback()
 
 
 @contextmanager
@@ -178,47 +178,34 @@ def open_session(database: DatabaseConfig, *, write: bool = True) -> Iterator[Co
             transaction; Postgres: ``REPEATABLE READ``, read only).
 
     The transaction is rolled back on exit unless :meth:`ConversionSession.commit`
-    was called. Raises ``ValueError`` for the memory backend (nothing persists).
-    The SQLite saver's ``setup()`` runs first, outside the transaction, and may
-    migrate an older file (LangGraph's own migration, e.g. ``writes.task_path``).
+    was called. The SQLite saver's ``setup()`` runs first, outside the
+    transaction, and may migrate an older file (LangGraph's own migration,
+    e.g. ``writes.task_path``).
+
+    Raises:
+        ConfigError: the memory backend (nothing persists); also a ``ValueError``.
+        StorageError: connecting, ``setup()`` or beginning failed (e.g.
+            :class:`~deerflow.errors.StorageUnavailableError`: locked, unreachable).
     """
-    if database.backend == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        path = sqlite_checkpoint_path(database)
-        conn = sqlite3.connect(str(path), isolation_level=None, timeout=60,
-                               check_same_thread=False, factory=_NoCommitConnection)
+    dialect = Dialect.of_database(database, purpose="conversion")
+    if dialect is Dialect.SQLITE:
+        from langgraph.checkpoint.sqlite import SqliteSaver as saver_type
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver as saver_type
+    with translated():
+        conn = (dialect.connect(database, timeout=60, factory=_NoCommitConnection) if dialect is Dialect.SQLITE
+                else dialect.connect(database, autocommit=False))
+    try:
+        with translated():
+            saver = saver_type(conn)
+            if dialect is Dialect.SQLITE:
+                saver.setup()
+            dialect.begin(conn, write=write)
+        session = ConversionSession(dialect, conn, saver)
         try:
-            saver = SqliteSaver(conn)
-            saver.setup()
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            session = ConversionSession("sqlite", conn, saver)
-            try:
-                yield session
-            finally:
+            yield session
+        finally:
+            if not getattr(conn, "closed", False):
                 session.rollback()
-        finally:
-            conn.close()
-        return
-    if database.backend == "postgres":
-        import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        kwargs = postgres_connect_kwargs(database)
-        kwargs["autocommit"] = False
-        conn = psycopg.connect(database.postgres_url, **kwargs)
-        if not write:
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
-        try:
-            saver = PostgresSaver(conn)
-            session = ConversionSession("postgres", conn, saver)
-            try:
-                yield session
-            finally:
-                if not conn.closed:
-                    conn.rollback()
-        finally:
-            conn.close()
-        return
-    raise ValueError("conversion needs a persistent backend (sqlite or postgres), not 'memory'")
+    finally:
+        conn.close()

@@ -42,7 +42,6 @@ import contextlib
 import itertools
 import queue
 import random
-import sqlite3
 import threading
 import time
 import uuid
@@ -52,7 +51,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import open_checkpointer, postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.dialect import Dialect
+from deerflow.errors import DeerFlowError
+from deerflow.savers import open_checkpointer, sqlite_checkpoint_path
 from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
 from deerflow.seed.target import SeedTargetError, analyze, check_target, loaded_tables
 from deerflow.seed.template import Template, record_template
@@ -208,7 +209,7 @@ def _record_all(database: DatabaseConfig, plan: SeedPlan, seed: str) -> list[Tem
     kinds = list(weights)
     while len(kinds) < count:
         kinds.append(max(weights, key=lambda k: weights[k] / (1 + kinds.count(k))))
-    dialect = "sqlite" if database.backend == "sqlite" else "postgres"
+    dialect = Dialect.of_database(database, purpose="seeding")
     return [
         record_template(key=f"{kind}-{i}", kind=kind, dialect=dialect, turns=plan.turns_max,
                         snapshot_frequency=plan.snapshot_frequency, seed=seed,
@@ -240,7 +241,7 @@ def _specs(plan: SeedPlan, templates: list[Template], rng: random.Random, seed: 
         yield template, CloneSpec(thread_id=tid, turns=turns, start_us=end - length, turn_gap_us=gap)
 
 
-class ThreadExistsError(ValueError):
+class ThreadExistsError(DeerFlowError, ValueError):
     """A thread id the plan would write already has checkpoints in the target database.
 
     Attributes:
@@ -299,11 +300,8 @@ def _refuse_existing(conn: Any, dialect: str, database: DatabaseConfig, seed: st
     tx = Tx(dialect, conn)
     ids = _thread_ids(seed, count)
     while chunk := list(itertools.islice(ids, _CHECK_IDS)):
-        if dialect == "postgres":
-            rows = tx.query("SELECT thread_id FROM checkpoints WHERE thread_id = ANY(?) LIMIT 1", [chunk])
-        else:
-            marks = ", ".join("?" for _ in chunk)
-            rows = tx.query(f"SELECT thread_id FROM checkpoints WHERE thread_id IN ({marks}) LIMIT 1", chunk)
+        where, params = tx.dialect.in_list("thread_id", chunk)
+        rows = tx.query(f"SELECT thread_id FROM checkpoints WHERE {where} LIMIT 1", params)
         if rows:
             raise ThreadExistsError(rows[0]["thread_id"], describe_database(database))
 
@@ -419,8 +417,8 @@ def _sample(template: Template, spec: CloneSpec) -> SeededThread:
                         last.digest, last.message_count)
 
 
-def _new_batch(dialect: str) -> PostgresBatch | SqliteBatch:
-    return SqliteBatch() if dialect == "sqlite" else PostgresBatch()
+def _new_batch(dialect: Dialect) -> PostgresBatch | SqliteBatch:
+    return PostgresBatch() if dialect is Dialect.POSTGRES else SqliteBatch()
 
 
 def _account(report: SeedReport, batch: Any, threads: int, kinds: Counter, started: float) -> None:
@@ -448,7 +446,7 @@ class _Writer:
 
     def __init__(self, database: DatabaseConfig, summary: SqlReader | None = None):
         self.database = database
-        self.dialect = "sqlite" if database.backend == "sqlite" else "postgres"
+        self.dialect = Dialect.of_database(database, purpose="seeding")
         self.summary = summary
         self.summarized = 0
         self.summary_seconds = 0.0
@@ -463,15 +461,10 @@ class _Writer:
         return self
 
     def _connect(self) -> Any:
-        if self.database.backend == "sqlite":
-            conn = sqlite3.connect(str(sqlite_checkpoint_path(self.database)), timeout=60, check_same_thread=False)
+        conn = self.dialect.connect(self.database, autocommit=False, timeout=60)
+        if self.dialect is Dialect.SQLITE:
             conn.execute("PRAGMA synchronous = OFF")
             return conn
-        import psycopg
-
-        kwargs = postgres_connect_kwargs(self.database)
-        kwargs["autocommit"] = False
-        conn = psycopg.connect(self.database.postgres_url, **kwargs)
         conn.execute("SET synchronous_commit = off")
         conn.commit()
         return conn
@@ -493,9 +486,8 @@ class _Writer:
                 self._count(batch, len(ids))
             except BaseException as exc:  # noqa: BLE001 - handed to the submitting thread
                 self.error = exc
-                if self.dialect == "postgres":
-                    with contextlib.suppress(Exception):
-                        self.conn.rollback()
+                with contextlib.suppress(Exception):  # SQLite's ``with conn`` rolled back already
+                    self.conn.rollback()
 
     def _count(self, batch: Any, threads: int) -> None:
         done = self.committed
@@ -512,7 +504,7 @@ class _Writer:
             return
         started = time.monotonic()
         tx = Tx(self.dialect, self.conn)
-        if self.dialect == "postgres":
+        if self.dialect is Dialect.POSTGRES:
             # The batch's threads are a few hundred keys of the thread_id indexes, but tables being
             # bulk-loaded have stale or no statistics: the planner would scan each whole table once
             # per batch (quadratic over the load), in parallel and JIT-compiled. Measured at 20k

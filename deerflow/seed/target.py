@@ -17,13 +17,13 @@ without them Postgres plans the thread list's freshness count
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
 from pathlib import Path
 
 from deerflow.config.database_config import DatabaseConfig
+from deerflow.dialect import Dialect
 from deerflow.errors import ConfigError
-from deerflow.savers import SQLITE_SAVER_TABLES, postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.savers import sqlite_checkpoint_path
 from deerflow.sqlread import Tx, table_exists
 
 __all__ = ["CONNECT_TIMEOUT_S", "SUMMARY_TABLES", "SeedTargetError", "analyze", "check_target", "loaded_tables"]
@@ -97,10 +97,7 @@ def _check_sqlite_dir(database: DatabaseConfig) -> None:
 
 
 def _check_postgres(database: DatabaseConfig) -> None:
-    import psycopg
-
-    with psycopg.connect(database.postgres_url, connect_timeout=CONNECT_TIMEOUT_S,
-                         **postgres_connect_kwargs(database)) as conn:
+    with Dialect.POSTGRES.connect(database, connect_timeout=CONNECT_TIMEOUT_S) as conn:
         row = conn.execute("SELECT current_schema() AS s, current_setting('search_path') AS p").fetchone()
         where = f"database {conn.info.dbname} on {conn.info.host}:{conn.info.port}"
     if row["s"] is not None:
@@ -119,8 +116,7 @@ def _check_postgres(database: DatabaseConfig) -> None:
 
 def loaded_tables(dialect: str, *, summary: bool) -> tuple[str, ...]:
     """The tables a seed fills: LangGraph's (per ``dialect``), and the summary's when ``summary``."""
-    own = SQLITE_SAVER_TABLES if dialect == "sqlite" else ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-    return own + (SUMMARY_TABLES if summary else ())
+    return Dialect(dialect).saver_tables + (SUMMARY_TABLES if summary else ())
 
 
 def analyze(database: DatabaseConfig, tables: tuple[str, ...]) -> float:
@@ -134,18 +130,17 @@ def analyze(database: DatabaseConfig, tables: tuple[str, ...]) -> float:
         psycopg.Error / sqlite3.Error: the database cannot be reached.
     """
     started = time.monotonic()
-    if database.backend == "sqlite":
-        with contextlib.closing(sqlite3.connect(str(sqlite_checkpoint_path(database)), timeout=60)) as conn:
+    dialect = Dialect.of_database(database, purpose="ANALYZE")
+    if dialect is Dialect.SQLITE:
+        with contextlib.closing(dialect.connect(database, autocommit=False, timeout=60)) as conn:
             # As the seed's writer: closing the file otherwise fsyncs everything the load left unsynced.
             conn.execute("PRAGMA synchronous = OFF")
             conn.execute(f"PRAGMA analysis_limit = {_SQLITE_ANALYSIS_LIMIT}")
-            _analyze_present(Tx("sqlite", conn), tables)
+            _analyze_present(Tx(dialect, conn), tables)
             conn.commit()
     else:
-        import psycopg
-
-        with psycopg.connect(database.postgres_url, **postgres_connect_kwargs(database)) as conn:
-            _analyze_present(Tx("postgres", conn), tables)
+        with dialect.connect(database) as conn:
+            _analyze_present(Tx(dialect, conn), tables)
     return time.monotonic() - started
 
 

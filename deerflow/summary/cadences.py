@@ -26,10 +26,7 @@ __all__ = ["counter_expr", "replace_cadences", "snapshot_sql"]
 
 def counter_expr(reader: SqlReader, alias: str, index: int) -> str:
     """SQL for ``counters_since_delta_snapshot["messages"][index]`` of ``alias``'s metadata (an integer or NULL)."""
-    if reader.dialect == "sqlite":
-        return (f"CAST(json_extract(CAST({alias}.metadata AS TEXT), "
-                f"'$.counters_since_delta_snapshot.messages[{index}]') AS INTEGER)")
-    return f"(({alias}.metadata->'counters_since_delta_snapshot'->'messages'->>{index})::bigint)"
+    return reader.counter(alias, index)
 
 
 def snapshot_sql(r: SqlReader, where: str) -> str:

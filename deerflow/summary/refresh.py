@@ -41,6 +41,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from deerflow.dialect import Dialect
 from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for, table_exists
 from deerflow.summary.cadences import replace_cadences
 from deerflow.summary.rows import recompute, upsert_rows
@@ -83,9 +84,8 @@ def _now() -> str:
 
 
 def _locked(tx: Tx) -> bool:
-    if tx.dialect != "postgres":
-        return True
-    return bool(tx.query("SELECT pg_try_advisory_xact_lock(hashtext(?)) AS ok", [_LOCK_KEY])[0]["ok"])
+    sql = tx.dialect.try_lock_sql()
+    return True if sql is None else bool(tx.query(sql, [_LOCK_KEY])[0]["ok"])
 
 
 def id_floor(moment: dt.datetime) -> str:
@@ -192,19 +192,13 @@ def _incremental(tx: Tx, reader: SqlReader, watermark: str, lag_s: float) -> tup
     return recompute(tx, reader, touched), max(watermark, newest or watermark)
 
 
-def _backup_marks(tx: Tx, dialect: str) -> tuple[str, int] | None:
+def _backup_marks(tx: Tx, dialect: Dialect) -> tuple[str, int] | None:
     """``(newest backup time, restored backups)`` of ``deerflow.convert``'s ``dfa_backups``, or ``None`` if absent."""
     if not table_exists(tx, "dfa_backups"):
         return None
-    row = tx.query(f"SELECT MAX({_created(dialect)}) AS newest, "
+    row = tx.query(f"SELECT MAX({dialect.timestamp_text('created_at')}) AS newest, "
                    "SUM(CASE WHEN status = 'restored' THEN 1 ELSE 0 END) AS restored FROM dfa_backups")[0]
     return row["newest"] or "", int(row["restored"] or 0)
-
-
-def _created(dialect: str) -> str:
-    if dialect == "sqlite":
-        return "created_at"
-    return "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
 
 
 def _backups(tx: Tx, reader: SqlReader, state: dict[str, Any], *, rescan: bool) -> int:
@@ -217,7 +211,7 @@ def _backups(tx: Tx, reader: SqlReader, state: dict[str, Any], *, rescan: bool) 
     if not rescan:
         return 0
     ids = [r["thread_id"] for r in tx.query(
-        f"SELECT DISTINCT thread_id FROM dfa_backups WHERE {_created(reader.dialect)} > ? OR "
+        f"SELECT DISTINCT thread_id FROM dfa_backups WHERE {reader.dialect.timestamp_text('created_at')} > ? OR "
         "(status = 'restored' AND ? <> ?)", [seen[0], marks[1], seen[1]])]
     return recompute(tx, reader, ids)
 

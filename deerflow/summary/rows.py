@@ -32,10 +32,11 @@ def row_select_sql(reader: SqlReader, where: str) -> str:
     parameters must be passed once per table (3 times on Postgres, 2 on SQLite).
     """
     r = reader
-    blobs = (f"LEFT JOIN (SELECT thread_id, SUM(COALESCE(LENGTH(blob), 0)) AS b FROM checkpoint_blobs "
+    has_blobs = r.dialect.has_blob_table
+    blobs = (f"LEFT JOIN (SELECT thread_id, SUM({r.dialect.blob_bytes()}) AS b FROM checkpoint_blobs "
              f"WHERE {where} GROUP BY thread_id) bl ON bl.thread_id = agg.thread_id"
-             if r.dialect == "postgres" else "")
-    blob_bytes = "COALESCE(bl.b, 0)" if r.dialect == "postgres" else "0"
+             if has_blobs else "")
+    blob_bytes = "COALESCE(bl.b, 0)" if has_blobs else "0"
     head_delta = f"({r.marker('h')} OR {r.counters('h')})"
     mode_cls = (
         "CASE WHEN agg.marker_count = 0 AND agg.counters_count = 0 THEN 'full' "
@@ -74,7 +75,7 @@ def row_select_sql(reader: SqlReader, where: str) -> str:
 
 def row_params(reader: SqlReader, params: list[Any]) -> list[Any]:
     """``params`` of a :func:`row_select_sql` filter, repeated once per table it filters."""
-    return params * (3 if reader.dialect == "postgres" else 2)
+    return params * len(reader.dialect.saver_tables)
 
 
 def upsert_rows(tx: Tx, reader: SqlReader, where: str, params: list[Any]) -> int:

@@ -26,7 +26,10 @@ import time
 import weakref
 from typing import Any
 
+from deerflow.dialect import Dialect
+from deerflow.errors import StoragePermissionError, StorageQueryError
 from deerflow.sqlread import Tx, reader_for, table_exists
+from deerflow.storage_errors import driver_error
 
 __all__ = ["ACCESS_TTL_S", "MIGRATIONS", "OPTIONAL_STEPS", "SUMMARY_COLUMNS", "access", "ensure_schema",
            "forget", "is_denied", "is_summary_table_missing"]
@@ -43,9 +46,8 @@ _SORT_INDEXES = [("updated", "last_checkpoint_id"), ("count", "checkpoint_count"
 ACCESS_TTL_S = 60.0
 
 
-def _migrations(dialect: str) -> list[str]:
-    big, flag = ("BIGINT", "SMALLINT") if dialect == "postgres" else ("INTEGER", "INTEGER")
-    concurrently = "CONCURRENTLY " if dialect == "postgres" else ""
+def _migrations(dialect: Dialect) -> list[str]:
+    big, flag, concurrently = dialect.bigint, dialect.smallint, dialect.concurrently
     steps = [
         "CREATE TABLE IF NOT EXISTS dfa_summary_migrations (v INTEGER PRIMARY KEY)",
         f"""CREATE TABLE IF NOT EXISTS dfa_thread_summary (
@@ -77,14 +79,14 @@ def _migrations(dialect: str) -> list[str]:
     steps.append("UPDATE dfa_summary_state SET watermark = NULL WHERE id = 1")  # rebuild every thread's facts
     # The count check (deerflow.summary.refresh): checkpoints at or below the watermark the summary
     # does not count (NULL: never checked), and when it last compared.
-    exists = "IF NOT EXISTS " if dialect == "postgres" else ""
+    exists = dialect.add_column_if_not_exists
     steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}missing {big}")
     steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}verified_at TEXT")
     return steps
 
 
 #: Migrations per dialect; the position is the version (LangGraph's convention). Never edit, only append.
-MIGRATIONS = {"sqlite": _migrations("sqlite"), "postgres": _migrations("postgres")}
+MIGRATIONS = {dialect: _migrations(dialect) for dialect in Dialect}
 #: Versions whose failure for lack of privilege is logged and retried later instead of raised
 #: (the index on LangGraph's ``checkpoints``, which needs the table's owner).
 OPTIONAL_STEPS = frozenset({MIGRATIONS["postgres"].index(next(
@@ -95,7 +97,13 @@ _MIGRATE_LOCK = "dfa.summary.migrate"
 
 
 def is_denied(exc: BaseException) -> bool:
-    """True for "this role or file may not do that" errors (privileges, read-only database or replica)."""
+    """True for "this role or file may not do that" errors (privileges, read-only database or replica).
+
+    ``exc`` may be the driver's error or its :class:`deerflow.errors.StorageError`.
+    """
+    if isinstance(exc, StoragePermissionError):
+        return True
+    exc = driver_error(exc)
     if isinstance(exc, sqlite3.OperationalError):
         text = str(exc).lower()
         return "readonly" in text or "read-only" in text or "unable to open" in text
@@ -107,7 +115,11 @@ def is_denied(exc: BaseException) -> bool:
 
 
 def is_summary_table_missing(exc: BaseException) -> bool:
-    """True when ``exc`` says one of this package's ``dfa_*`` tables does not exist (dropped under a process)."""
+    """True when ``exc`` says one of this package's ``dfa_*`` tables does not exist (dropped under a process).
+
+    ``exc`` may be the driver's error or its :class:`deerflow.errors.StorageError`.
+    """
+    exc = driver_error(exc)
     if isinstance(exc, sqlite3.OperationalError):
         return "no such table: dfa_" in str(exc)
     try:
@@ -142,9 +154,9 @@ def ensure_schema(saver: Any) -> None:
     if saver in _READY:
         return
     reader = reader_for(saver)
-    if reader.dialect == "sqlite":
+    if reader.dialect is Dialect.SQLITE:  # one write transaction (BEGIN IMMEDIATE)
         with reader.transaction() as tx:
-            _apply(tx, MIGRATIONS["sqlite"])
+            _apply(tx, MIGRATIONS[reader.dialect])
     else:
         with reader.autocommit() as auto:
             if auto is None:
@@ -165,7 +177,7 @@ def _apply(tx: Tx, steps: list[str]) -> None:
     for version, step in enumerate(steps):
         if version in done:
             continue
-        if version in OPTIONAL_STEPS and tx.dialect == "postgres":
+        if version in OPTIONAL_STEPS and tx.dialect is Dialect.POSTGRES:
             try:
                 if tx.conn.autocommit:  # CONCURRENTLY: no transaction block, and a failure poisons nothing
                     tx.execute(step)
@@ -180,7 +192,7 @@ def _apply(tx: Tx, steps: list[str]) -> None:
         else:
             try:
                 tx.execute(step)
-            except sqlite3.OperationalError as exc:
+            except StorageQueryError as exc:
                 # SQLite has no ADD COLUMN IF NOT EXISTS: a column already there means this step is done.
                 if "duplicate column name" not in str(exc):
                     raise
@@ -192,7 +204,7 @@ def _probe(saver: Any) -> str:
     reader = reader_for(saver)
     if not (table_exists(reader, "dfa_thread_summary") and table_exists(reader, "dfa_summary_state")):
         return "none"
-    if reader.dialect == "sqlite":
+    if not reader.dialect.table_privileges:
         return "read"
     row = reader.query(
         "SELECT has_table_privilege('dfa_thread_summary', 'SELECT') AND has_table_privilege('dfa_summary_state', 'SELECT') AS r, "
@@ -214,7 +226,7 @@ def access(saver: Any) -> str:
     try:
         ensure_schema(saver)
         # SQLite has no per-table privileges: migrating took the write lock, so it may write.
-        answer = "write" if reader_for(saver).dialect == "sqlite" else _probe(saver)
+        answer = _probe(saver) if reader_for(saver).dialect.table_privileges else "write"
     except Exception as exc:
         if not is_denied(exc):
             raise

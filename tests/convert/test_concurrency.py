@@ -166,8 +166,11 @@ def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(db):
         added = _append_checkpoint_elsewhere(db)  # would wait for the lock if the session held it
         assert session.watermark(THREAD) == before
         if db.backend == "postgres":
-            with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            from deerflow.errors import StoragePermissionError
+
+            with pytest.raises(StoragePermissionError) as refused:
                 session.execute("DELETE FROM checkpoints WHERE thread_id = ?", [THREAD])
+            assert isinstance(refused.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
     assert added in [r[0] for r in execute(db, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?", (THREAD,))]
     if db.backend == "sqlite":
         with open_session(db) as session:

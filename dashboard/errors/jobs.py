@@ -1,0 +1,217 @@
+"""Job errors and the operator-facing texts of the jobs app (one place for hints).
+
+::
+
+    JobError                      an operator request about a job that cannot be honored (data, not a crash)
+    ├── InvalidSelection          the selection names nothing valid (400)
+    │   ├── SelectionTooLarge     more ids than a request may list (400; use a filter)
+    │   ├── IdTooLong             an id longer than any real one (400)
+    │   └── NotADryRun            a conversion's estimate job is not a finished dry run (400)
+    ├── EstimateJobNotFound       the API's estimate_job names no job (400)
+    ├── NothingToConvert          the selection resolved to no thread (400)
+    ├── EstimateRequired          a conversion without a dry-run estimate and without confirmation (400)
+    ├── SizeLimitExceeded         the estimate is above the size limit and was not confirmed (409)
+    ├── ReadOnlyDatabase          the checkpoint database role may only read; a writing job cannot run (409)
+    └── InvalidTransition         pause/resume/cancel/retry/revert not possible in the job's state (409)
+    TransientDatabaseError        a database hiccup worth retrying (Celery autoretries it)
+
+Per-thread failures never raise: they are recorded on the ``ThreadResult``
+row with ``error``, ``hint`` and ``error_code``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import psycopg
+from django.db.utils import OperationalError as DjangoOperationalError
+
+from dashboard.errors.registry import ErrorView
+
+__all__ = [
+    "DELTA_WORKER_COMMAND",
+    "EMPTY_LAUNCH_HINT",
+    "EstimateJobNotFound",
+    "EstimateRequired",
+    "InvalidSelection",
+    "IdTooLong",
+    "InvalidTransition",
+    "JobError",
+    "NotADryRun",
+    "NothingToConvert",
+    "ReadOnlyDatabase",
+    "SelectionTooLarge",
+    "SizeLimitExceeded",
+    "TransientDatabaseError",
+    "UNEXPECTED_ERROR_HINT",
+    "WORKER_FULL_MODE_HINT",
+    "is_transient",
+]
+
+#: How an operator starts a worker that can run conversions.
+DELTA_WORKER_COMMAND = "celery -A dashboard worker -Q dashboard"
+
+#: Recorded with the spec's 409 text when a full-mode worker receives a thread that needs a delta reader.
+WORKER_FULL_MODE_HINT = (
+    "This worker is frozen in full mode. Converting (or dry-running, or reverting) a delta thread reads "
+    "its delta history, which only a delta-mode process may do, so these tasks are routed to the queue "
+    "checkpoints.delta. Start a worker whose config.yaml sets database.checkpoint_channel_mode: delta "
+    f"({DELTA_WORKER_COMMAND}; it also consumes checkpoints.delta), make sure no full-mode worker "
+    "consumes checkpoints.delta, then retry this job."
+)
+
+#: Recorded when a thread failed with an exception nobody anticipated.
+UNEXPECTED_ERROR_HINT = (
+    "Unexpected error; nothing was committed for this thread (each thread is one transaction). "
+    "See the worker log for the traceback, then retry the job."
+)
+
+
+class JobError(Exception):
+    """An operator request about a job that cannot be honored; carries its status, code and hint."""
+
+    status = 400
+    code = "job_error"
+    hint = ""
+
+    def __init__(self, detail: str, *, hint: str | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        if hint is not None:
+            self.hint = hint
+
+    def view(self) -> ErrorView:
+        """The error as the pages and the API show it."""
+        return ErrorView(status=self.status, code=self.code, detail=self.detail, hint=self.hint)
+
+
+class InvalidSelection(JobError):
+    """The selection is malformed or names backups/jobs that cannot be used."""
+
+    code = "invalid_selection"
+    hint = "Select threads by id, by filter (mode, class, updated before/after), or backups by id."
+
+
+class SelectionTooLarge(InvalidSelection):
+    """More ids in one selection than :data:`dashboard.jobs.selection.MAX_SELECTED_IDS`."""
+
+    code = "selection_too_large"
+    hint = ("Select many threads with a filter (mode, thread_class, q, updated_before/after) instead of "
+            "listing their ids, or split the ids into several jobs.")
+
+
+class IdTooLong(InvalidSelection):
+    """A thread or backup id longer than :data:`dashboard.jobs.selection.MAX_ID_LENGTH` characters."""
+
+    code = "id_too_long"
+    hint = "Check the ids: DeerFlow thread ids and backup ids are short; copy them from the thread list or the backups page."
+
+
+class NotADryRun(InvalidSelection):
+    """A conversion names, as its estimate, a job that is not a finished dry run.
+
+    The API words it for ``estimate_job``; :meth:`page_view` words it for the
+    job page's "Convert" form (``POST /jobs/<id>/convert`` on such a job).
+    """
+
+    hint = "Pass the id of a finished dry run of these threads as estimate_job, or confirmed: true."
+    page_hint = ("Open the page of a finished dry run (listed on /jobs/), check its estimate, "
+                 "and confirm the conversion there.")
+
+    def __init__(self, job_id: int):
+        super().__init__(f"Job {job_id} is not a finished dry run; it cannot estimate a conversion.")
+        self.job_id = job_id
+
+    def page_view(self) -> ErrorView:
+        """The error as the job pages show it."""
+        return ErrorView(status=self.status, code=self.code, hint=self.page_hint,
+                         detail=f"Job {self.job_id} is not a finished dry run; start a conversion from a dry run's page.")
+
+
+class EstimateJobNotFound(JobError):
+    """``estimate_job`` (API) names no job."""
+
+    code = "estimate_job_not_found"
+    hint = ("Pass the id of a finished dry run of these threads as estimate_job (GET /api/jobs lists the jobs), "
+            "or confirmed: true.")
+
+
+#: Said when "Convert to full" is launched with neither thread ids nor a filter.
+EMPTY_LAUNCH_HINT = ("Convert one thread from its page, or filter the thread list (id contains, mode, class) and use "
+                     "\"Convert matching threads to full…\"; to select every delta thread, choose Mode: delta.")
+
+
+class NothingToConvert(JobError):
+    """The selection resolved to no thread (for example, no thread needs conversion)."""
+
+    code = "no_threads"
+    hint = "Nothing to do: widen the filter, or check the thread ids."
+
+
+class EstimateRequired(JobError):
+    """A conversion was requested without a finished dry run to estimate it, and without confirmation."""
+
+    code = "estimate_required"
+    hint = ("Run a dry run first (kind dry_run) and launch the conversion from it (estimate_job), "
+            "or confirm explicitly to convert without an estimate.")
+
+
+class SizeLimitExceeded(JobError):
+    """The dry run estimates more bytes after conversion than the size limit; confirm to go ahead."""
+
+    status = 409
+    code = "size_limit_exceeded"
+    hint = ("Full mode stores the whole message list at every checkpoint. Check that the database has room, "
+            "then confirm the size explicitly, or convert fewer threads at a time.")
+
+
+class FullModeFleet(JobError):
+    """A compaction was requested while live registered processes of the fleet run in full mode."""
+
+    status = 409
+    code = "full_mode_fleet"
+    hint = ("A compacted thread is delta: full-mode processes answer 409 for it. Switch every process to "
+            "database.checkpoint_channel_mode: delta and restart it, or override explicitly (force_full_fleet: true).")
+
+class ReadOnlyDatabase(JobError):
+    """The checkpoint database role (or SQLite file) may only be read; a writing job cannot run."""
+
+    status = 409
+    code = "checkpoint_database_read_only"
+    hint = ("Run conversions from a process whose config.yaml connects as a role that may write: "
+            "GRANT INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes TO <role>, "
+            "and CREATE on the schema (or create the dfa_backup tables once as an owner). A dry run only reads "
+            "and works as it is.")
+
+
+class InvalidTransition(JobError):
+    """The job's state does not allow this action (e.g. resume a job that is not paused)."""
+
+    status = 409
+    code = "invalid_transition"
+    hint = "Reload the job page: its state changed, or the action does not apply to it."
+
+
+class TransientDatabaseError(Exception):
+    """A database hiccup (connection dropped, SQLite busy) worth retrying; the thread's transaction rolled back."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for the errors a retry can cure.
+
+    ``psycopg.OperationalError`` (connection lost, server restarting) and
+    SQLite's ``database is locked`` / ``busy``, raw or wrapped by Django.
+    Other ``sqlite3.OperationalError`` values (no such table, disk I/O) are
+    not retried.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, psycopg.OperationalError):
+            return True
+        if isinstance(exc, sqlite3.OperationalError | DjangoOperationalError):
+            text = str(exc).lower()
+            if "locked" in text or "busy" in text:
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -1,0 +1,252 @@
+"""Outages: the checkpoint database, the dashboard's own database or the Celery broker cannot be reached.
+
+:func:`describe_outage` turns such an error into the registry's
+:class:`~dashboard.errors.registry.ErrorView` (HTTP 503, operator words, no
+traceback) and says which service, where, why, and what to do::
+
+    checkpoint_database_unavailable   psycopg.OperationalError (incl. the pool's PoolTimeout), SQLite
+                                      locked / busy / disk I/O / unreadable / read-only / not a database
+                                      (:func:`is_sqlite_outage`): the saver's database
+    checkpoint_tables_missing         the database has no LangGraph checkpoint tables
+    summary_tables_missing            the dashboard's dfa_* summary tables were dropped under this process
+    checkpoint_database_permission    the database role may not do what was asked
+    dashboard_database_unavailable    Django's OperationalError / InterfaceError (users, sessions, jobs), and its
+                                      ProgrammingError when Postgres lacks a table or column (an unmigrated schema)
+    broker_unavailable                kombu.exceptions.OperationalError, redis ConnectionError / TimeoutError
+
+Errors from Django's database arrive wrapped by Django (``django.db.utils``);
+errors from the checkpoint saver arrive raw (psycopg, sqlite3) from LangGraph,
+or as :class:`deerflow.errors.StorageError` (the driver's error as its cause)
+from ``deerflow``'s own SQL, which is how the two are told apart.
+
+A SQL bug is not an outage: a SQLite ``ProgrammingError``, ``IntegrityError``
+or an ``OperationalError`` such as a syntax error or ``no such column`` (all
+``sqlite3.DatabaseError``) goes on as the 500 it is.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import kombu.exceptions
+import psycopg
+import psycopg_pool
+import redis.exceptions
+from django.conf import settings
+from django.db import utils as db_utils
+from kombu.utils.url import maybe_sanitize_url
+
+from deerflow.errors import StorageError
+from deerflow.pool import ServerUnreachable
+from deerflow.savers import is_wal_file
+from deerflow.storage_errors import driver_error
+from deerflow.storage_errors import is_sqlite_outage as _sqlite_unusable
+from deerflow.summary.schema import is_summary_table_missing
+
+__all__ = ["OUTAGES", "describe_outage", "is_outage", "is_sqlite_outage", "postgres_where", "redact"]
+
+#: The exception types :func:`describe_outage` recognises.
+OUTAGES: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.InsufficientPrivilege,
+    sqlite3.DatabaseError,  # only the outages among them (is_sqlite_outage); a SQL bug goes on
+    StorageError,  # deerflow's translation of the above: its driver error decides
+    db_utils.OperationalError,
+    db_utils.InterfaceError,
+    db_utils.ProgrammingError,  # only an unmigrated schema (see is_outage); any other is a bug and goes on
+    kombu.exceptions.OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+
+_START = "Start it (README) and retry."
+
+
+def is_sqlite_outage(exc: BaseException) -> bool:
+    """True for a SQLite error that means the checkpoint file cannot be used as configured.
+
+    Locked, busy, disk I/O, unreadable, not a database
+    (:func:`deerflow.storage_errors.is_sqlite_outage`), read-only, or without
+    LangGraph's or the summary's tables (a wrong file). Not a
+    ``ProgrammingError``, ``IntegrityError``, syntax error or ``no such
+    column``: those are bugs.
+    """
+    if _sqlite_unusable(exc):
+        return True
+    text = str(exc).lower()
+    return type(exc) is sqlite3.OperationalError and ("readonly database" in text or "no such table" in text)
+
+
+def _reason(exc: BaseException) -> str:
+    """The cause in a few words: the first line, without libpq's repeated ``connection ... failed:`` prefix.
+
+    A :class:`~deerflow.pool.ServerUnreachable` gives the reason its pool's direct connection attempt got.
+    """
+    text = exc.reason if isinstance(exc, ServerUnreachable) else str(exc)
+    line = (text.strip().splitlines() or [type(exc).__name__])[0].strip()
+    if "failed: " in line:
+        line = line.rsplit("failed: ", 1)[1]
+    return line.rstrip(".") or type(exc).__name__
+
+
+def postgres_where(url: str) -> str:
+    """``host:port`` of a libpq URL or DSN (no credentials); ``"the configured server"`` if it does not parse."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "the configured server"
+    return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
+
+
+def _probe_postgres(url: str) -> str:
+    """Why a pool found no connection: connect once directly (3 s at most) and report what libpq says."""
+    try:
+        with psycopg.connect(url, connect_timeout=3):
+            return "the server answers, but no pooled connection became free in time"
+    except psycopg.Error as exc:
+        return _reason(exc)
+
+
+def _checkpoint_database() -> tuple[str, object]:
+    """(config.yaml path, its ``database:`` block) of this process, or ``("config.yaml", None)``."""
+    from dashboard.runtime import _runtime_if_started
+
+    rt = _runtime_if_started()
+    return (str(rt.config.path), rt.config.database) if rt else ("config.yaml", None)
+
+
+def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
+    path, database = _checkpoint_database()
+    url = getattr(database, "postgres_url", None) or ""
+    where = postgres_where(url)
+    if is_summary_table_missing(exc):
+        return _summary_tables_missing(exc)
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return ("checkpoint_tables_missing",
+                f"The checkpoint database at {where} has no LangGraph checkpoint tables ({_reason(exc)}).",
+                f"Point database.postgres_url in {path} at DeerFlow's checkpoint database "
+                "(DeerFlow creates the tables when it first starts).")
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return ("checkpoint_database_permission",
+                f"The checkpoint database role at {where} is not allowed to do this: {_reason(exc)}.",
+                "Browsing needs only SELECT on checkpoints, checkpoint_blobs, checkpoint_writes and "
+                "checkpoint_migrations; conversions need a role that may write them.")
+    # A plain PoolTimeout: connect once to tell why (FailFastConnectionPool's ServerUnreachable already did).
+    probe = isinstance(exc, psycopg_pool.PoolTimeout) and not isinstance(exc, ServerUnreachable)
+    reason = _probe_postgres(url) if probe else _reason(exc)
+    if re.search(r'database ".*" does not exist', reason):  # the server answers; the URL names no database
+        return ("checkpoint_database_unavailable",
+                f"The checkpoint database (database.postgres_url in {path}) cannot be reached.",
+                f"PostgreSQL at {where} answers, but {reason.removeprefix('FATAL:').strip()}. Point "
+                f"database.postgres_url in {path} at the database DeerFlow writes its checkpoints to.")
+    return ("checkpoint_database_unavailable",
+            f"The checkpoint database (database.postgres_url in {path}) cannot be reached.",
+            f"PostgreSQL at {where} is unreachable: {reason}. {_START}")
+
+
+def _summary_tables_missing(exc: BaseException) -> tuple[str, str, str]:
+    return ("summary_tables_missing",
+            f"The dashboard's thread summary tables in the checkpoint database are gone ({_reason(exc)}); "
+            "LangGraph's own tables are not affected.",
+            "Reload: the thread list recreates and rebuilds them (or run `python manage.py refresh_inventory`).")
+
+
+def _checkpoint_sqlite(exc: sqlite3.DatabaseError) -> tuple[str, str, str]:
+    path, database = _checkpoint_database()
+    file = database.sqlite_path() if database is not None and hasattr(database, "sqlite_path") else "deerflow.db"
+    reason = _reason(exc)
+    if is_summary_table_missing(exc):
+        return _summary_tables_missing(exc)
+    if "no such table" in reason:
+        return ("checkpoint_tables_missing",
+                f"The SQLite checkpoint file {file} has no LangGraph checkpoint tables ({reason}).",
+                f"Point database.sqlite_dir in {path} at the directory holding DeerFlow's deerflow.db.")
+    if "locked" in reason or "busy" in reason:
+        hint = "Another process holds a write lock on the file; retry in a moment."
+    elif "readonly database" in reason and database is not None and is_wal_file(file):
+        hint = (f"The file is in WAL mode and this process may not write to {file.parent}: a WAL reader must "
+                f"create {file.name}-shm there while no other process has the file open. Let this process's "
+                "user write to that directory (DeerFlow's own user does), or browse a copy (sqlite3 "
+                f"{file.name} \"VACUUM INTO 'copy.db'\" makes one in rollback-journal mode, which a "
+                "read-only process can open).")
+    else:
+        hint = "Check that the file exists and this process may read it, then retry."
+    return ("checkpoint_database_unavailable", f"The SQLite checkpoint file {file} cannot be read: {reason}.", hint)
+
+
+def _dashboard_database(exc: BaseException) -> tuple[str, str, str]:
+    db = settings.DATABASES["default"]
+    reason = _reason(exc.__cause__ or exc)
+    if "sqlite" in db["ENGINE"]:
+        where, service = f"{db['NAME']}", "SQLite file"
+    else:
+        where, service = f"{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}", "PostgreSQL at"
+    detail = "The dashboard's own database (DASHBOARD_DATABASE_URL: users, sessions, tokens, jobs) cannot be used."
+    if _unmigrated(exc) or re.search(r"no such (table|column)", reason):
+        return ("dashboard_database_unavailable", detail,
+                f"{service} {where}: {reason}. Run `python manage.py migrate` (with the same "
+                "DASHBOARD_DATABASE_URL), then retry.")
+    return "dashboard_database_unavailable", detail, f"{service} {where} is unreachable: {reason}. {_START}"
+
+
+def _unmigrated(exc: BaseException) -> bool:
+    """True when Django's Postgres error is a missing table or column: migrations not (all) applied."""
+    return isinstance(exc.__cause__, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn)
+
+
+def _broker(exc: BaseException) -> tuple[str, str, str]:
+    url = maybe_sanitize_url(settings.CELERY_BROKER_URL)
+    service = "Redis" if url.startswith(("redis://", "rediss://")) else "The broker"
+    return ("broker_unavailable", "The Celery broker (CELERY_BROKER_URL) cannot be reached; nothing was sent to the workers.",
+            f"{service} at {url} is unreachable: {_reason(exc)}. {_START} A job launched meanwhile waits paused: "
+            "resume it from its page once the broker is back.")
+
+
+def describe_outage(exc: BaseException) -> tuple[str, str, str] | None:
+    """``(code, detail, hint)`` for an outage error, or ``None`` when ``exc`` is not one (status is 503).
+
+    Passwords in URLs are masked in both texts.
+    """
+    described = _describe(exc)
+    return None if described is None else (described[0], redact(described[1]), redact(described[2]))
+
+
+def _describe(exc: BaseException) -> tuple[str, str, str] | None:
+    exc = driver_error(exc)  # a deerflow StorageError is described by the driver error it translates
+    if isinstance(exc, db_utils.OperationalError | db_utils.InterfaceError) or (
+            isinstance(exc, db_utils.ProgrammingError) and _unmigrated(exc)):
+        return _dashboard_database(exc)
+    if isinstance(exc, kombu.exceptions.OperationalError | redis.exceptions.ConnectionError
+                  | redis.exceptions.TimeoutError):
+        return _broker(exc)
+    if isinstance(exc, psycopg.OperationalError | psycopg.errors.UndefinedTable
+                  | psycopg.errors.InsufficientPrivilege):
+        return _checkpoint_postgres(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and is_sqlite_outage(exc):
+        return _checkpoint_sqlite(exc)
+    return None
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True for the errors :func:`describe_outage` describes.
+
+    Every :data:`OUTAGES` instance is one except a Django ``ProgrammingError``
+    that is not a missing table or column, and a SQLite error that is not
+    :func:`is_sqlite_outage` (bugs, not outages): code that catches
+    ``OUTAGES`` re-raises when this is False. A
+    :class:`deerflow.errors.StorageError` is judged by its driver error.
+    """
+    exc = driver_error(exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        return is_sqlite_outage(exc)
+    return isinstance(exc, OUTAGES) and (not isinstance(exc, db_utils.ProgrammingError) or _unmigrated(exc))
+
+
+_SECRET = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+
+
+def redact(text: str) -> str:
+    """``text`` with any ``scheme://user:password@`` password replaced by ``***``."""
+    return _SECRET.sub(r"\1***@", text)

@@ -1,0 +1,311 @@
+"""The SQL dialect of a checkpoint database: chosen once, asked for every difference.
+
+:class:`Dialect` is a :class:`~enum.StrEnum` (``"sqlite"`` / ``"postgres"``,
+so ``dialect == "postgres"`` still holds) that owns everything the two
+LangGraph layouts do differently, so no module branches on the string:
+
+* **choice** -- :meth:`Dialect.of_database` (a ``database:`` block),
+  :meth:`Dialect.of_connection`, :meth:`Dialect.of_saver`;
+* **connect** -- :meth:`Dialect.connect` (the one place a ``sqlite3`` or
+  ``psycopg`` connection to the checkpoint database is opened) and
+  :func:`postgres_connect_kwargs` (the settings LangGraph's savers need);
+* **placeholders and rows** -- :meth:`Dialect.sql` (``?`` everywhere),
+  :meth:`Dialect.rows`;
+* **table names** -- :attr:`Dialect.writes_table`, :attr:`Dialect.write_value_column`,
+  :attr:`Dialect.saver_tables`, :attr:`Dialect.has_blob_table`;
+* **locks** -- :meth:`Dialect.lock_thread` (``pg_advisory_xact_lock``; SQLite's
+  ``BEGIN IMMEDIATE`` already holds the database write lock), :meth:`Dialect.begin`;
+* **DDL** -- :attr:`Dialect.bigint`, :attr:`Dialect.smallint`,
+  :attr:`Dialect.concurrently`, :attr:`Dialect.add_column_if_not_exists`;
+* **fragments** -- the DeerFlow marker, LangGraph's ``messages`` counters, the
+  step, substring search, stored bytes (:meth:`Dialect.checkpoint_bytes`,
+  :meth:`Dialect.write_bytes`), :meth:`Dialect.table_exists_sql`.
+
+Layouts (LangGraph's, never altered): Postgres ``checkpoints`` (JSONB
+``checkpoint``/``metadata``), ``checkpoint_blobs``, ``checkpoint_writes``
+(value column ``blob``); SQLite ``checkpoints`` (msgpack ``checkpoint`` BLOB,
+JSON ``metadata`` BLOB) and ``writes`` (value column ``value``), with every
+channel value inside the checkpoint blob.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.errors import ConfigError
+from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+
+__all__ = ["Dialect", "postgres_connect_kwargs"]
+
+#: The tables ``SqliteSaver.setup()`` creates (LangGraph's SQLite schema).
+_SQLITE_TABLES = ("checkpoints", "writes")
+#: The tables ``PostgresSaver.setup()`` creates besides its migrations table.
+_POSTGRES_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def postgres_connect_kwargs(database: DatabaseConfig) -> dict[str, Any]:
+    """psycopg connection kwargs LangGraph's Postgres savers require (and the schema's search_path).
+
+    Returns:
+        ``{"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}``
+        plus ``options`` setting ``search_path`` when ``postgres_schema`` is set.
+    """
+    from psycopg.rows import dict_row
+
+    kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    if database.postgres_schema:
+        kwargs["options"] = f"-c search_path={database.postgres_schema}"
+    return kwargs
+
+
+class Dialect(StrEnum):
+    """One of LangGraph's two SQL layouts, with the SQL that differs between them."""
+
+    SQLITE = "sqlite"
+    POSTGRES = "postgres"
+
+    # -- choice ---------------------------------------------------------------------
+    @classmethod
+    def of_database(cls, database: DatabaseConfig, *, purpose: str = "this") -> Dialect:
+        """The dialect of a ``database:`` block.
+
+        Args:
+            database: the ``database:`` block.
+            purpose: what needs SQL tables, for the message (e.g. ``"conversion"``).
+
+        Raises:
+            ConfigError: ``backend: memory`` keeps no SQL tables (also a ``ValueError``).
+        """
+        if database.backend == "memory":
+            raise ConfigError(f"{purpose} needs a persistent backend (sqlite or postgres), not 'memory'",
+                              key="database.backend")
+        return cls(database.backend)
+
+    @classmethod
+    def of_connection(cls, conn: Any) -> Dialect:
+        """``SQLITE`` for a ``sqlite3.Connection``, else ``POSTGRES`` (a psycopg connection or pool)."""
+        return cls.SQLITE if isinstance(conn, sqlite3.Connection) else cls.POSTGRES
+
+    @classmethod
+    def of_saver(cls, saver: Any) -> Dialect | None:
+        """The dialect of a LangGraph saver's tables, or ``None`` for a saver without SQL tables (``InMemorySaver``)."""
+        conn = getattr(saver, "conn", None)
+        if conn is None:
+            return None
+        return cls.of_connection(conn)
+
+    # -- connect --------------------------------------------------------------------
+    def connect(self, database: DatabaseConfig, *, autocommit: bool = True, timeout: float = 30.0,
+                **options: Any) -> Any:
+        """A new connection to the checkpoint database of ``database`` (the caller closes it).
+
+        Args:
+            database: the ``database:`` block (its backend must be this dialect).
+            autocommit: SQLite: ``isolation_level=None`` (no implicit
+                transactions) when true, Python's default otherwise; Postgres:
+                the connection's ``autocommit``.
+            timeout: SQLite: seconds to wait for a lock; Postgres: ignored
+                (pass ``connect_timeout`` in ``options``).
+            options: extra keyword arguments for ``sqlite3.connect`` (e.g.
+                ``factory``) or ``psycopg.connect`` (e.g. ``connect_timeout``).
+
+        Returns:
+            A ``sqlite3.Connection`` (``check_same_thread=False``) or a
+            ``psycopg.Connection`` with :func:`postgres_connect_kwargs`.
+
+        Raises:
+            sqlite3.Error / psycopg.Error: the driver could not connect.
+        """
+        if self is Dialect.SQLITE:
+            kwargs: dict[str, Any] = {"timeout": timeout, "check_same_thread": False}
+            if autocommit:
+                kwargs["isolation_level"] = None
+            kwargs.update(options)
+            return sqlite3.connect(str(database.sqlite_path()), **kwargs)
+        import psycopg
+
+        kwargs = postgres_connect_kwargs(database)
+        kwargs["autocommit"] = autocommit
+        kwargs.update(options)
+        return psycopg.connect(database.postgres_url or "", **kwargs)
+
+    # -- placeholders and rows ------------------------------------------------------
+    def sql(self, sql: str) -> str:
+        """``sql`` written with ``?`` placeholders, in this dialect's paramstyle (Postgres: ``%s``, ``%`` doubled)."""
+        return sql if self is Dialect.SQLITE else sql.replace("%", "%%").replace("?", "%s")
+
+    def rows(self, cursor: Any) -> list[dict[str, Any]]:
+        """Every remaining row of ``cursor`` as a dict keyed by column name."""
+        if self is Dialect.SQLITE:
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        return [dict(r) for r in cursor.fetchall()]
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``(condition, params)``: ``column`` is one of ``values`` (Postgres ``= ANY(?)``, SQLite ``IN (?, ...)``)."""
+        if self is Dialect.POSTGRES:
+            return f"{column} = ANY(?)", [list(values)]
+        return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
+
+    # -- table names ----------------------------------------------------------------
+    @property
+    def writes_table(self) -> str:
+        """LangGraph's pending-writes table: ``writes`` (SQLite) or ``checkpoint_writes`` (Postgres)."""
+        return "writes" if self is Dialect.SQLITE else "checkpoint_writes"
+
+    @property
+    def write_value_column(self) -> str:
+        """The serialized value column of the writes table: ``value`` (SQLite) or ``blob`` (Postgres)."""
+        return "value" if self is Dialect.SQLITE else "blob"
+
+    @property
+    def has_blob_table(self) -> bool:
+        """True when channel values live in ``checkpoint_blobs`` (Postgres), not in the checkpoint (SQLite)."""
+        return self is Dialect.POSTGRES
+
+    @property
+    def saver_tables(self) -> tuple[str, ...]:
+        """The tables LangGraph's saver of this dialect keeps a thread in."""
+        return _SQLITE_TABLES if self is Dialect.SQLITE else _POSTGRES_TABLES
+
+    @property
+    def table_privileges(self) -> bool:
+        """True when roles hold per-table privileges (Postgres ``GRANT``); SQLite has none (file permissions only)."""
+        return self is Dialect.POSTGRES
+
+    def table_exists_sql(self) -> str:
+        """``SELECT ... AS x`` true when the table named by the one ``?`` parameter exists (Postgres: on the search path)."""
+        if self is Dialect.SQLITE:
+            return "SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return "SELECT to_regclass(?) IS NOT NULL AS x"
+
+    # -- transactions and locks -----------------------------------------------------
+    def begin(self, conn: Any, *, write: bool) -> None:
+        """Open a transaction on an autocommit ``conn``.
+
+        SQLite: ``BEGIN IMMEDIATE`` (the database write lock, for the whole
+        transaction) when ``write``, else a deferred ``BEGIN``. Postgres
+        connections opened with ``autocommit=False`` begin on their first
+        statement; this sets ``REPEATABLE READ``, read only, when not ``write``.
+        """
+        if self is Dialect.SQLITE:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            return
+        if not write:
+            import psycopg
+
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+
+    def lock_thread(self, conn: Any, key: str) -> None:
+        """Serialize writers of one thread inside the open transaction.
+
+        Postgres: ``pg_advisory_xact_lock`` on ``key`` (released at commit or
+        rollback). SQLite: nothing to do, ``BEGIN IMMEDIATE`` holds the
+        database write lock already.
+        """
+        if self is Dialect.POSTGRES:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+    def try_lock_sql(self) -> str | None:
+        """SQL taking a transaction-scoped lock on the ``?`` key without waiting (``AS ok``), or ``None`` (SQLite: held)."""
+        if self is Dialect.SQLITE:
+            return None
+        return "SELECT pg_try_advisory_xact_lock(hashtext(?)) AS ok"
+
+    # -- DDL ------------------------------------------------------------------------
+    @property
+    def bigint(self) -> str:
+        """A 64-bit integer column type."""
+        return "INTEGER" if self is Dialect.SQLITE else "BIGINT"
+
+    @property
+    def smallint(self) -> str:
+        """A small integer (flag) column type."""
+        return "INTEGER" if self is Dialect.SQLITE else "SMALLINT"
+
+    @property
+    def concurrently(self) -> str:
+        """``"CONCURRENTLY "`` for ``CREATE INDEX`` on Postgres (needs autocommit), ``""`` on SQLite."""
+        return "" if self is Dialect.SQLITE else "CONCURRENTLY "
+
+    @property
+    def add_column_if_not_exists(self) -> str:
+        """``"IF NOT EXISTS "`` for ``ALTER TABLE ... ADD COLUMN`` on Postgres; SQLite has no such clause."""
+        return "" if self is Dialect.SQLITE else "IF NOT EXISTS "
+
+    def timestamp_text(self, column: str) -> str:
+        """``column`` (SQLite: ISO text already; Postgres: ``TIMESTAMPTZ``) as ISO-8601 UTC text, microseconds."""
+        if self is Dialect.SQLITE:
+            return column
+        return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+
+    # -- fragments over a checkpoints row aliased ``alias`` -------------------------
+    def marker(self, alias: str = "c") -> str:
+        """True when the row carries the DeerFlow delta marker."""
+        if self is Dialect.SQLITE:
+            return (f"COALESCE(json_extract(CAST({alias}.metadata AS TEXT), "
+                    f"'$.{CHECKPOINT_MODE_METADATA_KEY}') = 'delta', 0)")
+        return f"COALESCE({alias}.metadata->>'{CHECKPOINT_MODE_METADATA_KEY}' = 'delta', false)"
+
+    def counters(self, alias: str = "c") -> str:
+        """True when the row carries LangGraph's ``messages`` counters."""
+        if self is Dialect.SQLITE:
+            return f"(json_extract(CAST({alias}.metadata AS TEXT), '$.{COUNTERS_METADATA_KEY}.messages') IS NOT NULL)"
+        return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages') IS NOT NULL)"
+
+    def counter(self, alias: str = "c", index: int = 0) -> str:
+        """``counters_since_delta_snapshot.messages[index]`` as an integer (0: updates, 1: supersteps), or NULL."""
+        if self is Dialect.SQLITE:
+            return (f"CAST(json_extract(CAST({alias}.metadata AS TEXT), "
+                    f"'$.{COUNTERS_METADATA_KEY}.messages[{index}]') AS INTEGER)")
+        return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages'->>{index})::bigint)"
+
+    def step(self, alias: str = "c") -> str:
+        """The metadata ``step`` as an integer, or NULL."""
+        if self is Dialect.SQLITE:
+            return f"CAST(json_extract(CAST({alias}.metadata AS TEXT), '$.step') AS INTEGER)"
+        return (f"(CASE WHEN jsonb_typeof({alias}.metadata->'step') = 'number' "
+                f"THEN ({alias}.metadata->>'step')::bigint END)")
+
+    def contains(self, column: str) -> str:
+        """``column`` contains the next ``?`` parameter as a literal substring, ignoring case.
+
+        Both sides go through the database's ``lower()`` (SQLite: ASCII letters
+        only; Postgres: the database's locale), so ``%`` and ``_`` are plain
+        characters, unlike ``LIKE``.
+        """
+        if self is Dialect.SQLITE:
+            return f"instr(lower({column}), lower(?)) > 0"
+        return f"strpos(lower({column}), lower(?)) > 0"
+
+    @staticmethod
+    def truthy(expr: str) -> str:
+        """``expr`` as an integer 0/1, portable across both dialects."""
+        return f"(CASE WHEN {expr} THEN 1 ELSE 0 END)"
+
+    # -- stored sizes (bytes): one definition for the inventory, summary, census and conversion --
+    def checkpoint_bytes(self, alias: str | None = "c") -> str:
+        """Stored bytes of one ``checkpoints`` row (checkpoint + metadata; Postgres: on-disk, compressed).
+
+        ``alias=None`` names the columns unqualified. NULL columns count 0.
+        """
+        a = f"{alias}." if alias else ""
+        if self is Dialect.SQLITE:
+            return f"(COALESCE(LENGTH({a}checkpoint), 0) + COALESCE(LENGTH({a}metadata), 0))"
+        return f"(pg_column_size({a}checkpoint) + pg_column_size({a}metadata))"
+
+    def write_bytes(self, alias: str | None = "w") -> str:
+        """Bytes of one pending-write row's serialized value (``alias=None``: unqualified)."""
+        a = f"{alias}." if alias else ""
+        return f"COALESCE(LENGTH({a}{self.write_value_column}), 0)"
+
+    @staticmethod
+    def blob_bytes(alias: str | None = None) -> str:
+        """Bytes of one ``checkpoint_blobs`` row's value (Postgres only; ``alias=None``: unqualified)."""
+        a = f"{alias}." if alias else ""
+        return f"COALESCE(LENGTH({a}blob), 0)"
