@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.request import RawPostDataException
 
 from dashboard.errors import ErrorView
 
@@ -60,6 +61,19 @@ def _pairs(query: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
             yield name, value
 
 
+def _keep_body(request: HttpRequest) -> None:
+    """Read (and keep) the body before the form is parsed, so a JSON view behind us can still read it.
+
+    Parsing ``request.POST`` alone would consume the stream. When something
+    earlier (the CSRF check) already parsed the form, the stream is gone and
+    the form is what there is: nothing to keep.
+    """
+    try:
+        request.body  # noqa: B018 - the property reads and caches the body
+    except RawPostDataException:
+        pass
+
+
 class HostileInputMiddleware:
     """Answer 400 ``invalid_parameters`` to a NUL byte or an out-of-range integer anywhere in a request's
     path parameters, query string or form body, on every route (see the module docstring)."""
@@ -77,7 +91,7 @@ class HostileInputMiddleware:
                   or hostile_parameter("query parameter", _pairs(request.GET)))
         if reason is None and request.method == "POST" and request.content_type in (
                 "application/x-www-form-urlencoded", "multipart/form-data"):
-            request.body  # noqa: B018 - read (and keep) the body first: parsing POST alone would consume the stream
+            _keep_body(request)
             reason = hostile_parameter("form field", _pairs(request.POST))
         if reason is None:
             return None

@@ -4,7 +4,7 @@ Per thread (:func:`prune_thread`; a Celery task calls it with one thread id):
 
 1. open a write session and take the same per-thread lock as conversion;
    record the watermark (checkpoint count, newest id);
-2. walk the thread once (:class:`deerflow.convert.converter._Walk`: read
+2. walk the thread once (:class:`deerflow.convert.walk.Walk`: read
    through the saver, one-pass materialization) -- every checkpoint's value
    and digest;
 3. plan (:mod:`deerflow.retention.plan`): kept, deleted, protected (with the
@@ -37,9 +37,10 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
-from deerflow.convert.converter import ThreadReport, _Walk
 from deerflow.convert.encoding import MessageDigester
+from deerflow.convert.report import ThreadReport
 from deerflow.convert.storage import open_session
+from deerflow.convert.walk import Walk
 from deerflow.digest import messages_sha256
 from deerflow.retention.plan import Node, Plan, plan_keep_last, plan_safe_only
 from deerflow.retention.reading import read_through_langgraph
@@ -47,6 +48,11 @@ from deerflow.retention.rebase import RebasePlan, needs_rebase, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.store import MemoryStore, SqlStore
 from deerflow.savers import sqlite_checkpoint_path
+
+
+def _no_rewrite(_tup, _value) -> bool:
+    """The walk's ``needs_rewrite``: retention rewrites no checkpoint the walk hands on (it only reads values)."""
+    return False
 
 __all__ = ["RULES", "keep_last", "prune_thread", "safe_only"]
 
@@ -151,7 +157,7 @@ class _store:  # noqa: N801 - a context manager used like a function
 def _walk(store: Any, thread_id: str) -> tuple[dict[_Key, Any], list[dict[str, Any]]]:
     """``({key: _Entry}, findings)`` for every checkpoint the walk reaches."""
     walk_report = ThreadReport(thread_id=thread_id)
-    entries = {(e.ns, e.checkpoint_id): e for e in _Walk(store.session, thread_id, walk_report)}
+    entries = {(e.ns, e.checkpoint_id): e for e in Walk(store.session, thread_id, walk_report, _no_rewrite)}
     return entries, walk_report.findings
 
 

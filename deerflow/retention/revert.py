@@ -6,9 +6,15 @@ import time
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
-from deerflow.convert.converter import ThreadReport, _Walk
+from deerflow.convert.report import ThreadReport
 from deerflow.convert.storage import open_session
+from deerflow.convert.walk import Walk
 from deerflow.retention.report import PruneReport
+
+
+def _no_rewrite(_tup, _value) -> bool:
+    """The walk's ``needs_rewrite``: retention rewrites no checkpoint the walk hands on (it only reads values)."""
+    return False
 
 __all__ = ["revert_prune"]
 
@@ -37,7 +43,7 @@ def revert_prune(database: DatabaseConfig, backup_id: str) -> PruneReport:
             report.hint = "List backups (manage.py conversion_backups) to find an active one."
             return report
         walk_report = ThreadReport(thread_id=info.thread_id)
-        report.kept_checkpoint_ids = sorted(e.checkpoint_id for e in _Walk(session, info.thread_id, walk_report))
+        report.kept_checkpoint_ids = sorted(e.checkpoint_id for e in Walk(session, info.thread_id, walk_report, _no_rewrite))
         report.bytes_after = session.stored_bytes(info.thread_id)
         report.status = "reverted"
         session.commit()
