@@ -148,46 +148,37 @@ def worker_status(request: HttpRequest) -> HttpResponse:
 @manage_required
 def launch(request: HttpRequest) -> HttpResponse:
     """"Convert to full", step 1: a dry run of the chosen threads (the estimate), then its job page."""
-    form = LaunchForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, form)
-    try:
-        job = services.create_job(request.user, ConversionJob.Kind.DRY_RUN, form.selection(),
-                                  integrity=not form.cleaned_data["skip_integrity"])
-    except JobError as exc:
-        return error_page(request, exc.view())
-    services.launch(job)
-    return _go(request, _job_url(job))
+    return _launch_dry_run(request, ConversionJob.Kind.DRY_RUN)
 
 
 @require_POST
 @manage_required
 def confirm_convert(request: HttpRequest, job_id: int) -> HttpResponse:
     """"Convert to full", step 2: convert what the finished dry run ``job_id`` found convertible."""
-    dry_run = get_object_or_404(ConversionJob, pk=job_id)
-    form = ConfirmConvertForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, form)
-    try:
-        job = services.create_job(request.user, ConversionJob.Kind.CONVERT, source_job=dry_run, **form.options())
-    except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
-        return error_page(request, exc.page_view())
-    except JobError as exc:
-        context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
-        return render(request, "jobs/detail.html", context, status=exc.status)
-    services.launch(job)
-    return _go(request, _job_url(job))
+    return _confirm(request, job_id, ConversionJob.Kind.CONVERT, ConfirmConvertForm)
 
 
 @require_POST
 @manage_required
 def compact_launch(request: HttpRequest) -> HttpResponse:
     """"Compact to delta", step 1: a compaction dry run of the chosen threads, then its job page."""
+    return _launch_dry_run(request, ConversionJob.Kind.COMPACT_DRY_RUN)
+
+
+@require_POST
+@manage_required
+def confirm_compact(request: HttpRequest, job_id: int) -> HttpResponse:
+    """"Compact to delta", step 2: compact what the finished compaction dry run ``job_id`` found."""
+    return _confirm(request, job_id, ConversionJob.Kind.COMPACT, ConfirmCompactForm)
+
+
+def _launch_dry_run(request: HttpRequest, kind: str) -> HttpResponse:
+    """Step 1 of a writing job: the dry run ``kind`` of the posted selection, then its job page."""
     form = LaunchForm(request.POST)
     if not form.is_valid():
         return _invalid(request, form)
     try:
-        job = services.create_job(request.user, ConversionJob.Kind.COMPACT_DRY_RUN, form.selection(),
+        job = services.create_job(request.user, kind, form.selection(),
                                   integrity=not form.cleaned_data["skip_integrity"])
     except JobError as exc:
         return error_page(request, exc.view())
@@ -195,17 +186,15 @@ def compact_launch(request: HttpRequest) -> HttpResponse:
     return _go(request, _job_url(job))
 
 
-@require_POST
-@manage_required
-def confirm_compact(request: HttpRequest, job_id: int) -> HttpResponse:
-    """"Compact to delta", step 2: compact what the finished compaction dry run ``job_id`` found."""
+def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type) -> HttpResponse:
+    """Step 2: the job ``kind`` over what the finished dry run ``job_id`` found; its form errors on that page."""
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
-    form = ConfirmCompactForm(request.POST)
+    form = form_class(request.POST)
     if not form.is_valid():
         return _invalid(request, form)
     try:
-        job = services.create_job(request.user, ConversionJob.Kind.COMPACT, source_job=dry_run, **form.options())
-    except NotADryRun as exc:
+        job = services.create_job(request.user, kind, source_job=dry_run, **form.options())
+    except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
         return error_page(request, exc.page_view())
     except JobError as exc:
         context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
