@@ -38,7 +38,8 @@ from deerflow.dialect import Dialect
 from deerflow.errors import ConfigError
 from deerflow.savers import sqlite_checkpoint_path
 
-__all__ = ["DashboardCommand", "MEMORY_BACKEND_MESSAGE", "check_checkpoint_database", "command_error"]
+__all__ = ["DashboardCommand", "MEMORY_BACKEND_MESSAGE", "check_checkpoint_database", "command_error",
+           "require_delta_mode"]
 
 #: Why a command that reads the checkpoint tables cannot run on the ``memory`` backend.
 MEMORY_BACKEND_MESSAGE = (
@@ -99,6 +100,27 @@ def check_checkpoint_database(rt: DashboardRuntime) -> None:
         return
     with Dialect.POSTGRES.connect(database, connect_timeout=3) as conn:
         conn.execute("SELECT 1 FROM checkpoints LIMIT 0")
+
+
+def require_delta_mode(doing: str, *, nothing_done: str = "Nothing was done.") -> None:
+    """Refuse a command that reads threads' delta history in a process frozen in full mode.
+
+    Args:
+        doing: what the command does, as a gerund (``"converting"``, ``"pruning"``).
+        nothing_done: the sentence saying what was (not) done.
+
+    Raises:
+        CommandError: (returncode 2) this process froze ``checkpoint_channel_mode=full``.
+    """
+    rt = get_runtime()
+    if rt.mode != "delta":
+        raise CommandError(
+            f"This process froze checkpoint_channel_mode={rt.mode} from {rt.config.path}, and {doing} "
+            f"reads each thread's delta history, which only a delta-mode process may read. {nothing_done}\n"
+            "What to do: run this command with DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml "
+            "(database.checkpoint_channel_mode: delta) for the same checkpoint database.",
+            returncode=2,
+        )
 
 
 class DashboardCommand(BaseCommand):

@@ -34,7 +34,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
-from dashboard.commands import DashboardCommand
+from dashboard.commands import DashboardCommand, require_delta_mode
 from dashboard.jobs import services
 from dashboard.jobs.compact_command import CompactCommand
 from dashboard.jobs.errors import JobError
@@ -89,16 +89,7 @@ class Command(DashboardCommand):
             CommandError: this process froze ``checkpoint_channel_mode=full`` (returncode 2), or as
                 :meth:`DashboardCommand.preflight`.
         """
-        rt = get_runtime()
-        if rt.mode != "delta":
-            raise CommandError(
-                f"This process froze checkpoint_channel_mode={rt.mode} from {rt.config.path}, and converting "
-                "reads each thread's delta history, which only a delta-mode process may read. Nothing was done "
-                "(no job was created).\n"
-                "What to do: run this command with DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml "
-                "(database.checkpoint_channel_mode: delta) for the same checkpoint database.",
-                returncode=2,
-            )
+        require_delta_mode("converting", nothing_done="Nothing was done (no job was created).")
         super().preflight()
 
     def handle(self, *args, **opts) -> None:

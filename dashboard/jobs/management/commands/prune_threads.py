@@ -35,7 +35,7 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
-from dashboard.commands import DashboardCommand
+from dashboard.commands import DashboardCommand, require_delta_mode
 from dashboard.runtime import get_runtime
 from deerflow.convert import reclaim_space
 from deerflow.retention import PruneReport, delete_thread, prune_thread, select_threads
@@ -94,15 +94,7 @@ class Command(DashboardCommand):
             CommandError: this process froze ``checkpoint_channel_mode=full`` (returncode 2), or as
                 :meth:`DashboardCommand.preflight`.
         """
-        rt = get_runtime()
-        if rt.mode != "delta":
-            raise CommandError(
-                f"This process froze checkpoint_channel_mode={rt.mode} from {rt.config.path}, and pruning reads "
-                "each thread's delta history, which only a delta-mode process may read. Nothing was done.\n"
-                "What to do: run this command with DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml "
-                "(database.checkpoint_channel_mode: delta) for the same checkpoint database.",
-                returncode=2,
-            )
+        require_delta_mode("pruning")
         super().preflight()
 
     def handle(self, *args: Any, **opts: Any) -> None:
