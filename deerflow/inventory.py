@@ -59,6 +59,7 @@ __all__ = [
     "reader_for",
     "storage_by_mode",
     "stored_summary",
+    "summary_conditions",
 ]
 
 THREAD_CLASSES = ("full", "delta", "delta_counters_only", "migrated", "inconsistent")
@@ -302,6 +303,30 @@ def _validate(limit: int, mode: str | None, thread_class: str | None, sort: str)
         raise ValueError(f"sort must be one of {', '.join(SORTS)}; got {sort!r}")
 
 
+def summary_conditions(reader: Any, *, mode: str | None, thread_class: str | None,
+                       q: str | None) -> tuple[list[str], list[Any]]:
+    """``(conditions, params)`` selecting the list's filters on ``dfa_thread_summary`` (``?`` placeholders).
+
+    Args:
+        reader: the saver's :class:`deerflow.sqlread.SqlReader` (for its substring fragment).
+        mode, thread_class: exact values, or ``None`` for any.
+        q: a literal thread-id substring ignoring case (not a LIKE pattern: ``%`` and ``_`` match
+            themselves), or ``None``.
+
+    Returns:
+        The conditions to ``AND`` together (empty: every thread) and their parameters, in order.
+    """
+    where, params = [], []
+    for column, value in (("mode", mode), ("thread_class", thread_class)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if q:
+        where.append(reader.contains("thread_id"))
+        params.append(q)
+    return where, params
+
+
 def list_threads(
     saver: Any,
     *,
@@ -349,15 +374,7 @@ def list_threads(
                      sort=sort)
     key = SORTS[sort]
     reader = reader_for(saver)
-    where, params = [], []
-    for column, value in (("mode", mode), ("thread_class", thread_class)):
-        if value:
-            where.append(f"{column} = ?")
-            params.append(value)
-    if q:
-        # A literal substring ignoring case on both dialects (LIKE would treat % and _ as wildcards).
-        where.append(reader.contains("thread_id"))
-        params.append(q)
+    where, params = summary_conditions(reader, mode=mode, thread_class=thread_class, q=q)
     if cursor:
         where.append(f"({key}, thread_id) < (?, ?)")
         params.extend(_keyset_position(sort, cursor))

@@ -38,14 +38,7 @@ def count_threads(saver: Any, *, mode: str | None = None, thread_class: str | No
         return sum(1 for r in map(inventory._to_summary, rows)
                    if (not mode or r.mode == mode) and (not thread_class or r.thread_class == thread_class))
     reader = reader_for(saver)
-    where, params = [], []
-    for column, value in (("mode", mode), ("thread_class", thread_class)):
-        if value:
-            where.append(f"{column} = ?")
-            params.append(value)
-    if q:
-        where.append(reader.contains("thread_id"))
-        params.append(q)
+    where, params = inventory.summary_conditions(reader, mode=mode, thread_class=thread_class, q=q)
     rows = reader.query(f"SELECT COUNT(*) AS n FROM dfa_thread_summary {'WHERE ' + ' AND '.join(where) if where else ''}",
                         params)
     return int(rows[0]["n"])
