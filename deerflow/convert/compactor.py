@@ -44,7 +44,7 @@ from deerflow.convert.compact_plan import Decision, SnapshotPlanner, compacted_r
 from deerflow.convert.delta_reader import check_against_langgraph, delta_accessor, read_digest
 from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.convert.storage import ConversionSession, open_session
-from deerflow.convert.walk import Entry, Walk, check_watermark, config_for
+from deerflow.convert.walk import Entry, Walk, check_watermark, config_for, run_attempts
 
 __all__ = ["compact_thread", "dry_run_compact"]
 
@@ -304,20 +304,9 @@ def compact_thread(database: DatabaseConfig, thread_id: str, *, snapshot_frequen
     """
     if snapshot_frequency < 1:
         raise ValueError(f"snapshot_frequency must be at least 1, got {snapshot_frequency}")
-    started = time.monotonic()
-    report = ThreadReport(thread_id=thread_id)
-    for attempt in range(1, max_attempts + 1):
-        report = ThreadReport(thread_id=thread_id, attempts=attempt)
-        with open_session(database) as session:
-            try:
-                _compact_once(session, thread_id, report, snapshot_frequency, integrity=integrity, note=note,
-                              before_commit=before_commit)
-            except Abort as exc:
-                record(report, exc)
-        if report.status != "changed_during_conversion":
-            break
-    report.duration_s = round(time.monotonic() - started, 3)
-    return report
+    return run_attempts(database, thread_id, lambda session, report: _compact_once(
+        session, thread_id, report, snapshot_frequency, integrity=integrity, note=note,
+        before_commit=before_commit), max_attempts=max_attempts)
 
 
 def _compact_once(session: ConversionSession, thread_id: str, report: ThreadReport, k: int, *, integrity: bool,

@@ -58,6 +58,7 @@ from deerflow.convert.walk import Entry as _Entry
 from deerflow.convert.walk import Walk as _Walk
 from deerflow.convert.walk import check_watermark as _check_watermark
 from deerflow.convert.walk import config_for as _config
+from deerflow.convert.walk import run_attempts
 from deerflow.convert.walk import share_decoded_messages as _share_decoded_messages
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import (
@@ -472,19 +473,9 @@ def convert_thread(
         (nothing written, rows byte-identical), or a failure status with
         ``error`` and ``hint``; on failure nothing was written.
     """
-    started = time.monotonic()
-    report = ThreadReport(thread_id=thread_id)
-    for attempt in range(1, max_attempts + 1):
-        report = ThreadReport(thread_id=thread_id, attempts=attempt)
-        with open_session(database) as session:
-            try:
-                _convert_once(session, thread_id, report, integrity=integrity, note=note, before_commit=before_commit)
-            except _Abort as exc:
-                _record(report, exc)
-        if report.status != "changed_during_conversion":
-            break
-    report.duration_s = round(time.monotonic() - started, 3)
-    return report
+    return run_attempts(database, thread_id, lambda session, report: _convert_once(
+        session, thread_id, report, integrity=integrity, note=note, before_commit=before_commit),
+        max_attempts=max_attempts)
 
 
 def _convert_once(session: ConversionSession, thread_id: str, report: ThreadReport, *, integrity: bool,

@@ -9,17 +9,19 @@ predicate. :func:`check_watermark` is the live-writer check both use before comm
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.encoding import MessageDigester, SharingDecoder
 from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace
 from deerflow.convert.reading import iter_checkpoints
-from deerflow.convert.report import Abort, ThreadReport
-from deerflow.convert.storage import ConversionSession
+from deerflow.convert.report import Abort, ThreadReport, record
+from deerflow.convert.storage import ConversionSession, open_session
 
-__all__ = ["Entry", "Walk", "check_watermark", "config_for", "share_decoded_messages"]
+__all__ = ["Entry", "Walk", "check_watermark", "config_for", "run_attempts", "share_decoded_messages"]
 
 
 @dataclass
@@ -136,3 +138,37 @@ def check_watermark(session: ConversionSession, thread_id: str, mark: tuple[int,
     if session.watermark(thread_id) != mark:
         raise Abort("changed_during_conversion", "new checkpoints were written while converting",
                      "Retried automatically; if it keeps happening, convert when the thread is idle.")
+
+
+def run_attempts(database: DatabaseConfig, thread_id: str,
+                 once: Callable[[ConversionSession, ThreadReport], None], *, max_attempts: int) -> ThreadReport:
+    """Run one rewrite of a thread in its own write session, again while new checkpoints keep arriving.
+
+    Each attempt gets a fresh :class:`ThreadReport` (``attempts`` = its number)
+    and a fresh session (:func:`deerflow.convert.storage.open_session`, rolled
+    back unless ``once`` commits). An :class:`Abort` is recorded on the report;
+    only ``changed_during_conversion`` (:func:`check_watermark`) is retried.
+
+    Args:
+        database: the checkpoint database.
+        thread_id: the thread.
+        once: ``once(session, report)``: one attempt; commits the session on success, raises
+            :class:`Abort` otherwise.
+        max_attempts: attempts at most (count, >= 1).
+
+    Returns:
+        The last attempt's report, ``duration_s`` covering every attempt (seconds).
+    """
+    started = time.monotonic()
+    report = ThreadReport(thread_id=thread_id)
+    for attempt in range(1, max_attempts + 1):
+        report = ThreadReport(thread_id=thread_id, attempts=attempt)
+        with open_session(database) as session:
+            try:
+                once(session, report)
+            except Abort as exc:
+                record(report, exc)
+        if report.status != "changed_during_conversion":
+            break
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report
