@@ -16,6 +16,8 @@
     ├── BackupNotFoundError                 (deerflow.convert.backups) no active backup with this id
     │   └── BackupAlreadyPurgedError        the backup was purged before
     ├── ThreadExistsError                   (deerflow.seed) a seed would overwrite a stored thread
+    ├── Abort                               (deerflow.convert.report) a rewrite of one thread stopped, rolled back
+    │   └── RetentionAbort                  (deerflow.retention.report) a prune of one thread stopped, rolled back
     ├── NoSqlTablesError                    the saver keeps no SQL tables (InMemorySaver); also a TypeError
     └── StorageError                        a database driver error at the reader/session boundary
         ├── StorageUnavailableError         unreachable, locked, busy, disk I/O, unreadable file (an outage)

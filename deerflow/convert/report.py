@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from deerflow.errors import DeerFlowError
+
 __all__ = ["STATUSES", "Abort", "ThreadReport", "record"]
 
 STATUSES = ("already_full", "needs_conversion", "blocked", "integrity_mismatch", "converted", "reverted",
@@ -64,12 +66,21 @@ class ThreadReport:
         return asdict(self)
 
 
-class Abort(Exception):
+class Abort(DeerFlowError):
+    """A rewrite of one thread (conversion, compaction, revert) stopped; its transaction is rolled back.
+
+    Raised inside a rewrite and caught by it: :func:`record` puts ``status``
+    (one of :data:`STATUSES`), ``error``, ``hint`` and ``difference`` (where
+    and both digests, for a verification failure) on the thread's report, so
+    callers see a report, never this exception.
+    """
+
     def __init__(self, status: str, error: str, hint: str, difference: dict[str, Any] | None = None):
         super().__init__(error)
         self.status, self.error, self.hint, self.difference = status, error, hint, difference
 
 
 def record(report: ThreadReport, exc: Abort) -> None:
+    """Put an :class:`Abort`'s status, error, hint and difference on ``report``."""
     report.status, report.error, report.hint = exc.status, exc.error, exc.hint
     report.first_difference = exc.difference

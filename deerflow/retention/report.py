@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from deerflow.convert.report import Abort
+
 __all__ = ["FAILED", "PruneReport", "RetentionAbort", "STATUSES"]
 
 STATUSES = ("would_prune", "pruned", "nothing_to_prune", "would_delete", "deleted", "not_found", "blocked",
@@ -12,12 +14,9 @@ STATUSES = ("would_prune", "pruned", "nothing_to_prune", "would_delete", "delete
 FAILED = ("not_found", "blocked", "verification_failed", "changed_during_prune")
 
 
-class RetentionAbort(Exception):
-    """A prune of one thread stopped; the transaction is rolled back. Carries the report's status, error and hint."""
-
-    def __init__(self, status: str, error: str, hint: str, difference: dict[str, Any] | None = None):
-        super().__init__(error)
-        self.status, self.error, self.hint, self.difference = status, error, hint, difference
+class RetentionAbort(Abort):
+    """A prune of one thread stopped; the transaction is rolled back. Carries the report's status
+    (one of :data:`STATUSES`), error, hint and difference, as :class:`deerflow.convert.report.Abort` does."""
 
 
 @dataclass
