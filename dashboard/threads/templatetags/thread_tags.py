@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl
 from django import template
 from django.utils.html import format_html
 
-from dashboard.threads import links
+from dashboard.threads import fragments, links
 from dashboard.threads.jsonify import jsonable
 
 register = template.Library()
@@ -155,3 +155,30 @@ def class_help(thread_class: str) -> str:
 def class_glossary() -> list[tuple[str, str, str]]:
     """``(class, words, meaning)`` of every thread class, for the list's glossary."""
     return [(name, words, meaning) for name, (words, meaning) in CLASS_WORDS.items()]
+
+
+@register.simple_tag(takes_context=True)
+def thread_rows_key(context: Any) -> str:
+    """The cache key of the list's rows, from the context's ``threads`` and ``process_mode``."""
+    return fragments.thread_rows_key(context.get("process_mode"), list(context.get("threads") or []))
+
+
+@register.simple_tag(takes_context=True)
+def message_items_key(context: Any) -> str:
+    """The cache key of a page of message items, from the context's ``state``, ``checkpoint_ns`` and ``mpage``.
+
+    The database comes from the running process (``None`` before start-up); see
+    :func:`dashboard.threads.fragments.message_items_key`.
+    """
+    from dashboard.runtime import _runtime_if_started
+
+    rt = _runtime_if_started()
+    state = context["state"]
+    return fragments.message_items_key(rt.config.database if rt else None, state.thread_id,
+                                       context.get("checkpoint_ns") or "", state.checkpoint_id, context["mpage"])
+
+
+@register.simple_tag
+def fragment_ttl() -> int:
+    """Seconds a cached page fragment lives (:data:`dashboard.threads.fragments.FRAGMENT_TTL_S`)."""
+    return fragments.FRAGMENT_TTL_S

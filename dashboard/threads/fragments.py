@@ -1,0 +1,58 @@
+"""Keys for the template fragments the hot pages cache (Django's ``{% cache %}`` tag, the default cache).
+
+Rendering dominates the list and thread pages (about three quarters of a
+request's time, issue 15 item 7), and their biggest parts are pure functions
+of data the view already holds. A fragment is cached under a digest of
+everything its HTML is drawn from, so a changed input is a new key, never
+stale HTML: there is nothing to invalidate, and entries expire after
+:data:`FRAGMENT_TTL_S`. The cache is per process (``LocMemCache``, Django's
+default) unless ``CACHES`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+__all__ = ["FRAGMENT_TTL_S", "fragment_key", "message_items_key", "thread_rows_key"]
+
+#: Seconds a cached fragment lives (its key already changes with its inputs; this bounds memory).
+FRAGMENT_TTL_S = 600
+
+
+def fragment_key(*parts: Any) -> str:
+    """A SHA-256 hex digest of ``repr`` of ``parts`` (each part's ``repr`` must show all it renders from)."""
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def thread_rows_key(process_mode: str | None, threads: list[Any]) -> str:
+    """Key of the list's rows: the process's mode (it marks refused rows) and every field of every row.
+
+    Args:
+        process_mode: the frozen ``checkpoint_channel_mode`` (``None`` before start-up).
+        threads: the page's :class:`deerflow.inventory.ThreadSummary` rows (dataclasses: ``repr`` lists
+            every field).
+    """
+    return fragment_key("thread-rows", process_mode, threads)
+
+
+def message_items_key(database: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str, mpage: Any) -> str:
+    """Key of a page of message items: where they were read, and what each item draws.
+
+    Args:
+        database: the runtime's ``database:`` block (which store the checkpoint came from).
+        thread_id, checkpoint_ns, checkpoint_id: the checkpoint (its links are drawn from them).
+        mpage: the :class:`dashboard.threads.messages.MessagePage`; every shown field of every item
+            (and of its grouped tool results) enters the key, so two checkpoints that happen to share
+            an id but not content never share HTML.
+    """
+    return fragment_key("message-items", database, thread_id, checkpoint_ns, checkpoint_id, mpage.q, mpage.role,
+                        [_item_parts(item) for item in mpage.items])
+
+
+def _item_parts(item: Any) -> tuple[Any, ...]:
+    message = item.message
+    return (item.index, item.role, item.first_line, item.size, item.preview, item.hidden_chars, item.calls,
+            item.blocks, getattr(item, "snippet", None), getattr(item, "context_page", None),
+            getattr(message, "name", None), getattr(message, "id", None), getattr(message, "tool_call_id", None),
+            [_item_parts(result) for result in item.results])
