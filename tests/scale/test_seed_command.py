@@ -62,9 +62,14 @@ def _query(database: DatabaseConfig, sql: str) -> list[tuple]:
 
 
 def _interrupt_after_first_batch(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``manage.py <args>``, send SIGINT once a progress line reports threads; (result, seconds it took then)."""
+    """Run ``manage.py <args>``, send SIGINT once a progress line reports threads; (result, seconds it took then).
+
+    The child starts with SIGINT ignored, as a background job of a non-interactive shell does (CI, ``&``):
+    the command must install its own handler, so the test passes however the suite itself was started.
+    """
     proc = subprocess.Popen([helpers.PYTHON, "manage.py", *args], cwd=helpers.REPO_ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     seen = []
     try:
         for line in proc.stdout:

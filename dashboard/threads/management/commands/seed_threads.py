@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from typing import Any
 
 import psycopg
@@ -110,6 +111,9 @@ class Command(DashboardCommand):
         """
         check_arguments(options)
         self.seeded: SeedReport | None = None
+        # Ctrl-C is part of this command's contract (whole batches kept, one message): a process started in
+        # the background by a non-interactive shell inherits SIGINT as ignored, so install Python's handler.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return super().execute(*args, **options)
         except SeedInterrupted as exc:
