@@ -158,7 +158,8 @@ class ThreadResult(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["job", "status"])]
+        # thread_id: a thread page lists the jobs that touched it (dashboard.jobs.provenance) without a scan.
+        indexes = [models.Index(fields=["job", "status"]), models.Index(fields=["thread_id"], name="jobs_result_thread_idx")]
 
     def __str__(self) -> str:
         return f"{self.thread_id} ({self.status})"

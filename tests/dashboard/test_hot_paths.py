@@ -1,5 +1,6 @@
-"""The list's rows and a thread page's message items are cached fragments: changed inputs never show old HTML.
+"""The hot pages' shortcuts (issue 15 item 7) never change what they show.
 
+The list's rows and a thread page's message items are cached fragments: changed inputs never show old HTML.
 The cache key is a digest of what each fragment draws (``dashboard.threads.fragments``), so these tests
 change exactly one input at a time and expect the page to follow it, with the same process and cache.
 """
@@ -110,3 +111,10 @@ def test_search_and_role_are_part_of_the_key(tmp_path: Path, runtime_for, staff_
     assert [li.attrs["id"] for li in hits] == ["m-2", "m-3"]
     humans = parse(staff_client.get("/threads/cached-search/", {"role": "human"}).content).find_all("li", cls="message")
     assert [li.attrs["id"] for li in humans] == ["m-0", "m-2"]
+
+
+def test_a_thread_pages_job_list_is_read_through_the_thread_id_index():
+    from dashboard.jobs.models import ThreadResult
+
+    plan = ThreadResult.objects.filter(thread_id="t").select_related("job").order_by("-job__created_at").explain()
+    assert "jobs_result_thread_idx" in plan, plan
