@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from deerflow._langgraph_compat import CONFIG_KEY_CHECKPOINTER
 
 __all__ = ["PrefetchedSaver", "reuse_tuple"]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import RemoveMessage
-from langgraph.channels.binop import _get_overwrite
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from deerflow._langgraph_compat import _get_overwrite
 from deerflow.agents.thread_state import merge_message_writes
 from deerflow.convert.onepass import stored_seed
 

@@ -32,7 +32,7 @@ def package_versions() -> dict[str, str]:
 
 def max_supersteps() -> int:
     """LangGraph's ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT`` as this process sees it (count)."""
-    from langgraph._internal._config import DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT
+    from deerflow._langgraph_compat import DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT
 
     return int(DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT)
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.channels.binop import _get_overwrite
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import StateSnapshot
 
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads import storage
 from deerflow import inventory, namespaces
+from deerflow._langgraph_compat import _DeltaSnapshot, _get_overwrite
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.errors import (
     MISMATCH_MESSAGE,

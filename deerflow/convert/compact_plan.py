@@ -34,9 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph._internal._config import DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
+from deerflow._langgraph_compat import DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT, _DeltaSnapshot
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.onepass import replay
 from deerflow.convert.walk import Entry

@@ -30,8 +30,8 @@ from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V2
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.digest import canonical_messages
 
 __all__ = ["MessageDigester", "MessageEncoder", "RecordingSerializer", "SharingDecoder"]

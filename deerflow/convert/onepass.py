@@ -53,9 +53,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage, BaseMessageChunk, RemoveMessage
-from langgraph.channels.binop import _get_overwrite
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot, _get_overwrite
 from deerflow.agents.thread_state import merge_message_writes
 
 __all__ = ["CheckpointNode", "Finding", "Materialized", "materialize_namespace", "replay", "stored_seed"]

@@ -33,8 +33,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.encoding import MessageDigester

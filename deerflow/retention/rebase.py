@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert.onepass import stored_seed
 
 __all__ = ["RebasePlan", "needs_rebase", "rebase"]

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langgraph._internal._typing import MISSING
-from langgraph.channels.binop import BinaryOperatorAggregate, _get_overwrite
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 
+from deerflow._langgraph_compat import MISSING, _get_overwrite
 from deerflow.runtime.checkpoint_mode import validate_checkpoint_mode
 
 __all__ = [

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import langgraph.pregel._algo as _algo
+from deerflow._langgraph_compat import _algo
 
 __all__ = ["TaskIdRecorder", "clock_seq_of", "iso_ts", "unix_us_of", "uuid6_at"]
 
