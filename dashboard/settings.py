@@ -7,6 +7,7 @@ by :mod:`dashboard.runtime` at start-up.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 from pathlib import Path
 
 import dj_database_url
@@ -42,6 +43,10 @@ INSTALLED_APPS = [
     "dashboard.fleet",
     "dashboard.jobs",
 ]
+# ``manage.py run_benchmarks`` lives with the benchmarks (they import the dashboard, never the other way);
+# a source checkout has the package, the Docker image does not.
+if importlib.util.find_spec("benchmarks") is not None:
+    INSTALLED_APPS.append("benchmarks")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
