@@ -31,7 +31,7 @@ from dashboard.jobs.forms import (
 )
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
-from dashboard.jobs.workers import check_delta_workers
+from dashboard.jobs.workers import check_delta_workers, job_runnability
 from dashboard.middleware import error_page
 from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
@@ -80,6 +80,7 @@ def _job_context(job: ConversionJob, **extra) -> dict:
     confirm = extra.pop("confirm_form", None) or ConfirmConvertForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})
     stalled = stalls.stalled_rows(settings.DASHBOARD_REQUEUE_AFTER_S, job) if job.state == job.State.RUNNING else 0
     return {"job": job, "progress": progress(job), "results": results, "derived": derived, "stalled": stalled,
+            "unrunnable": job_runnability(job),
             "requeue_after_s": settings.DASHBOARD_REQUEUE_AFTER_S,
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
