@@ -10,12 +10,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
+from dashboard.fleet import charts
 from dashboard.fleet.audit import run_audit
 from dashboard.fleet.forms import DismissProcessForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.processes import NotDismissible, dismiss
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
+from dashboard.threads.templatetags.thread_tags import class_words
 
 #: The permission ``POST /audit/dismiss`` needs.
 DISMISS_PERMISSION = "fleet.dismiss_process"
@@ -28,7 +30,9 @@ def audit_page(request: HttpRequest) -> HttpResponse:
     audit = run_audit(get_runtime())
     fragment = request.htmx and not request.htmx.history_restore_request  # a restore needs the whole page
     template = "fleet/_audit_body.html" if fragment else "fleet/audit.html"
-    return render(request, template, {"audit": audit})
+    words = {cls: class_words(cls) for cls in audit.census}
+    return render(request, template, {"audit": audit, "census_chart": charts.census_chart(audit.census, words),
+                                      "storage_chart": charts.storage_chart(audit.storage) if audit.storage else None})
 
 
 @require_POST
