@@ -139,7 +139,7 @@ def test_a_revert_from_the_backups_page(home, page):
     assert "active" not in row.locator("td:nth-child(6)").inner_text() and row.locator("a.revert").count() == 0
 
 
-def test_a_dismissed_stale_process(home, page):
+def test_a_dismissed_stale_process(home, page, tmp_path):
     server = home.server
     home.shell(
         "import datetime as dt; from django.utils import timezone; from dashboard.fleet.models import ProcessRecord; "
@@ -157,6 +157,8 @@ def test_a_dismissed_stale_process(home, page):
     assert "restarted (replaced by celery@old-host (after))" in old.locator("td.process-state").inner_text()
     assert page.locator(".finding[data-code='restarted_process']").count() == 1
     assert page.locator(".finding[data-code='stale_process']").count() == 0
+    assert page.locator("#census-chart g.bar").count() == 5 and page.locator("#storage-by-mode-chart g.bar").count() == 2
+    _shot(page, tmp_path, "audit-restarted-process", full_page=True)
     old.locator("form.dismiss button").click()
     page.wait_for_url(server.url("/audit/"))
     old = page.locator("#processes tr[data-instance-id='before-restart']")
