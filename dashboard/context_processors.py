@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.http import HttpRequest
+from django.utils.functional import SimpleLazyObject
 
 from dashboard.runtime import _runtime_if_started
 
@@ -18,11 +19,13 @@ def runtime(request: HttpRequest) -> dict:
 
 def banners(request: HttpRequest) -> dict:
     """``banners``: config drift, an unreadable config.yaml, threads the fleet cannot read
-    (:mod:`dashboard.fleet.banners`), for staff only (``[]`` for anyone else and before start-up)."""
+    (:mod:`dashboard.fleet.banners`), for staff only (``[]`` for anyone else and before start-up).
+
+    Lazy: computed only when a template reads it (the base template does; htmx fragments do not)."""
     rt = _runtime_if_started()
     user = getattr(request, "user", None)
     if rt is None or user is None or not user.is_staff:
         return {"banners": []}
     from dashboard.fleet.banners import banners as compute
 
-    return {"banners": compute(rt)}
+    return {"banners": SimpleLazyObject(lambda: compute(rt))}
