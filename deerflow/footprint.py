@@ -36,6 +36,9 @@ class CheckpointBytes:
         checkpoint: bytes of its own row.
         blobs: bytes of blob versions it introduced (Postgres).
         writes: bytes of pending writes stored under it.
+        snapshot: a delta snapshot: the row carries DeerFlow's delta marker but no LangGraph
+            ``counters_since_delta_snapshot`` (LangGraph writes the counters on every other delta
+            checkpoint; read from the metadata, nothing deserialized).
     """
 
     checkpoint_id: str
@@ -43,6 +46,7 @@ class CheckpointBytes:
     checkpoint: int
     blobs: int
     writes: int
+    snapshot: bool = False
 
     @property
     def total(self) -> int:
@@ -51,12 +55,13 @@ class CheckpointBytes:
 
 
 def _sql(dialect: Dialect) -> str:
-    base = (f"SELECT c.checkpoint_id, {dialect.step('c')} AS step, {dialect.checkpoint_bytes('c')} AS own "
+    base = (f"SELECT c.checkpoint_id, {dialect.step('c')} AS step, {dialect.checkpoint_bytes('c')} AS own, "
+            f"({dialect.marker('c')} AND NOT {dialect.counters('c')}) AS snap "
             "FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
     writes = (f"SELECT w.checkpoint_id, SUM({dialect.write_bytes('w')}) AS b FROM {dialect.writes_table} w "
               "WHERE w.thread_id = ? AND w.checkpoint_ns = ? GROUP BY w.checkpoint_id")
     if not dialect.has_blob_table:
-        return (f"SELECT cps.checkpoint_id, cps.step, cps.own, 0 AS blobs, COALESCE(wb.b, 0) AS writes "
+        return (f"SELECT cps.checkpoint_id, cps.step, cps.own, cps.snap, 0 AS blobs, COALESCE(wb.b, 0) AS writes "
                 f"FROM ({base}) cps LEFT JOIN ({writes}) wb ON wb.checkpoint_id = cps.checkpoint_id "
                 "ORDER BY cps.checkpoint_id")
     return f"""
@@ -71,7 +76,7 @@ def _sql(dialect: Dialect) -> str:
               ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.channel = r.channel AND b.version = r.version
             GROUP BY r.checkpoint_id
         )
-        SELECT cps.checkpoint_id, cps.step, cps.own, COALESCE(ib.b, 0) AS blobs, COALESCE(wb.b, 0) AS writes
+        SELECT cps.checkpoint_id, cps.step, cps.own, cps.snap, COALESCE(ib.b, 0) AS blobs, COALESCE(wb.b, 0) AS writes
         FROM ({base}) cps
         LEFT JOIN introduced ib ON ib.checkpoint_id = cps.checkpoint_id
         LEFT JOIN ({writes}) wb ON wb.checkpoint_id = cps.checkpoint_id
@@ -93,5 +98,5 @@ def checkpoint_bytes(saver: Any, thread_id: str, checkpoint_ns: str = "") -> lis
     key = [thread_id, checkpoint_ns]
     params = key * (4 if r.dialect.has_blob_table else 2)
     return [CheckpointBytes(row["checkpoint_id"], None if row["step"] is None else int(row["step"]),
-                            int(row["own"] or 0), int(row["blobs"] or 0), int(row["writes"] or 0))
+                            int(row["own"] or 0), int(row["blobs"] or 0), int(row["writes"] or 0), bool(row["snap"]))
             for row in r.query(sql, params)]

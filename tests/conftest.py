@@ -24,6 +24,15 @@ def _fresh_mode_freeze() -> Iterator[None]:
     _reset_checkpoint_mode_freeze_for_tests()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    """Each test starts with an empty Django cache (the fleet banners are cached per process)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def manifest() -> dict:
     """The fixture manifest (the oracle)."""

@@ -23,13 +23,13 @@ from django.utils import timezone
 from dashboard.celery import mode_queue
 from dashboard.fleet.control import LiveCheck, live_check
 from dashboard.fleet.facts import max_supersteps
-from dashboard.fleet.models import ProcessRecord
+from dashboard.fleet.processes import process_rows
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads import storage as thread_storage
 from deerflow import census as census_mod
 from deerflow import inventory
 
-__all__ = ["Audit", "Finding", "run_audit", "thread_census"]
+__all__ = ["Audit", "Finding", "readability_findings", "registry_findings", "run_audit", "thread_census"]
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -81,36 +81,6 @@ class Audit:
         if with_threads:
             out["threads"] = self.threads
         return out
-
-
-def _is_stale(p: ProcessRecord, now: dt.datetime) -> bool:
-    return p.stopped_at is None and (now - p.last_heartbeat).total_seconds() > 3 * p.heartbeat_interval_s
-
-
-#: Seconds of silence after which a stale process counts as gone (a process killed without a clean stop):
-#: still listed, no longer a warning on every audit.
-GONE_AFTER_S = 24 * 3600
-
-
-def _state(p: ProcessRecord, now: dt.datetime) -> str:
-    """``stopped`` (clean shutdown), ``gone`` (silent for :data:`GONE_AFTER_S`), ``stale`` (three missed beats) or ``live``."""
-    if p.stopped_at:
-        return "stopped"
-    if not _is_stale(p, now):
-        return "live"
-    return "gone" if (now - p.last_heartbeat).total_seconds() > GONE_AFTER_S else "stale"
-
-
-def _process_row(p: ProcessRecord, now: dt.datetime) -> dict[str, Any]:
-    state = _state(p, now)
-    return {
-        "name": p.name, "instance_id": p.instance_id, "role": p.role, "host": p.host, "pid": p.pid,
-        "state": state, "mode": p.mode, "snapshot_frequency": p.snapshot_frequency,
-        "config_path": p.config_path, "config_sha256": p.config_sha256, "max_supersteps": p.max_supersteps,
-        "versions": p.versions, "queues": p.queues, "started_at": p.started_at.isoformat(),
-        "last_heartbeat": p.last_heartbeat.isoformat(), "disk_sha256": p.disk_sha256, "disk_mode": p.disk_mode,
-        "disk_snapshot_frequency": p.disk_snapshot_frequency, "disk_error": p.disk_error,
-    }
 
 
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -217,7 +187,13 @@ def _process_findings(rows: list[dict[str, Any]]) -> list[Finding]:
             findings.append(Finding(
                 "warning", "stale_process", f"{r['name']} missed three heartbeats",
                 f"last heartbeat {r['last_heartbeat']}",
-                "Check whether the process is alive; a process silent for 24 h counts as gone (no more warning)."))
+                "Check whether the process is alive; dismiss it on the audit page once you know it is gone "
+                "(a process silent for 24 h counts as gone: no more warning)."))
+        if r["state"] == "superseded":
+            findings.append(Finding(
+                "info", "restarted_process", f"{r['name']} was restarted: {r['superseded_by']} replaced it",
+                f"same host, role and config.yaml, started later; last heartbeat {r['last_heartbeat']}",
+                "Nothing to fix: dismiss the old process on the audit page."))
         if r["state"] != "live":
             continue
         drift = []
@@ -305,6 +281,31 @@ def _live_findings(live: LiveCheck, rows: list[dict[str, Any]], live_only: list[
             "Its heartbeats do not reach this dashboard's database: check its DASHBOARD_DATABASE_URL "
             "(it is included in the mode and cadence comparisons above)."))
     return findings
+
+
+def registry_findings(rows: list[dict[str, Any]]) -> list[Finding]:
+    """The findings the registry alone proves (mode, cadence and config agreement, drift, unreadable
+    config.yaml, stale processes): no live check, no data read. One small query's worth of work, so the
+    banner on every page can use it."""
+    return _process_findings(rows)
+
+
+def readability_findings(full_processes: list[str], delta_threads: int) -> list[Finding]:
+    """The fleet cannot read some threads: live full-mode processes while delta threads are stored.
+
+    Args:
+        full_processes: names of the live processes frozen in full mode.
+        delta_threads: threads whose storage is delta (``mode == "delta"`` in the thread summary, count);
+            a full-mode process answers 409 for each of them (spec: full mode refuses delta lineage).
+    """
+    if not full_processes or not delta_threads:
+        return []
+    names = full_processes[0] if len(full_processes) == 1 else f"{', '.join(full_processes[:-1])} and {full_processes[-1]}"
+    return [Finding(
+        "error", "full_fleet_unreadable_threads",
+        f"{delta_threads:,} delta thread(s) cannot be read by the full-mode process(es) {names}: they answer 409",
+        f"{delta_threads:,} thread(s) stored in delta mode; {len(full_processes)} live full-mode process(es)",
+        "Convert those threads to full (Threads, mode delta, Convert to full), or run every process in delta mode.")]
 
 
 def thread_census(rt: DashboardRuntime, *, with_threads: bool = True) -> tuple[dict[str, int], list[inventory.ThreadSummary]]:
@@ -416,7 +417,7 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
     """
     now = timezone.now()
     hours = hours or settings.DASHBOARD_WRITER_WINDOW_H
-    rows = [_process_row(p, now) for p in ProcessRecord.objects.all()]
+    rows = process_rows(now)
     live = live if live is not None else live_check()
     live_only = _live_only_rows(live, rows) if live.supported else []
     serving = rows + live_only
@@ -427,7 +428,10 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
     fleet = _fleet_cadence(serving)
     outliers = census_mod.cadence_outliers(rt.saver, fleet, bound)
     writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
+    storage = thread_storage.storage_totals(rt)
+    full_procs = [r["name"] for r in serving if r["state"] == "live" and r["mode"] == "full"]
     findings = (_process_findings(serving) + _live_findings(live, rows, live_only)
+                + readability_findings(full_procs, storage.get("delta", {}).get("threads", 0))
                 + _cadence_findings(outliers, fleet) + _writer_findings(writers, serving, hours))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     cadences: dict[str, Any] = {"fleet": fleet, "threads_with_several": outliers.multiple,
@@ -447,5 +451,5 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
               "unregistered": [r["name"] for r in live_only]},
         findings=findings, census=counts, cadences=cadences,
         writers={"window_hours": hours, **writers.as_dict()},
-        readiness=_readiness(counts, serving, writers), threads=threads, storage=thread_storage.storage_totals(rt),
+        readiness=_readiness(counts, serving, writers), threads=threads, storage=storage,
     )

@@ -39,3 +39,9 @@ class ExternalHeartbeatForm(forms.Form):
         if any(len(k) > MAX_VERSION_TEXT or len(v) > MAX_VERSION_TEXT for k, v in value.items()):
             raise forms.ValidationError(f"package names and versions have at most {MAX_VERSION_TEXT} characters")
         return value
+
+
+class DismissProcessForm(forms.Form):
+    """``POST /audit/dismiss``: the registry row (``instance_id``) of a stale, restarted or gone process."""
+
+    instance_id = forms.CharField(max_length=64)

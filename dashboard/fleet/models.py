@@ -10,7 +10,8 @@ class ProcessRecord(models.Model):
 
     Written at start-up, refreshed by heartbeats, marked stopped on clean
     shutdown. ``disk_*`` fields are what the process saw in its config.yaml
-    at its last heartbeat (for drift findings).
+    at its last heartbeat (for drift findings). ``dismissed_*``: an operator
+    dismissed the row of a process that stopped beating (the audit leaves it out of its findings).
     """
 
     ROLE_CHOICES = [("web", "web"), ("worker", "worker"), ("external", "external")]
@@ -35,11 +36,15 @@ class ProcessRecord(models.Model):
     disk_snapshot_frequency = models.IntegerField(null=True, blank=True)
     disk_error = models.TextField(blank=True)
     heartbeat_interval_s = models.FloatField(default=15.0)
+    #: When and by whom a stale (or restarted, or gone) process was dismissed on the audit page; a heartbeat clears it.
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+    dismissed_by = models.CharField(max_length=150, blank=True)
 
     class Meta:
         ordering = ["role", "host", "pid"]
         # Heartbeats (POST /api/processes/heartbeat) need it: staff alone may look, not add fleet members.
-        permissions = [("report_heartbeat", "May report an outside process's heartbeat")]
+        permissions = [("report_heartbeat", "May report an outside process's heartbeat"),
+                       ("dismiss_process", "May dismiss a stale or restarted process on the audit page")]
         indexes = [models.Index(fields=["stopped_at", "last_heartbeat"])]
 
     def __str__(self) -> str:

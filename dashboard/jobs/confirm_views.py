@@ -1,10 +1,15 @@
-"""``/jobs/<dry run id>/confirm``: the confirmation page before "Convert to full", Django-admin style.
+"""The confirmation pages before a writing job, Django-admin style (issue 14, item 3).
 
-It lists every thread the conversion would rewrite with its checkpoints and
-bytes now → after (the dry run's estimate), the growth factor, and marks the
-outliers; it says what the conversion keeps (a backup per thread, revertible
-until purged). Its button posts to ``/jobs/<id>/convert`` (the same form as
-the dry run's page), which redirects to the new job.
+* ``/jobs/<dry run id>/confirm``: before "Convert to full" (a ``dry_run``) or
+  "Compact to delta" (a ``compact_dry_run``). It lists every thread the job
+  would rewrite with its checkpoints and bytes now → after (the dry run's
+  estimate), the growth factor, and marks the outliers; it says what the job
+  keeps (a backup per thread, revertible until purged) and what cannot be
+  undone. Its button posts to ``/jobs/<id>/convert`` or ``/jobs/<id>/compact``
+  (the same forms as the dry run's page), which redirect to the new job.
+* ``/jobs/<job id>/revert``: before reverting a finished conversion or
+  compaction: every backup the revert restores, with the thread's size now and
+  the backup's; its button posts ``action=revert`` to ``/jobs/<id>/action``.
 """
 
 from __future__ import annotations
@@ -18,11 +23,22 @@ from django.views.decorators.http import require_GET
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView
-from dashboard.jobs.forms import ConfirmConvertForm
+from dashboard.jobs import compaction, services
+from dashboard.jobs.forms import ConfirmCompactForm, ConfirmConvertForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.middleware import error_page
+from dashboard.outages import OUTAGES, is_outage
+from dashboard.runtime import get_runtime
+from dashboard.threads import services as thread_services
+from deerflow.convert import BackupInfo, list_backups
 
-__all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "confirm_rows", "convert_confirm"]
+__all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm_rows", "convert_confirm", "revert_confirm"]
+
+#: What each dry run confirms: the status of the rows it would rewrite, the template and the form.
+_CONFIRMS = {
+    ConversionJob.Kind.DRY_RUN: ("needs_conversion", "jobs/convert_confirm.html", ConfirmConvertForm),
+    ConversionJob.Kind.COMPACT_DRY_RUN: ("needs_compaction", "jobs/compact_confirm.html", ConfirmCompactForm),
+}
 
 #: A thread is an outlier when its growth factor is this many times the median growth ...
 GROWTH_OUTLIER = 2.0
@@ -56,19 +72,73 @@ def confirm_rows(results: list[ThreadResult]) -> list[ConfirmRow]:
 @require_GET
 @staff_required
 def convert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The confirmation page of a finished dry run's conversion (any staff may read it; the button needs
-    ``jobs.manage_conversions``, like the form it posts)."""
+    """The confirmation page of a finished dry run's conversion, or of a finished compaction dry run's
+    compaction (any staff may read it; the button needs ``jobs.manage_conversions``, like the form it posts).
+
+    Answers 404 for an unknown job, 409 for a job that is not a finished dry run of either kind.
+    """
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
-    if dry_run.kind != ConversionJob.Kind.DRY_RUN or not dry_run.finished:
+    if dry_run.kind not in _CONFIRMS or not dry_run.finished:
         return error_page(request, ErrorView(409, "not_a_finished_dry_run",
                                              f"Job {dry_run.pk} is not a finished dry run: there is no estimate to confirm.",
-                                             "Open a finished dry run's page and use its Convert button."))
-    results = list(dry_run.results.filter(status="needs_conversion"))
+                                             "Open a finished dry run's page and use its Convert or Compact button."))
+    status, template, form_class = _CONFIRMS[dry_run.kind]
+    results = list(dry_run.results.filter(status=status))
     before = sum(r.bytes_before for r in results)
     after = sum(r.bytes_after for r in results)
-    return render(request, "jobs/convert_confirm.html", {
+    context = {
         "job": dry_run, "rows": confirm_rows(results), "before": before, "after": after,
         "growth": after / before if before else None, "growth_outlier": GROWTH_OUTLIER, "size_outlier": SIZE_OUTLIER,
         "checkpoints": sum(r.checkpoints_rewritten for r in results),
         "over_limit": dry_run.size_limit_bytes is not None and after > dry_run.size_limit_bytes,
-        "confirm_form": ConfirmConvertForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})})
+        "confirm_form": form_class(initial={"throttle_delay_s": 0, "max_in_flight": 1})}
+    if dry_run.kind == ConversionJob.Kind.COMPACT_DRY_RUN:
+        context.update(freed=before - after, full_mode_processes=compaction.full_mode_processes())
+    return render(request, template, context)
+
+
+@dataclass(frozen=True)
+class RevertRow:
+    """One backup a revert restores: the backup (thread, rows, bytes) and the thread's size now in bytes
+    (``None`` when it cannot be read)."""
+
+    backup: BackupInfo
+    bytes_now: int | None
+
+
+@require_GET
+@staff_required
+def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
+    """``/jobs/<id>/revert``: the threads and backups a revert of finished job ``job_id`` restores.
+
+    Answers 404 for an unknown job, 409 when the job is not a finished conversion or compaction,
+    or when none of its backups is still active (all restored or purged).
+    """
+    job = get_object_or_404(ConversionJob, pk=job_id)
+    if job.kind not in (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT) or not job.finished:
+        return error_page(request, ErrorView(409, "not_revertible",
+                                             f"Job {job.pk} is not a finished conversion or compaction: "
+                                             "there is nothing to revert.",
+                                             "Open the page of a finished convert or compact job."))
+    try:
+        active = set(services.active_backups(job))
+        backups = [b for b in list_backups(get_runtime().config.database) if b.backup_id in active]
+    except OUTAGES as exc:
+        if not is_outage(exc):
+            raise
+        return error_page(request, ErrorView(503, "checkpoint_database_unavailable",
+                                             f"The checkpoint database cannot be read: {exc}",
+                                             "Retry when it is back; nothing was written."))
+    if not backups:
+        return error_page(request, ErrorView(409, "nothing_to_revert",
+                                             f"Job {job.pk}'s backups were all restored or purged: "
+                                             "there is nothing left to revert.",
+                                             "The backups page shows each backup's status."))
+    rows = []
+    for b in sorted(backups, key=lambda b: b.thread_id):
+        summary = thread_services.thread_summary_or_none(get_runtime(), b.thread_id)
+        rows.append(RevertRow(b, summary.bytes_total if summary else None))
+    return render(request, "jobs/revert_job_confirm.html", {
+        "job": job, "rows": rows, "backup_bytes": sum(r.backup.bytes for r in rows),
+        "bytes_now": sum(r.bytes_now or 0 for r in rows),
+        "checkpoint_rows": sum(r.backup.checkpoint_rows for r in rows)})

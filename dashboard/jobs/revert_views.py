@@ -1,9 +1,12 @@
-"""``/jobs/backups/revert``: revert one thread from one backup, after a confirmation page.
+"""One backup's actions, each after a confirmation page: revert its thread, or purge it.
 
-``GET ?backup_id=`` is the confirmation (the thread, the backup's rows and
-bytes against the thread's current size, what the revert replaces and what it
-keeps); ``POST`` starts a revert job for that backup and redirects to the job
-(so no POST URL stays in the address bar).
+* ``/jobs/backups/revert``: ``GET ?backup_id=`` is the confirmation (the
+  thread, the backup's rows and bytes against the thread's current size, what
+  the revert replaces and what it keeps); ``POST`` starts a revert job for that
+  backup and redirects to the job (so no POST URL stays in the address bar).
+* ``/jobs/backups/purge``: ``GET ?backup_id=`` is the confirmation (what is
+  lost: the ability to revert; the bytes freed); ``POST`` (with ``confirm``)
+  deletes the backup's rows and redirects to the backups page.
 """
 
 from __future__ import annotations
@@ -17,15 +20,15 @@ from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, ErrorView
 from dashboard.jobs import services
 from dashboard.jobs.errors import JobError
-from dashboard.jobs.forms import RevertBackupForm
+from dashboard.jobs.forms import PurgeBackupForm, RevertBackupForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.jobs.views import PERMISSION, _invalid
+from dashboard.jobs.views import PERMISSION, _go, _invalid
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
-from deerflow.convert import list_backups
+from deerflow.convert import BackupAlreadyPurgedError, BackupNotFoundError, list_backups, purge_backup
 
-__all__ = ["backup_revert"]
+__all__ = ["backup_purge", "backup_revert"]
 
 
 def _backup(backup_id: str):
@@ -67,3 +70,44 @@ def backup_revert(request: HttpRequest) -> HttpResponse:
                     .select_related("job").first())
     return render(request, "jobs/revert_confirm.html", {"backup": backup, "summary": summary,
                                                         "converted_by": converted_by})
+
+
+@require_http_methods(["GET", "POST"])
+@staff_required
+def backup_purge(request: HttpRequest) -> HttpResponse:
+    """The purge confirmation (GET ``?backup_id=``, any staff; the button needs the permission) and the purge
+    (POST ``backup_id`` and ``confirm``, ``jobs.manage_conversions``): delete a backup's rows, the thread untouched.
+
+    Answers 400 for a missing ``backup_id`` (or, on POST, an unticked ``confirm``), 404 for an unknown
+    backup, 409 for one already purged or restored (GET) / already purged (POST).
+    """
+    if request.method == "POST":
+        if not request.user.has_perm(PERMISSION):
+            return error_page(request, ErrorView(403, "permission_denied", "You may view backups but not purge them.",
+                                                 f"Ask an administrator for the permission {PERMISSION}."))
+        form = PurgeBackupForm(request.POST)
+        if not form.is_valid():
+            return _invalid(request, form)
+        try:
+            purge_backup(get_runtime().config.database, form.cleaned_data["backup_id"])
+        except BackupAlreadyPurgedError as exc:
+            return error_page(request, ErrorView(409, "backup_purged", str(exc), "Reload the backups page."))
+        except BackupNotFoundError as exc:
+            return error_page(request, ErrorView(404, "backup_not_found", str(exc), "Reload the backups page."))
+        return _go(request, reverse("jobs:backups"))
+    form = RevertBackupForm(request.GET)
+    if not form.is_valid():
+        return _invalid(request, form)
+    backup_id = form.cleaned_data["backup_id"]
+    backup = _backup(backup_id)
+    if backup is None:
+        return error_page(request, ErrorView(404, "backup_not_found", f"No backup {backup_id!r} exists.",
+                                             "Pick a backup from the backups page."))
+    if backup.status != "active":
+        return error_page(request, ErrorView(409, "backup_not_active", f"Backup {backup_id} is {backup.status}: "
+                                             "there are no rows left to purge.", "See the backups page."))
+    written_by = ThreadResult.objects.filter(backup_id=backup_id).exclude(job__kind=ConversionJob.Kind.REVERT) \
+        .select_related("job").first()
+    return render(request, "jobs/purge_confirm.html", {
+        "backup": backup, "summary": thread_services.thread_summary_or_none(get_runtime(), backup.thread_id),
+        "written_by": written_by})

@@ -1,4 +1,4 @@
-"""HTML pages of conversion jobs: launch, jobs list, job page (live progress), actions, backups.
+"""HTML pages of conversion jobs: launch, jobs list, job page (live progress), actions, backups list.
 
 Viewing needs staff; every POST also needs ``jobs.manage_conversions``
 (403 otherwise) and a CSRF token. Views validate with a form, call one
@@ -28,15 +28,14 @@ from dashboard.jobs.forms import (
     ConfirmConvertForm,
     JobActionForm,
     LaunchForm,
-    PurgeBackupForm,
 )
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
-from dashboard.jobs.workers import check_delta_workers
+from dashboard.jobs.workers import check_delta_workers, job_runnability
 from dashboard.middleware import error_page
 from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
-from deerflow.convert import BackupAlreadyPurgedError, BackupNotFoundError, list_backups, purge_backup
+from deerflow.convert import list_backups
 
 PERMISSION = "jobs.manage_conversions"
 RESULTS_SHOWN = 500
@@ -81,6 +80,7 @@ def _job_context(job: ConversionJob, **extra) -> dict:
     confirm = extra.pop("confirm_form", None) or ConfirmConvertForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})
     stalled = stalls.stalled_rows(settings.DASHBOARD_REQUEUE_AFTER_S, job) if job.state == job.State.RUNNING else 0
     return {"job": job, "progress": progress(job), "results": results, "derived": derived, "stalled": stalled,
+            "unrunnable": job_runnability(job),
             "requeue_after_s": settings.DASHBOARD_REQUEUE_AFTER_S,
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
@@ -233,19 +233,3 @@ def backup_list(request: HttpRequest) -> HttpResponse:
     """``/jobs/backups/``: every backup with its thread, size and status."""
     backups = list_backups(get_runtime().config.database)
     return render(request, "jobs/backups.html", {"backups": backups})
-
-
-@require_POST
-@manage_required
-def backup_purge(request: HttpRequest) -> HttpResponse:
-    """Delete a backup's rows (the converted thread is untouched; it can no longer be reverted)."""
-    form = PurgeBackupForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, form)
-    try:
-        purge_backup(get_runtime().config.database, form.cleaned_data["backup_id"])
-    except BackupAlreadyPurgedError as exc:
-        return error_page(request, ErrorView(409, "backup_purged", str(exc), "Reload the backups page."))
-    except BackupNotFoundError as exc:
-        return error_page(request, ErrorView(404, "backup_not_found", str(exc), "Reload the backups page."))
-    return _go(request, reverse("jobs:backups"))

@@ -1,6 +1,10 @@
 """Is there a live worker that can run conversions? (a delta-mode worker consuming ``checkpoints.delta``)
 
-Asked over Celery's broadcast channel (``inspect().active_queues()``) with a
+Two ways to ask. :func:`registry_check` reads the fleet registry's worker
+heartbeats (one query, cheap enough for the job page's 2 s poll);
+:func:`job_runnability` uses it to say, on a waiting job's page, that no live
+worker can run it and why. :func:`check_delta_workers` asks the workers
+themselves: asked over Celery's broadcast channel (``inspect().active_queues()``) with a
 short timeout. Three answers: ``ok`` (these workers consume the queue),
 ``none`` (workers answered, none consumes it, or nobody answered on a broker
 that always delivers broadcasts), ``unknown`` (the broker cannot be reached,
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 from dashboard.jobs.errors import DELTA_WORKER_COMMAND
 from dashboard.jobs.tasks import THREAD_QUEUE
 
-__all__ = ["WorkerCheck", "check_delta_workers"]
+__all__ = ["WorkerCheck", "check_delta_workers", "job_runnability", "registry_check"]
 
 log = logging.getLogger("dashboard.jobs")
 
@@ -56,3 +60,36 @@ def check_delta_workers(timeout: float = 1.0, app=None) -> WorkerCheck:
                            "delta-mode worker is running.", hint=START_HINT)
     seen = f" Workers answering ({', '.join(others)}) do not consume {THREAD_QUEUE} (full-mode workers)." if others else ""
     return WorkerCheck("none", [], others, detail=f"No live worker can run this job.{seen}", hint=START_HINT)
+
+
+def registry_check(now=None) -> WorkerCheck:
+    """Which live registered workers (heartbeat within three intervals) consume ``checkpoints.delta``.
+
+    Returns:
+        ``ok`` with the delta workers' names, or ``none`` with ``detail`` saying why: no worker heartbeat
+        at all, or only workers that do not consume the queue (full-mode workers, named in ``others``).
+    """
+    from dashboard.fleet.processes import process_rows
+
+    live = [r for r in process_rows(now) if r["role"] == "worker" and r["state"] == "live"]
+    delta = sorted(r["name"] for r in live if THREAD_QUEUE in (r["queues"] or []) and r["mode"] == "delta")
+    others = sorted(f"{r['name']} ({r['mode']} mode)" for r in live if r["name"] not in delta)
+    if delta:
+        return WorkerCheck("ok", delta, others, detail=f"Live worker(s) consuming {THREAD_QUEUE}: {', '.join(delta)}.")
+    if not live:
+        return WorkerCheck("none", detail="No Celery worker has sent a heartbeat in the last three intervals: "
+                           "no worker is running, or none reaches this dashboard's database.", hint=START_HINT)
+    return WorkerCheck("none", [], others, detail=f"The only live workers, {', '.join(others)}, do not consume "
+                       f"{THREAD_QUEUE}: every thread task (dry run, conversion, compaction, revert) reads delta "
+                       "history and runs only on a delta-mode worker.", hint=START_HINT)
+
+
+def job_runnability(job) -> WorkerCheck | None:
+    """For a queued or running Celery job: the :func:`registry_check` when no live worker can run it, else ``None``
+    (a paused, finished or inline job waits for no worker)."""
+    from dashboard.jobs.models import ConversionJob
+
+    if job.runner != "celery" or job.state not in (ConversionJob.State.QUEUED, ConversionJob.State.RUNNING):
+        return None
+    check = registry_check()
+    return None if check.state == "ok" else check

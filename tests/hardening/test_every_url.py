@@ -103,8 +103,12 @@ def test_non_staff_is_turned_away(url, outsider_user):
         _ends_on_login(response, url)  # staff_member_required sends non-staff to log in as staff
 
 
+#: Routes answering both a GET (their confirmation page) and a POST (the action).
+GET_AND_POST = {"/api/jobs", "/jobs/backups/purge", "/jobs/backups/revert"}
+
+
 def _takes_post(client: Client, url: str) -> bool:
-    return client.get(url).status_code == 405 or url == "/api/jobs"
+    return client.get(url).status_code == 405 or url in GET_AND_POST
 
 
 @pytest.mark.django_db

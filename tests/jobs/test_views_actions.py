@@ -17,7 +17,11 @@ THREE = ["delta-f10-9t", "delta-f10-10t", "delta-f10-fork"]
 
 
 def _buttons(client, job) -> set[str]:
-    return {b["value"] for b in tags(client.get(f"/jobs/{job.pk}/").content, "button", name="action")}
+    return _buttons_of(client, f"/jobs/{job.pk}/")
+
+
+def _buttons_of(client, url: str) -> set[str]:
+    return {b["value"] for b in tags(client.get(url).content, "button", name="action")}
 
 
 def test_a_running_job_offers_pause_and_cancel(delta_rt, manager_client):
@@ -58,7 +62,9 @@ def test_retry_creates_a_linked_job_for_failed_threads(finished_job, manager_cli
 
 def test_revert_creates_a_revert_job_over_the_backups(finished_job, manager_client):
     job = finished_job("convert", {"thread_ids": ["delta-f10-1t"]}, confirmed=True)
-    assert _buttons(manager_client, job) == {"revert"}
+    assert _buttons(manager_client, job) == set()  # the revert is confirmed first (its own page posts the action)
+    assert tags(manager_client.get(f"/jobs/{job.pk}/").content, "a", id="revert-job")
+    assert _buttons_of(manager_client, f"/jobs/{job.pk}/revert") == {"revert"}
     manager_client.post(f"/jobs/{job.pk}/action", {"action": "revert"})
     revert = ConversionJob.objects.get(kind="revert")
     backup = job.results.get().backup_id
@@ -86,7 +92,9 @@ def test_revert_restores_only_the_backups_still_active(finished_job, manager_cli
     job = finished_job("convert", {"thread_ids": ["delta-f10-1t", "delta-f10-fork"]}, confirmed=True)
     first = job.results.get(thread_id="delta-f10-1t").backup_id
     services.run_inline(services.create_job(None, "revert", {"backup_ids": [first]}, source_job=job))
-    assert _buttons(manager_client, job) == {"revert"}  # delta-f10-fork's backup is still active
+    assert tags(manager_client.get(f"/jobs/{job.pk}/").content, "a", id="revert-job")  # delta-f10-fork's is active
+    confirm = manager_client.get(f"/jobs/{job.pk}/revert").content
+    assert [a["data-thread-id"] for a in tags(confirm, "tr") if "data-thread-id" in a] == ["delta-f10-fork"]
 
     manager_client.post(f"/jobs/{job.pk}/action", {"action": "revert"})
     newest = ConversionJob.objects.filter(kind="revert").first()

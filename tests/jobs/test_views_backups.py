@@ -27,7 +27,7 @@ def test_it_lists_backups_with_size_and_status(converted, small_db, viewer_clien
 
 def test_purge_deletes_the_backup_rows(converted, small_db, manager_client):
     backup_id = converted["delta-f10-9t"]
-    assert tags(manager_client.get("/jobs/backups/").content, "input", name="backup_id", value=backup_id)
+    assert tags(manager_client.get("/jobs/backups/").content, "a", href=f"/jobs/backups/purge?backup_id={backup_id}")
 
     response = manager_client.post("/jobs/backups/purge", {"backup_id": backup_id, "confirm": "on"})
     assert response.status_code == 302 and response["Location"] == "/jobs/backups/"
@@ -41,8 +41,9 @@ def test_purge_deletes_the_backup_rows(converted, small_db, manager_client):
 
 def test_purge_needs_the_cannot_be_undone_box(converted, small_db, manager_client):
     backup_id = converted["delta-f10-9t"]
-    boxes = tags(manager_client.get("/jobs/backups/").content, "input", type="checkbox", name="confirm")
-    assert len(boxes) == len(convert.list_backups(small_db)) and all("required" in b for b in boxes)
+    boxes = tags(manager_client.get("/jobs/backups/purge", {"backup_id": backup_id}).content, "input",
+                 type="checkbox", name="confirm")
+    assert len(boxes) == 1 and "required" in boxes[0]
     response = manager_client.post("/jobs/backups/purge", {"backup_id": backup_id})
     assert response.status_code == 400 and b"invalid_parameters" in response.content
     assert b"cannot be undone" in response.content

@@ -55,7 +55,7 @@ def test_compact_from_the_page_then_confirm_then_revert(delta_rt, small_db, mana
     job = run_inline(job)
     assert job.state == "succeeded" and job.results.get().status == "compacted"
     page = manager_client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "compacted" in page and 'value="revert"' in page
+    assert "compacted" in page and f'href="/jobs/{job.pk}/revert"' in page
     assert [b.thread_id for b in convert.list_backups(small_db)] == ["full-rollback"]
 
 

@@ -98,7 +98,10 @@ def test_thread_page_has_a_storage_chart_drawn_with_attributes_only(sqlite_fixtu
     assert "<html" in staff_client.get("/threads/delta-f10-200t/", {"fragment": "storage"}).content.decode()
     chart = chart[chart.index('id="storage-chart"'):]
     chart = chart[:chart.index("</section>")]
-    assert "<svg" in chart and chart.count("<rect") == 108 * 3 + 3  # 752 checkpoints: 108 bars of 7, 3 stacked parts; legend
+    marks = chart.count('class="snapshot-mark"')
+    assert marks > 0  # a delta thread: its snapshots are marked (and get a legend entry)
+    # 752 checkpoints: 108 bars of 7, 3 stacked parts; 3 legend entries; one mark per bar holding a snapshot
+    assert "<svg" in chart and chart.count("<rect") == 108 * 3 + 3 + marks + 1
     assert "style=" not in chart and "<script" not in chart and "<style" not in chart
     assert re.search(r"each bar is the mean of \d+ consecutive checkpoints", chart)
     assert "replay depth 2" in html and "stored (checkpoints" in html

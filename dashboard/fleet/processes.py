@@ -1,0 +1,110 @@
+"""The registry's rows as the audit shows them: each process's state, and the old process of a restart.
+
+States: ``live`` (heartbeats arrive), ``stale`` (three missed beats), ``gone``
+(silent for :data:`GONE_AFTER_S`), ``superseded`` (stale or gone, and a
+process with the same host, role and config started after it: the old
+process of a restart), ``dismissed`` (an operator said it is gone), ``stopped``
+(clean shutdown). :func:`dismiss` records an operator's dismissal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.utils import timezone
+
+from dashboard.fleet.models import ProcessRecord
+
+__all__ = ["DISMISSIBLE", "GONE_AFTER_S", "NotDismissible", "dismiss", "process_rows"]
+
+
+def _is_stale(p: ProcessRecord, now: dt.datetime) -> bool:
+    return p.stopped_at is None and (now - p.last_heartbeat).total_seconds() > 3 * p.heartbeat_interval_s
+
+
+#: Seconds of silence after which a stale process counts as gone (a process killed without a clean stop):
+#: still listed, no longer a warning on every audit.
+GONE_AFTER_S = 24 * 3600
+
+
+def _state(p: ProcessRecord, now: dt.datetime) -> str:
+    """``stopped`` (clean shutdown), ``dismissed`` (an operator said it is gone), ``gone`` (silent for
+    :data:`GONE_AFTER_S`), ``stale`` (three missed beats) or ``live``; see also :func:`_mark_superseded`."""
+    if p.stopped_at:
+        return "stopped"
+    if not _is_stale(p, now):
+        return "live"
+    if p.dismissed_at:
+        return "dismissed"
+    return "gone" if (now - p.last_heartbeat).total_seconds() > GONE_AFTER_S else "stale"
+
+
+#: States an operator may dismiss (a process that stopped beating without a clean stop).
+DISMISSIBLE = ("stale", "superseded", "gone")
+
+
+def _restart_key(r: dict[str, Any]) -> tuple:
+    return r["host"], r["role"], r["config_path"], r["config_sha256"]
+
+
+def _mark_superseded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stale or gone row is ``superseded`` when a process with the same host, role and config (path and
+    SHA-256) started after it: the old process of a restart, not a process that needs looking at.
+    ``superseded_by`` names the newest such process."""
+    for r in rows:
+        r.setdefault("superseded_by", "")
+        if r["state"] not in ("stale", "gone"):
+            continue
+        newer = [o for o in rows if o is not r and _restart_key(o) == _restart_key(r)
+                 and o["started_at"] > r["started_at"] and o["state"] != "dismissed"]
+        if newer:
+            r["state"] = "superseded"
+            r["superseded_by"] = max(newer, key=lambda o: o["started_at"])["name"]
+    return rows
+
+
+def _process_row(p: ProcessRecord, now: dt.datetime) -> dict[str, Any]:
+    state = _state(p, now)
+    return {
+        "name": p.name, "instance_id": p.instance_id, "role": p.role, "host": p.host, "pid": p.pid,
+        "state": state, "mode": p.mode, "snapshot_frequency": p.snapshot_frequency,
+        "config_path": p.config_path, "config_sha256": p.config_sha256, "max_supersteps": p.max_supersteps,
+        "versions": p.versions, "queues": p.queues, "started_at": p.started_at.isoformat(),
+        "last_heartbeat": p.last_heartbeat.isoformat(), "disk_sha256": p.disk_sha256, "disk_mode": p.disk_mode,
+        "disk_snapshot_frequency": p.disk_snapshot_frequency, "disk_error": p.disk_error,
+        "dismissed_at": p.dismissed_at.isoformat() if p.dismissed_at else None, "dismissed_by": p.dismissed_by,
+    }
+
+
+def process_rows(now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Every registry row as the audit shows it (``state``: live, stale, superseded, gone, stopped, dismissed)."""
+    now = now or timezone.now()
+    return _mark_superseded([_process_row(p, now) for p in ProcessRecord.objects.all()])
+
+
+
+class NotDismissible(Exception):
+    """The process is live or stopped cleanly: there is nothing to dismiss (``state`` says which)."""
+
+    def __init__(self, name: str, state: str):
+        super().__init__(f"{name} is {state}: only a stale, restarted or gone process can be dismissed.")
+        self.state = state
+
+
+def dismiss(instance_id: str, username: str, now: dt.datetime | None = None) -> ProcessRecord:
+    """Mark a stale, superseded or gone process dismissed by ``username`` (it leaves the findings; a
+    heartbeat from it later brings it back).
+
+    Raises:
+        ProcessRecord.DoesNotExist: no process has this ``instance_id``.
+        NotDismissible: it is live or stopped (:data:`DISMISSIBLE` lists the states that may be dismissed).
+    """
+    now = now or timezone.now()
+    row = next((r for r in process_rows(now) if r["instance_id"] == instance_id), None)
+    if row is None:
+        raise ProcessRecord.DoesNotExist(f"No registered process has the instance id {instance_id!r}.")
+    if row["state"] not in DISMISSIBLE:
+        raise NotDismissible(row["name"], row["state"])
+    ProcessRecord.objects.filter(instance_id=instance_id).update(dismissed_at=now, dismissed_by=username[:150])
+    return ProcessRecord.objects.get(instance_id=instance_id)
