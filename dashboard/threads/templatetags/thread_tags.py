@@ -155,3 +155,9 @@ def class_help(thread_class: str) -> str:
 def class_glossary() -> list[tuple[str, str, str]]:
     """``(class, words, meaning)`` of every thread class, for the list's glossary."""
     return [(name, words, meaning) for name, (words, meaning) in CLASS_WORDS.items()]
+
+
+@register.filter
+def mark_of(marks: dict[str, Any] | None, checkpoint_id: str) -> dict[str, Any] | None:
+    """A prune job's mark of one checkpoint (:func:`dashboard.jobs.pruning.checkpoint_marks`), or ``None``."""
+    return (marks or {}).get(checkpoint_id)
