@@ -239,3 +239,29 @@ def test_policies_are_off_by_default_and_edited_by_retention_managers(pruner_cli
     policy.refresh_from_db()
     assert policy.keep_last == 20
     assert b"nightly" in pruner_client.get("/jobs/policies/").content
+
+
+def test_retry_and_cancel_of_a_prune_job_need_the_retention_permission(delta_rt, migrated, pruner, pruner_client,
+                                                                       manager_client):
+    dry = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": ["no-such-thread", THREAD]},
+                                         retention={"rule": "safe_only", "protect": ["x1"]}))
+    assert dry.state == "partially_failed"
+    assert dict(dry.results.values_list("thread_id", "status"))["no-such-thread"] == "not_found"
+    refused = manager_client.post(f"/jobs/{dry.pk}/action", {"action": "retry"})
+    assert refused.status_code == 403 and b"jobs.manage_retention" in refused.content
+    response = pruner_client.post(f"/jobs/{dry.pk}/action", {"action": "retry"})
+    retry = ConversionJob.objects.get(parent=dry)
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{retry.pk}/"
+    assert retry.selection == {"thread_ids": ["no-such-thread"]} and retry.retention == dry.retention
+    assert retry.launched_by == "pruner"
+    assert pruner_client.post(f"/jobs/{retry.pk}/action", {"action": "cancel"}).status_code == 302
+    retry.refresh_from_db()
+    assert retry.state in ("cancelled", "cancelling")
+
+
+def test_a_full_mode_worker_refuses_prune_rows(runtime_for, small_db, pruner):
+    runtime_for(small_db, "full")
+    job = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": [FULL]},
+                                         retention={"rule": "keep_last", "keep_last": 1}))
+    (row,) = job.results.all()
+    assert row.status == "refused" and "checkpoints.delta" in row.hint and row.worker_mode == "full"
