@@ -1,4 +1,6 @@
-"""``/jobs/policies/``: retention policies (list, create, edit, enable), for users with ``jobs.manage_retention``.
+"""``/jobs/policies/``: retention policies (list, create, edit, enable).
+
+Any staff may read them (GET routes never refuse staff); saving one needs ``jobs.manage_retention``.
 
 A policy is run by Celery beat on its schedule (:mod:`dashboard.jobs.policies`); each run is a normal prune
 job, linked from the list.
@@ -12,25 +14,30 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from dashboard.accounts.auth import staff_required
 from dashboard.jobs.forms import RetentionPolicyForm
 from dashboard.jobs.models import RetentionPolicy
 from dashboard.jobs.policies import InvalidSchedule, is_due
-from dashboard.jobs.views import retention_required
+from dashboard.jobs.views import RETENTION_PERMISSION, refusal
+from dashboard.middleware import error_page
 
 __all__ = ["policy_edit", "policy_list"]
 
 
 @require_GET
-@retention_required
+@staff_required
 def policy_list(request: HttpRequest) -> HttpResponse:
     """Every policy with its selection, rule, schedule, state and last run."""
     return render(request, "jobs/policies.html", {"policies": RetentionPolicy.objects.select_related("last_job")})
 
 
 @require_http_methods(["GET", "POST"])
-@retention_required
+@staff_required
 def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpResponse:
-    """The policy form (GET); save it and go back to the list (POST), or show the form's errors (400)."""
+    """The policy form (GET, any staff); save it and go back to the list (POST, ``jobs.manage_retention``),
+    or show the form's errors (400)."""
+    if request.method == "POST" and not request.user.has_perm(RETENTION_PERMISSION):
+        return error_page(request, refusal(RETENTION_PERMISSION))
     policy = get_object_or_404(RetentionPolicy, pk=policy_id) if policy_id else RetentionPolicy()
     form = RetentionPolicyForm(request.POST or None, instance=policy)
     if request.method == "POST":

@@ -270,6 +270,8 @@ def job_action(request: HttpRequest, job_id: int) -> HttpResponse:
     """Pause, resume, cancel (this job) or retry, revert (a new job); then the resulting job's page.
 
     Needs :func:`job_permission` of the job (``jobs.manage_retention`` for prune jobs and their reverts)."""
+    if not (request.user.has_perm(PERMISSION) or request.user.has_perm(RETENTION_PERMISSION)):
+        return error_page(request, refusal(PERMISSION))  # no job permission at all: refused before any lookup
     job = get_object_or_404(ConversionJob, pk=job_id)
     needed = job_permission(job)
     if not request.user.has_perm(needed):
