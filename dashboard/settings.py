@@ -214,6 +214,8 @@ CELERY_BEAT_SCHEDULE = {
                                  "options": {"expires": 1800}},
     # Conversion jobs: send again the thread tasks a broker lost (dashboard.jobs.stalls).
     "jobs-requeue-stalled": {"task": "jobs.requeue_stalled", "schedule": 60.0, "options": {"expires": 50}},
+    # Retention policies (dashboard.jobs.policies): start the enabled policies whose crontab fell due.
+    "jobs-run-due-policies": {"task": "jobs.run_due_policies", "schedule": 60.0, "options": {"expires": 50}},
 }
 
 # DeerFlow config.yaml (read by dashboard.runtime).

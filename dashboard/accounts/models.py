@@ -17,7 +17,7 @@ class Scope(models.TextChoices):
 
     READ = "read", "read: every GET of the API"
     HEARTBEAT = "heartbeat", "heartbeat: POST /api/processes/heartbeat (with fleet.report_heartbeat)"
-    MANAGE = "manage", "manage: POST /api/jobs (with jobs.manage_conversions)"
+    MANAGE = "manage", "manage: POST /api/jobs (with jobs.manage_conversions; prune kinds: jobs.manage_retention)"
 
 
 #: Every scope (what a token gets unless it is narrowed).

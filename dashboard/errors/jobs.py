@@ -7,6 +7,8 @@
     │   ├── SelectionTooLarge     more ids than a request may list (400; use a filter)
     │   ├── IdTooLong             an id longer than any real one (400)
     │   └── NotADryRun            a conversion's estimate job is not a finished dry run (400)
+    ├── InvalidRetention          a prune job's rule, keep_last, protect or backup is bad (400)
+    ├── RetentionMismatch         a prune's rule differs from the dry run it is confirmed from (400)
     ├── EstimateJobNotFound       the API's estimate_job names no job (400)
     ├── NothingToConvert          the selection resolved to no thread (400)
     ├── EstimateRequired          a conversion without a dry-run estimate and without confirmation (400)
@@ -35,11 +37,13 @@ __all__ = [
     "EstimateRequired",
     "InvalidSelection",
     "IdTooLong",
+    "InvalidRetention",
     "InvalidTransition",
     "JobError",
     "NotADryRun",
     "NothingToConvert",
     "ReadOnlyDatabase",
+    "RetentionMismatch",
     "SelectionTooLarge",
     "SizeLimitExceeded",
     "TransientDatabaseError",
@@ -126,6 +130,22 @@ class NotADryRun(InvalidSelection):
         """The error as the job pages show it."""
         return ErrorView(status=self.status, code=self.code, hint=self.page_hint,
                          detail=f"Job {self.job_id} is not a finished dry run; start a conversion from a dry run's page.")
+
+
+class InvalidRetention(JobError):
+    """A prune job's retention rule is malformed (:func:`dashboard.jobs.pruning.normalize_retention`)."""
+
+    code = "invalid_retention"
+    hint = ("Give rule (keep_last, safe_only or delete_threads); keep_last: N (a whole number >= 1) with rule "
+            "keep_last only; protect: a list of checkpoint ids; backup: true or false (docs/retention.md).")
+
+
+class RetentionMismatch(JobError):
+    """A prune confirmed from a dry run names another rule, N or protected set than the dry run previewed."""
+
+    code = "retention_mismatch"
+    hint = ("A prune deletes what its dry run previewed: leave rule, keep_last and protect out (they are taken "
+            "from estimate_job), or run a new dry run with the rule you want.")
 
 
 class EstimateJobNotFound(JobError):

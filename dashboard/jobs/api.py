@@ -2,7 +2,8 @@
 
 ``GET /api/jobs`` · ``GET /api/jobs/<id>`` · ``POST /api/jobs``.
 Staff session or ``Authorization: Bearer <token>``; ``POST`` also needs the
-permission ``jobs.manage_conversions`` and, with a session, a CSRF token.
+permission ``jobs.manage_conversions`` (``jobs.manage_retention`` for the prune
+kinds: deleting is not converting) and, with a session, a CSRF token.
 Errors are ``{"detail", "hint", "code"}``.
 """
 
@@ -23,7 +24,7 @@ from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
 from dashboard.jobs.selection import check_request_bounds
-from dashboard.jobs.views import PERMISSION
+from dashboard.jobs.views import PERMISSION, RETENTION_PERMISSION, permission_for
 from dashboard.jsonbody import BodyRefused, json_body
 from dashboard.middleware import json_error
 
@@ -31,12 +32,16 @@ _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewri
                   "head_messages_sha256", "first_difference", "findings", "error", "hint", "error_code",
                   "backup_id", "worker_host", "worker_node", "worker_pid", "worker_mode",
                   "worker_snapshot_frequency", "attempts", "duration_s")
+#: Per-thread lists of a prune job's row (``ThreadResult.prune``), answered at the row's top level.
+_PRUNE_FIELDS = ("kept_checkpoint_ids", "deleted_checkpoint_ids", "protected_checkpoint_ids", "protected",
+                 "rebased_checkpoint_ids", "unbranchable_checkpoint_ids", "deleted_namespaces")
 
 
 #: What a job body holds (said with every 400 of ``POST /api/jobs``).
-JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run or compact); one of thread_ids, "
-                 "filter or backup_ids; optionally estimate_job, confirmed, throttle_delay_s, max_in_flight, integrity, "
-                 "force_full_fleet (README, jobs API).")
+JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run, compact, prune_dry_run or "
+                 "prune); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, throttle_delay_s, "
+                 "max_in_flight, integrity, force_full_fleet; for prune kinds rule, keep_last, protect, backup "
+                 "(README, jobs API; docs/retention.md).")
 
 
 def _iso(value) -> str | None:
@@ -52,6 +57,7 @@ def job_json(job: ConversionJob) -> dict[str, Any]:
         "throttle_delay_s": job.throttle_delay_s, "max_in_flight": job.max_in_flight, "confirmed": job.confirmed,
         "size_limit_bytes": job.size_limit_bytes, "integrity": job.integrity,
         "source_job": job.source_job_id, "parent": job.parent_id, "progress": progress(job).as_dict(),
+        "retention": job.retention or None,
     }
 
 
@@ -59,6 +65,9 @@ def result_json(result: ThreadResult) -> dict[str, Any]:
     """One thread's outcome, with the worker that ran it."""
     out = {name: getattr(result, name) for name in _RESULT_FIELDS}
     out.update(started_at=_iso(result.started_at), finished_at=_iso(result.finished_at))
+    if result.job.kind in ("prune_dry_run", "prune") or result.prune:
+        out.update({name: result.prune.get(name, []) for name in _PRUNE_FIELDS})
+        out["checkpoints_deleted"] = result.checkpoints_rewritten
     return out
 
 
@@ -86,9 +95,10 @@ def _create(request: HttpRequest) -> JsonResponse:
     refused = scope_refusal(request, "manage")
     if refused is not None:
         return refused
-    if not request.user.has_perm(PERMISSION):
-        return json_error(ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
-                                    f"Ask an administrator for the permission {PERMISSION}."))
+    if not (request.user.has_perm(PERMISSION) or request.user.has_perm(RETENTION_PERMISSION)):
+        return json_error(ErrorView(403, "permission_denied", "Staff access does not include running jobs.",
+                                    f"Ask an administrator for the permission {PERMISSION} (conversions) or "
+                                    f"{RETENTION_PERMISSION} (pruning)."))
     try:
         body = json_body(request, hint=JOB_BODY_HINT)
     except BodyRefused as exc:
@@ -98,6 +108,9 @@ def _create(request: HttpRequest) -> JsonResponse:
     if not isinstance(body, dict):
         return json_error(ErrorView(400, "invalid_json", "Invalid job: the body is not a JSON object",
                                     JOB_BODY_HINT))
+    needed = permission_for(body.get("kind") if isinstance(body.get("kind"), str) else "")
+    if not request.user.has_perm(needed):
+        return json_error(_permission_refusal(needed))
     form = ApiJobForm(body)
     if not form.is_valid():
         return json_error(invalid_parameters(form, what="job", hint=JOB_BODY_HINT))
@@ -108,6 +121,15 @@ def _create(request: HttpRequest) -> JsonResponse:
         return json_error(exc.view())
     services.launch(job)
     return JsonResponse(job_json(job), status=201)
+
+
+def _permission_refusal(needed: str) -> ErrorView:
+    if needed == RETENTION_PERMISSION:
+        return ErrorView(403, "permission_denied", "Pruning deletes checkpoint history; running conversions does "
+                         "not include it.", f"Ask an administrator for the permission {RETENTION_PERMISSION} "
+                         "(deleting is not converting).")
+    return ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
+                     f"Ask an administrator for the permission {PERMISSION}.")
 
 
 def _create_job(request: HttpRequest, form: ApiJobForm) -> ConversionJob:

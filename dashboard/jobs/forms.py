@@ -6,13 +6,13 @@ from typing import Any
 
 from django import forms
 
-from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidSelection
-from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSelection
+from dashboard.jobs.models import ConversionJob, RetentionPolicy
 from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import THREAD_CLASSES
 
-__all__ = ["ApiJobForm", "ConfirmConvertForm", "JobActionForm", "JobResultsPageForm", "LaunchForm",
-           "PurgeBackupForm"]
+__all__ = ["ApiJobForm", "ConfirmConvertForm", "ConfirmPruneForm", "JobActionForm", "JobResultsPageForm",
+           "LaunchForm", "LaunchPruneForm", "PurgeBackupForm", "RetentionPolicyForm"]
 
 _MODES = [("", "any"), ("full", "full"), ("delta", "delta")]
 _CLASSES = [("", "any")] + [(c, c) for c in THREAD_CLASSES]
@@ -77,6 +77,43 @@ class LaunchForm(forms.Form):
         return {"filter": chosen}
 
 
+class LaunchPruneForm(LaunchForm):
+    """``POST /jobs/prune/launch``: "Prune history…", step 1: the prune dry run of the chosen threads.
+
+    The thread list's filter selects both modes (a prune concerns full and delta threads alike).
+    ``protect`` is one checkpoint id per line (or separated by spaces or commas).
+    """
+
+    rule = forms.ChoiceField(choices=[("keep_last", "keep the last N checkpoints of each head's chain"),
+                                      ("safe_only", "only duration-only leaves and leaf sibling branches"),
+                                      ("delete_threads", "delete the threads whole")], initial="keep_last")
+    keep_last = forms.IntegerField(min_value=1, max_value=1_000_000, required=False, initial=20, label="N")
+    protect = forms.CharField(max_length=100_000, required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              label="Protected checkpoint ids (resume targets)")
+
+    def clean(self) -> dict[str, Any]:
+        """``keep_last`` is needed by rule keep_last and dropped for the others."""
+        data = super().clean()
+        if data.get("rule") == "keep_last" and not data.get("keep_last"):
+            self.add_error("keep_last", "rule keep_last needs N (a whole number >= 1)")
+        elif data.get("rule") != "keep_last":
+            data["keep_last"] = None
+        return data
+
+    def selection(self) -> dict[str, Any]:
+        """As :meth:`LaunchForm.selection`; a filter without a mode selects both modes (``"mode": "any"``)."""
+        chosen = super().selection()
+        if "filter" in chosen:
+            chosen["filter"]["mode"] = chosen["filter"]["mode"] or "any"
+        return chosen
+
+    def retention(self) -> dict[str, Any]:
+        """The job's rule (validated again by :func:`dashboard.jobs.pruning.normalize_retention`)."""
+        data = self.cleaned_data
+        protect = [p for p in (data["protect"] or "").replace(",", " ").split() if p]
+        return {"rule": data["rule"], "keep_last": data["keep_last"], "protect": protect}
+
+
 class ConfirmConvertForm(forms.Form):
     """``POST /jobs/<dry run id>/convert``: convert the threads the dry run found convertible."""
 
@@ -105,6 +142,24 @@ class ConfirmCompactForm(ConfirmConvertForm):
                 "force_full_fleet": self.cleaned_data["force_full_fleet"]}
 
 
+class ConfirmPruneForm(forms.Form):
+    """``POST /jobs/<prune dry run id>/prune``: prune what the dry run previewed (its rule, N, protected set)."""
+
+    understood = forms.BooleanField(error_messages={
+        "required": "tick \"I have read what will be deleted\": a prune deletes checkpoints (revertible only "
+                    "from its backups)"}, label="I have read what will be deleted")
+    no_backup = forms.BooleanField(required=False, label="No backup (frees the bytes now; cannot be reverted)")
+    throttle_delay_s = forms.FloatField(min_value=0, max_value=3600, required=False, initial=0,
+                                        label="Delay between threads (s)")
+    max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False, initial=1, label="Threads at once")
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`services.create_job`."""
+        data = self.cleaned_data
+        return {"confirmed": True, "throttle_delay_s": data["throttle_delay_s"] or 0.0,
+                "max_in_flight": data["max_in_flight"] or 1, "retention": {"backup": not data["no_backup"]}}
+
+
 class JobActionForm(forms.Form):
     """``POST /jobs/<id>/action``: one of the job buttons."""
 
@@ -123,8 +178,12 @@ class ApiJobForm(forms.Form):
     """``POST /api/jobs`` JSON body.
 
     ``{"kind", "thread_ids" | "filter" | "backup_ids", "estimate_job", "confirmed",
-    "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes", "force_full_fleet"}``
-    (``force_full_fleet``: ``compact`` although live full-mode processes are registered).
+    "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes", "force_full_fleet",
+    "rule", "keep_last", "protect", "backup", "dry_run"}``
+    (``force_full_fleet``: ``compact`` although live full-mode processes are registered; ``rule``,
+    ``keep_last``, ``protect``, ``backup``: prune kinds only, validated by
+    :func:`dashboard.jobs.pruning.normalize_retention`; ``"kind": "prune", "dry_run": true`` is
+    ``"kind": "prune_dry_run"``).
     """
 
     kind = forms.ChoiceField(choices=ConversionJob.Kind.choices)
@@ -138,6 +197,20 @@ class ApiJobForm(forms.Form):
     integrity = JsonBooleanField(required=False)
     size_limit_bytes = forms.IntegerField(min_value=1, required=False)
     force_full_fleet = JsonBooleanField(required=False)
+    rule = forms.Field(required=False)
+    keep_last = forms.Field(required=False)
+    protect = forms.Field(required=False)
+    backup = forms.Field(required=False)
+    dry_run = JsonBooleanField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        """``"kind": "prune"`` with ``"dry_run": true`` is the prune dry run; ``dry_run`` is for prune only."""
+        data = super().clean()
+        if data.get("dry_run") is not None and data.get("kind") not in ("prune", "prune_dry_run"):
+            self.add_error("dry_run", "dry_run is for kind prune only (the other kinds have their own dry-run kind)")
+        elif data.get("kind") == "prune" and data.get("dry_run"):
+            data["kind"] = "prune_dry_run"
+        return data
 
     def selection(self) -> dict[str, Any] | None:
         """The selection, or ``None`` to derive it from ``estimate_job``."""
@@ -151,7 +224,17 @@ class ApiJobForm(forms.Form):
         return {"confirmed": bool(data["confirmed"]), "throttle_delay_s": data["throttle_delay_s"] or 0.0,
                 "max_in_flight": data["max_in_flight"] or 1,
                 "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"],
-                "force_full_fleet": bool(data.get("force_full_fleet"))}
+                "force_full_fleet": bool(data.get("force_full_fleet")), **self._retention()}
+
+    def _retention(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        given = {k: data[k] for k in ("rule", "keep_last", "protect", "backup") if data.get(k) is not None}
+        if data["kind"] not in ("prune", "prune_dry_run"):
+            if given:
+                raise InvalidRetention(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} only for kind "
+                                       "prune_dry_run or prune.")
+            return {}
+        return {"retention": given}
 
 
 class JobResultsPageForm(forms.Form):
@@ -173,3 +256,66 @@ class RevertBackupForm(forms.Form):
     """``/jobs/backups/revert``: the backup to restore its thread from."""
 
     backup_id = forms.CharField(max_length=64)
+
+
+class RetentionPolicyForm(forms.ModelForm):
+    """``/jobs/policies/new`` and ``/jobs/policies/<id>/``: a retention policy (off until ``enabled`` is ticked).
+
+    The filter is the thread list's (id contains, mode, class); with ``idle_days`` and no filter the policy
+    covers every idle thread, with neither every thread.
+    """
+
+    q = forms.CharField(max_length=2000, required=False, label="Thread id contains")
+    mode = forms.ChoiceField(choices=_MODES, required=False)
+    thread_class = forms.ChoiceField(choices=_CLASSES, required=False, label="Class")
+    protect_ids = forms.CharField(max_length=100_000, required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                  label="Protected checkpoint ids (resume targets)")
+
+    class Meta:
+        model = RetentionPolicy
+        fields = ["name", "enabled", "schedule", "idle_days", "rule", "keep_last", "backup"]
+        labels = {"schedule": "Schedule (crontab, UTC: minute hour day-of-month month day-of-week)",
+                  "idle_days": "Idle for at least (days)", "keep_last": "N (rule keep_last)",
+                  "backup": "Back up each thread first (revertible; bytes freed once purged)"}
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            for key in ("q", "mode", "thread_class"):
+                self.initial.setdefault(key, (self.instance.filter or {}).get(key) or "")
+            self.initial.setdefault("protect_ids", "\n".join(self.instance.protect or []))
+
+    def clean_schedule(self) -> str:
+        """Celery's crontab must read it."""
+        from dashboard.jobs.policies import InvalidSchedule, parse_schedule
+
+        text = " ".join(self.cleaned_data["schedule"].split())
+        try:
+            parse_schedule(text)
+        except InvalidSchedule as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+        return text
+
+    def clean_idle_days(self) -> float | None:
+        """Days >= 0, or empty."""
+        days = self.cleaned_data["idle_days"]
+        if days is not None and (days < 0 or days != days):
+            raise forms.ValidationError("idle days must be 0 or more", code="min_value")
+        return days
+
+    def clean(self) -> dict[str, Any]:
+        """The rule as a prune job takes it (:func:`dashboard.jobs.pruning.normalize_retention`)."""
+        from dashboard.jobs.pruning import normalize_retention
+
+        data = super().clean()
+        protect = [p for p in (data.get("protect_ids") or "").replace(",", " ").split() if p]
+        rule = data.get("rule")
+        try:
+            normalized = normalize_retention({"rule": rule, "keep_last": data.get("keep_last") if rule == "keep_last"
+                                              else None, "protect": protect, "backup": bool(data.get("backup"))})
+        except InvalidRetention as exc:
+            raise forms.ValidationError(exc.detail, code="invalid") from None
+        data["keep_last"] = normalized["keep_last"]
+        self.instance.protect = normalized["protect"]
+        self.instance.filter = {k: data.get(k) for k in ("q", "mode", "thread_class") if data.get(k)}
+        return data

@@ -20,8 +20,9 @@ from django.db import models
 from django.utils import timezone
 
 from deerflow.convert import STATUSES as REPORT_STATUSES
+from deerflow.retention import STATUSES as PRUNE_STATUSES
 
-__all__ = ["ConversionJob", "ThreadResult"]
+__all__ = ["ConversionJob", "RetentionPolicy", "ThreadResult"]
 
 
 class ConversionJob(models.Model):
@@ -29,7 +30,8 @@ class ConversionJob(models.Model):
 
     Attributes:
         kind: ``dry_run`` (estimate + integrity check), ``convert`` (delta to full), ``revert``,
-            ``compact_dry_run`` (compaction preview) or ``compact`` (full to delta, :mod:`dashboard.jobs.compaction`).
+            ``compact_dry_run`` (compaction preview), ``compact`` (full to delta, :mod:`dashboard.jobs.compaction`),
+            ``prune_dry_run`` (retention preview) or ``prune`` (retention, :mod:`dashboard.jobs.pruning`).
         state: see :class:`State`; ``revision`` is bumped on every state change and
             also serializes dispatchers (its UPDATE takes the row's write lock).
         selection: what was asked for, as JSON: ``{"thread_ids": [...]}``,
@@ -46,6 +48,9 @@ class ConversionJob(models.Model):
         integrity: compare the one-pass materialization with LangGraph's reader before writing.
         launched_by: who launched it, as text (a username, or ``cli:<os user>``); survives user deletion.
         runner: ``celery`` (fanned out to workers) or ``inline`` (the management command).
+        retention: prune kinds only, the rule as :func:`dashboard.jobs.pruning.normalize_retention` gives it:
+            ``{"rule": "keep_last" | "safe_only" | "delete_threads", "keep_last": N | None,
+            "protect": [checkpoint ids], "backup": bool}``; ``{}`` for other kinds.
     """
 
     class Kind(models.TextChoices):
@@ -54,6 +59,8 @@ class ConversionJob(models.Model):
         REVERT = "revert", "revert"
         COMPACT_DRY_RUN = "compact_dry_run", "compaction dry run"
         COMPACT = "compact", "compact to delta"
+        PRUNE_DRY_RUN = "prune_dry_run", "prune dry run"
+        PRUNE = "prune", "prune history"
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -87,11 +94,14 @@ class ConversionJob(models.Model):
     confirmed = models.BooleanField(default=False)
     size_limit_bytes = models.BigIntegerField(null=True, blank=True)
     integrity = models.BooleanField(default=True)
+    retention = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         permissions = [("manage_conversions", "Can launch, pause, cancel, retry and revert conversions, "
-                                              "and purge backups")]
+                                              "and purge backups"),
+                       ("manage_retention", "Can launch, confirm, pause, cancel, retry and revert prune jobs "
+                                            "(deleting checkpoint history) and edit retention policies")]
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.kind}, {self.state})"
@@ -120,6 +130,11 @@ class ThreadResult(models.Model):
         worker_*: who ran it: host name, Celery node, OS pid, frozen mode and snapshot cadence.
         attempts: claims of this row (count); the claim number is the token a recording must match.
         duration_s: wall time of the last attempt (seconds).
+        prune: prune kinds only, the thread's :class:`deerflow.retention.PruneReport` lists:
+            ``{"rule", "kept_checkpoint_ids", "deleted_checkpoint_ids", "protected_checkpoint_ids",
+            "protected": [{"checkpoint_ns", "checkpoint_id", "reason"}], "rebased_checkpoint_ids",
+            "unbranchable_checkpoint_ids", "deleted_namespaces"}``; ``{}`` otherwise. For these kinds
+            ``checkpoints_rewritten`` counts the checkpoints deleted (or to delete).
         queued_at: when the row's task, last sent to the broker, falls due (send time plus its
             countdown); a row still ``queued`` ``DASHBOARD_REQUEUE_AFTER_S`` after that is sent
             again (:func:`dashboard.jobs.stalls.requeue_stalled`).
@@ -129,7 +144,8 @@ class ThreadResult(models.Model):
     SKIPPED, REFUSED, ERROR = "skipped", "refused", "error"
     IN_FLIGHT = (QUEUED, RUNNING)
     OPEN = (PENDING, QUEUED, RUNNING)
-    STATUSES = (PENDING, QUEUED, RUNNING, SKIPPED, REFUSED, ERROR, *REPORT_STATUSES)
+    STATUSES = tuple(dict.fromkeys((PENDING, QUEUED, RUNNING, SKIPPED, REFUSED, ERROR, *REPORT_STATUSES,
+                                    *PRUNE_STATUSES)))
 
     job = models.ForeignKey(ConversionJob, on_delete=models.CASCADE, related_name="results")
     thread_id = models.TextField()
@@ -155,6 +171,7 @@ class ThreadResult(models.Model):
     duration_s = models.FloatField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(null=True, blank=True)
+    prune = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -163,3 +180,48 @@ class ThreadResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.thread_id} ({self.status})"
+
+
+class RetentionPolicy(models.Model):
+    """A saved retention rule over a selection, run by Celery beat on a schedule (off by default).
+
+    Each run (:func:`dashboard.jobs.policies.run_policy`) is a normal ``prune`` job, runner
+    ``celery``, launched by ``policy:<name>``.
+
+    Attributes:
+        name: unique; the job's ``launched_by`` is ``policy:<name>``.
+        idle_days: only threads whose newest checkpoint is older than this (days), or ``None``.
+        filter: the thread list's filter (``{"q", "mode", "thread_class"}``; empty values ignored), or ``{}``.
+            At least one of ``idle_days`` and ``filter`` selects; neither means every thread.
+        rule, keep_last, protect, backup: the job's retention (see :attr:`ConversionJob.retention`).
+        schedule: a crontab in the five standard fields (``minute hour day-of-month month day-of-week``, UTC),
+            read by Celery's own :class:`celery.schedules.crontab`.
+        enabled: beat runs only enabled policies (default off).
+        last_run_at, last_job, last_error: the latest run: when, its job, or why it made none.
+    """
+
+    class Rule(models.TextChoices):
+        KEEP_LAST = "keep_last", "keep the last N checkpoints"
+        SAFE_ONLY = "safe_only", "only the provably safe shapes"
+        DELETE_THREADS = "delete_threads", "delete the threads whole"
+
+    name = models.CharField(max_length=100, unique=True)
+    idle_days = models.FloatField(null=True, blank=True)
+    filter = models.JSONField(default=dict, blank=True)
+    rule = models.CharField(max_length=16, choices=Rule.choices, default=Rule.KEEP_LAST)
+    keep_last = models.PositiveIntegerField(null=True, blank=True)
+    protect = models.JSONField(default=list, blank=True)
+    backup = models.BooleanField(default=True)
+    schedule = models.CharField(max_length=100, default="0 3 * * *")
+    enabled = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_job = models.ForeignKey(ConversionJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "retention policies"
+
+    def __str__(self) -> str:
+        return f"policy {self.name} ({'on' if self.enabled else 'off'})"

@@ -18,6 +18,8 @@ SUCCESS = {
     ConversionJob.Kind.REVERT: ("reverted",),
     ConversionJob.Kind.COMPACT_DRY_RUN: ("needs_compaction", "already_delta"),
     ConversionJob.Kind.COMPACT: ("compacted", "already_delta"),
+    ConversionJob.Kind.PRUNE_DRY_RUN: ("would_prune", "would_delete", "nothing_to_prune"),
+    ConversionJob.Kind.PRUNE: ("pruned", "deleted", "nothing_to_prune"),
 }
 
 

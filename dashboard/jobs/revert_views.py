@@ -22,7 +22,8 @@ from dashboard.jobs import services
 from dashboard.jobs.errors import JobError
 from dashboard.jobs.forms import PurgeBackupForm, RevertBackupForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.jobs.views import PERMISSION, _go, _invalid
+from dashboard.jobs.pruning import is_prune_backup
+from dashboard.jobs.views import PERMISSION, RETENTION_PERMISSION, _go, _invalid, refusal
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
@@ -39,14 +40,17 @@ def _backup(backup_id: str):
 @staff_required
 def backup_revert(request: HttpRequest) -> HttpResponse:
     """The confirmation page (GET, any staff; the button needs the permission) and the revert job
-    (POST, ``jobs.manage_conversions``) for one active backup."""
-    if request.method == "POST" and not request.user.has_perm(PERMISSION):
+    (POST, ``jobs.manage_conversions``; ``jobs.manage_retention`` for a prune's backup) for one active backup."""
+    form = RevertBackupForm(request.POST if request.method == "POST" else request.GET)
+    if request.method == "POST" and not (request.user.has_perm(PERMISSION) or request.user.has_perm(RETENTION_PERMISSION)):
         return error_page(request, ErrorView(403, "permission_denied", "You may view backups but not revert them.",
                                              f"Ask an administrator for the permission {PERMISSION}."))
-    form = RevertBackupForm(request.POST if request.method == "POST" else request.GET)
     if not form.is_valid():
         return _invalid(request, form)
     backup_id = form.cleaned_data["backup_id"]
+    needed = RETENTION_PERMISSION if is_prune_backup(backup_id) else PERMISSION
+    if request.method == "POST" and not request.user.has_perm(needed):
+        return error_page(request, refusal(needed))
     backup = _backup(backup_id)
     if backup is None:
         return error_page(request, ErrorView(404, "backup_not_found", f"No backup {backup_id!r} exists.",

@@ -10,6 +10,10 @@ Selection shapes (stored as :attr:`ConversionJob.selection`)::
 A filter pages through :func:`deerflow.inventory.list_threads` (metadata
 only, no delta reading, so any process may resolve it). A filter without a
 mode means ``delta``: a thread without delta evidence never needs conversion.
+Prune jobs (``prune_dry_run``, ``prune``) also take ``"mode": "any"`` (what
+their filter without a mode means: retention concerns both modes) and
+``"idle_days": D`` (threads whose newest checkpoint is older than D days,
+:func:`deerflow.retention.select_threads`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ __all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_
            "resolve"]
 
 FILTER_KEYS = ("mode", "thread_class", "q", "updated_before", "updated_after")
+#: The filter keys of prune jobs: :data:`FILTER_KEYS` and ``idle_days``.
+PRUNE_FILTER_KEYS = (*FILTER_KEYS, "idle_days")
+_PRUNE_KINDS = ("prune_dry_run", "prune")
 #: Ids one request may list (``thread_ids`` or ``backup_ids``); larger selections are filters.
 MAX_SELECTED_IDS = 1000
 #: Characters in one thread or backup id (DeerFlow's are UUIDs; backups are 64 at most).
@@ -51,7 +58,7 @@ def normalize(kind: str, selection: dict[str, Any]) -> dict[str, Any]:
     if (key == "backup_ids") != (kind == "revert"):
         raise InvalidSelection("A revert job selects backups (backup_ids); other jobs select threads.")
     if key == "filter":
-        return {"filter": _normalize_filter(selection["filter"])}
+        return {"filter": _normalize_filter(selection["filter"], prune=kind in _PRUNE_KINDS)}
     return {key: _unique_strings(selection[key], key)}
 
 
@@ -91,12 +98,20 @@ def _unique_strings(values: Any, name: str) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _normalize_filter(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict) or set(raw) - set(FILTER_KEYS):
-        raise InvalidSelection(f"filter keys are {', '.join(FILTER_KEYS)}.")
-    out = {k: raw.get(k) or None for k in FILTER_KEYS}
-    if out["mode"] not in (None, "full", "delta"):
-        raise InvalidSelection(f"filter mode must be full or delta; got {out['mode']!r}.")
+def _normalize_filter(raw: Any, *, prune: bool = False) -> dict[str, Any]:
+    keys = PRUNE_FILTER_KEYS if prune else FILTER_KEYS
+    if not isinstance(raw, dict) or set(raw) - set(keys):
+        raise InvalidSelection(f"filter keys are {', '.join(keys)}.")
+    out = {k: raw.get(k) if k == "idle_days" else raw.get(k) or None for k in keys}
+    modes = (None, "full", "delta", "any") if prune else (None, "full", "delta")
+    if out["mode"] not in modes:
+        raise InvalidSelection(f"filter mode must be {' or '.join(m for m in modes if m)}; got {out['mode']!r}.")
+    if prune:
+        out["mode"] = out["mode"] or "any"
+        days = out["idle_days"]
+        if days is not None and (isinstance(days, bool) or not isinstance(days, int | float) or days != days
+                                 or days < 0):
+            raise InvalidSelection(f"filter idle_days must be a number of days >= 0; got {days!r}.")
     if out["thread_class"] not in (None, *inventory.THREAD_CLASSES):
         raise InvalidSelection(f"filter thread_class must be one of {', '.join(inventory.THREAD_CLASSES)}.")
     for key in ("updated_before", "updated_after"):
@@ -130,15 +145,22 @@ def resolve(rt: DashboardRuntime, selection: dict[str, Any]) -> list[Target]:
 
 
 def _filtered(rt: DashboardRuntime, f: dict[str, Any]) -> list[str]:
+    idle = None
+    if f.get("idle_days") is not None:
+        from deerflow.retention import select_threads
+
+        idle = set(select_threads(rt.config.database, idle_days=float(f["idle_days"])))
+    mode = None if f.get("mode") == "any" else f.get("mode") or "delta"
     before = _instant(f["updated_before"], "updated_before") if f.get("updated_before") else None
     after = _instant(f["updated_after"], "updated_after") if f.get("updated_after") else None
     out: list[str] = []
     cursor = None
     while True:
-        page, cursor = inventory.list_threads(rt.saver, limit=_PAGE, cursor=cursor, mode=f.get("mode") or "delta",
+        page, cursor = inventory.list_threads(rt.saver, limit=_PAGE, cursor=cursor, mode=mode,
                                               thread_class=f.get("thread_class"), q=f.get("q"))
         out += [t.thread_id for t in page
-                if (before is None or (t.updated_at and t.updated_at < before))
+                if (idle is None or t.thread_id in idle)
+                and (before is None or (t.updated_at and t.updated_at < before))
                 and (after is None or (t.updated_at and t.updated_at > after))]
         if cursor is None:
             return out

@@ -38,7 +38,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.jobs import compaction, owners
+from dashboard.jobs import compaction, owners, pruning
 from dashboard.jobs import selection as sel
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
@@ -49,6 +49,7 @@ from dashboard.jobs.errors import (
     InvalidTransition,
     NotADryRun,
     NothingToConvert,
+    RetentionMismatch,
     SizeLimitExceeded,
     TransientDatabaseError,
     is_transient,
@@ -74,12 +75,13 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
                source_job: ConversionJob | None = None, parent: ConversionJob | None = None,
                throttle_delay_s: float = 0.0, max_in_flight: int = 1, integrity: bool = True,
                confirmed: bool = False, size_limit_bytes: int | None = None, runner: str = "celery",
-               launched_by: str = "", force_full_fleet: bool = False) -> ConversionJob:
+               launched_by: str = "", force_full_fleet: bool = False,
+               retention: dict[str, Any] | None = None) -> ConversionJob:
     """Create a job and its pending result rows (does not start it; see :func:`launch`).
 
     Args:
         user: the launching user (``None`` for the command line; then give ``launched_by``).
-        kind: ``dry_run``, ``convert``, ``revert``, ``compact_dry_run`` or ``compact``.
+        kind: ``dry_run``, ``convert``, ``revert``, ``compact_dry_run``, ``compact``, ``prune_dry_run`` or ``prune``.
         selection: see :mod:`dashboard.jobs.selection`; ``None`` derives it from
             ``source_job`` (a conversion takes the dry run's ``needs_conversion``
             threads, a revert takes the conversion's backups).
@@ -89,9 +91,14 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
         confirmed: accept an estimate above the size limit, or a conversion without a dry run.
         size_limit_bytes: default: the source job's limit, else ``settings.CONVERSION_SIZE_LIMIT_BYTES``.
         force_full_fleet: compact although live full-mode processes are registered.
+        retention: prune kinds: the rule (:func:`dashboard.jobs.pruning.normalize_retention`); a ``prune``
+            confirmed from a dry run takes the dry run's rule, N and protected set (``retention`` may then
+            only say ``backup``).
 
     Raises:
         InvalidSelection, NothingToConvert, EstimateRequired, SizeLimitExceeded.
+        InvalidRetention: a prune kind without a valid rule. RetentionMismatch: a prune whose rule differs
+            from its dry run's.
         FullModeFleet: a ``compact`` job while a live registered process is in full mode (unless forced).
         ReadOnlyDatabase: a job that writes (not a dry run) on a database this process may only read.
         NotADryRun: a conversion whose ``source_job`` is not a finished dry run.
@@ -105,8 +112,9 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
         if blockers:
             raise FullModeFleet(f"{len(blockers)} live process(es) run in full mode and would answer 409 for "
                                 f"compacted threads: {', '.join(p.name for p in blockers)}.")
+    retention = _retention(kind, retention, source_job)
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
-    if kind not in (Kind.DRY_RUN, Kind.COMPACT_DRY_RUN):  # a role that may only read is refused before any job exists
+    if kind not in _DRY_RUNS:  # a role that may only read is refused before any job exists
         check_can_write(get_runtime().config.database)
     targets = sel.resolve(get_runtime(), selection)
     if not targets and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
@@ -124,25 +132,45 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
             kind=kind, selection=selection, estimate=estimate, source_job=source_job, parent=parent,
             created_by=user, launched_by=launched_by or getattr(user, "username", ""), runner=runner,
             throttle_delay_s=throttle_delay_s, max_in_flight=max_in_flight, integrity=integrity,
-            confirmed=confirmed, size_limit_bytes=limit)
+            confirmed=confirmed, size_limit_bytes=limit, retention=retention)
         Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets])
     return job
 
 
 #: The kinds that write threads -> (the dry-run kind that estimates them, the dry run's "would write" status,
 #: the status of a written thread).
-_WRITES = {Kind.CONVERT: (Kind.DRY_RUN, "needs_conversion", "converted"),
-           Kind.COMPACT: (Kind.COMPACT_DRY_RUN, "needs_compaction", "compacted")}
+_WRITES = {Kind.CONVERT: (Kind.DRY_RUN, ("needs_conversion",), ("converted",)),
+           Kind.COMPACT: (Kind.COMPACT_DRY_RUN, ("needs_compaction",), ("compacted",)),
+           Kind.PRUNE: (Kind.PRUNE_DRY_RUN, ("would_prune", "would_delete"), pruning.WRITTEN)}
+_DRY_RUNS = (Kind.DRY_RUN, Kind.COMPACT_DRY_RUN, Kind.PRUNE_DRY_RUN)
+_PRUNE_KINDS = (Kind.PRUNE_DRY_RUN, Kind.PRUNE)
+
+
+def _retention(kind: str, given: dict[str, Any] | None, source: ConversionJob | None) -> dict[str, Any]:
+    """The rule a prune job carries (``{}`` for other kinds); see :func:`create_job`."""
+    if kind not in _PRUNE_KINDS:
+        return {}
+    given = dict(given or {})
+    if kind == Kind.PRUNE and source is not None and source.kind == Kind.PRUNE_DRY_RUN:
+        planned = source.retention
+        asked = {k: v for k, v in given.items() if k != "backup" and v not in (None, [])}
+        differs = [k for k, v in asked.items() if planned.get(k) != v]
+        if differs:
+            raise RetentionMismatch(f"Dry run {source.pk} previewed rule {planned.get('rule')} "
+                                    f"(keep_last {planned.get('keep_last')}, protect {planned.get('protect')}); "
+                                    f"this prune asks for another {', '.join(differs)}.")
+        return pruning.normalize_retention({**planned, "backup": given.get("backup", True)})
+    return pruning.normalize_retention(given)
 
 
 def _derived_selection(kind: str, source: ConversionJob | None) -> dict[str, Any]:
     if source is None:
         raise InvalidSelection("Select threads (thread_ids or filter), backups, or a source job.")
     if kind in _WRITES and source.kind == _WRITES[kind][0]:
-        ids = list(source.results.filter(status=_WRITES[kind][1]).values_list("thread_id", flat=True))
+        ids = list(source.results.filter(status__in=_WRITES[kind][1]).values_list("thread_id", flat=True))
         if not ids:
             raise NothingToConvert(f"Dry run {source.pk} found no thread that needs "
-                                   f"{'conversion' if kind == Kind.CONVERT else 'compaction'}.")
+                                   f"{ {Kind.CONVERT: 'conversion', Kind.COMPACT: 'compaction'}.get(kind, 'pruning')}.")
         return {"thread_ids": ids}
     if kind == Kind.REVERT and source.kind in _WRITES:
         return {"backup_ids": _revertible(source)}
@@ -154,7 +182,7 @@ def _finished_dry_run(job: ConversionJob, kind: str = Kind.CONVERT) -> bool:
 
 
 def _converted_backups(job: ConversionJob) -> list[str]:
-    return list(job.results.filter(status__in=("converted", "compacted")).exclude(backup_id="")
+    return list(job.results.filter(status__in=("converted", "compacted", *pruning.WRITTEN)).exclude(backup_id="")
                 .values_list("backup_id", flat=True))
 
 
@@ -188,7 +216,7 @@ def _estimate(kind: str, thread_ids: list[str], source: ConversionJob | None, co
         return {}
     if not _finished_dry_run(source, kind):
         raise NotADryRun(source.pk)
-    rows = source.results.filter(thread_id__in=thread_ids, status=_WRITES[kind][1])
+    rows = source.results.filter(thread_id__in=thread_ids, status__in=_WRITES[kind][1])
     sums = rows.aggregate(n=Count("id"), c=Sum("checkpoints_rewritten"), b=Sum("bytes_before"),
                           a=Sum("bytes_after"))
     return {"source_job": source.pk, "threads": sums["n"], "checkpoints_to_rewrite": sums["c"] or 0,
@@ -284,7 +312,8 @@ def retry(job: ConversionJob, user: Any) -> ConversionJob:
               else {"thread_ids": [r.thread_id for r in failed]})
     new = create_job(user, job.kind, chosen, source_job=job.source_job, parent=job,
                      throttle_delay_s=job.throttle_delay_s, max_in_flight=job.max_in_flight,
-                     integrity=job.integrity, confirmed=job.confirmed, size_limit_bytes=job.size_limit_bytes)
+                     integrity=job.integrity, confirmed=job.confirmed, size_limit_bytes=job.size_limit_bytes,
+                     retention=job.retention or None, launched_by=job.launched_by if user is None else "")
     launch(new)
     return new
 
@@ -381,6 +410,7 @@ class Run(NamedTuple):
 class _Outcome:
     report: convert.ThreadReport
     code: str = ""
+    prune: dict[str, Any] = field(default_factory=dict)
 
 
 def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") -> Run:
@@ -468,6 +498,13 @@ def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
     if refusal is not None:
         return refusal
     database, note = rt.config.database, f"dashboard job {job.pk}"
+    if job.kind in _PRUNE_KINDS:
+        report, lists = pruning.run_one(rt, result.thread_id, job.retention, dry_run=job.kind == Kind.PRUNE_DRY_RUN,
+                                        note=note, retried=result.attempts > 1)
+        return _Outcome(report, prune=lists)
+    if job.kind == Kind.REVERT and pruning.is_prune_backup(result.backup_id):
+        report, lists = pruning.revert_one(rt, result.backup_id)
+        return _Outcome(report, prune=lists)
     if job.kind in (Kind.COMPACT_DRY_RUN, Kind.COMPACT):
         return _Outcome(compaction.run_one(rt, result.thread_id, dry_run=job.kind == Kind.COMPACT_DRY_RUN,
                                            integrity=job.integrity, note=note, retried=result.attempts > 1))
@@ -486,7 +523,7 @@ def _refusal(rt: DashboardRuntime, result: ThreadResult) -> _Outcome | None:
     except CheckpointModeReconfigurationError as exc:
         view = describe(exc)
         return _refused(result.thread_id, view.detail, view.hint, view.code)
-    if rt.mode == "delta" or (result.job.kind not in (Kind.COMPACT_DRY_RUN, Kind.COMPACT)
+    if rt.mode == "delta" or (result.job.kind not in (Kind.COMPACT_DRY_RUN, Kind.COMPACT, *_PRUNE_KINDS)
                               and not _needs_delta_reader(rt, result)):
         return None
     view = describe(CheckpointModeMismatchError(thread_id=result.thread_id))
@@ -532,7 +569,7 @@ def _record(result_id: int, token: int, outcome: _Outcome) -> bool:
         "bytes_after": r.bytes_after, "head_messages_sha256": r.head_messages_sha256 or "",
         "first_difference": r.first_difference, "findings": r.findings, "error": r.error or "",
         "hint": r.hint or "", "error_code": outcome.code, "duration_s": r.duration_s,
-        "finished_at": timezone.now(),
+        "finished_at": timezone.now(), "prune": outcome.prune,
     }
     if r.backup_id:
         fields["backup_id"] = r.backup_id

@@ -4,6 +4,8 @@
   ``max_in_flight`` pending threads and sends one ``jobs.run_thread`` each.
 * ``jobs.requeue_stalled()`` (beat, every minute): sends again the rows whose
   message the broker lost (:mod:`dashboard.jobs.stalls`).
+* ``jobs.run_due_policies()`` (beat, every minute): starts a prune job for each
+  enabled retention policy whose crontab fell due (:mod:`dashboard.jobs.policies`).
 * ``jobs.run_thread(result_id)`` (queue ``checkpoints.delta``: converting
   reads delta history, so only delta-mode workers consume it): runs one
   thread via :func:`services.run_thread`, then dispatches the next thread
@@ -23,10 +25,10 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from dashboard.celery import mode_queue
-from dashboard.jobs import services, stalls
+from dashboard.jobs import policies, services, stalls
 from dashboard.jobs.errors import TransientDatabaseError
 
-__all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_thread", "send_again"]
+__all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_due_policies", "run_thread", "send_again"]
 
 #: Every thread task needs a delta reader (dry run, conversion and revert all replay delta history).
 THREAD_QUEUE = mode_queue("delta")
@@ -88,3 +90,9 @@ def send_again(result_id: int) -> None:
 def requeue_stalled() -> dict:
     """Send again the rows queued ``DASHBOARD_REQUEUE_AFTER_S`` past their due time. Returns ``{"sent": [ids]}``."""
     return {"sent": stalls.requeue_stalled(settings.DASHBOARD_REQUEUE_AFTER_S, send_again)}
+
+
+@shared_task(name="jobs.run_due_policies")
+def run_due_policies() -> dict:
+    """Start the due retention policies' prune jobs. Returns ``{"ran": [{"policy", "job_id", "error"}]}``."""
+    return {"ran": policies.run_due_policies()}

@@ -1,7 +1,8 @@
 """HTML pages of conversion jobs: launch, jobs list, job page (live progress), actions, backups list.
 
 Viewing needs staff; every POST also needs ``jobs.manage_conversions``
-(403 otherwise) and a CSRF token. Views validate with a form, call one
+(``jobs.manage_retention`` for prune jobs and their reverts: deleting is not
+converting; 403 otherwise) and a CSRF token. Views validate with a form, call one
 function of :mod:`dashboard.jobs.services`, and render or redirect.
 """
 
@@ -38,24 +39,58 @@ from dashboard.runtime import get_runtime
 from deerflow.convert import list_backups
 
 PERMISSION = "jobs.manage_conversions"
+#: Launching, confirming, acting on and reverting prune jobs, and editing retention policies.
+RETENTION_PERMISSION = "jobs.manage_retention"
 RESULTS_SHOWN = 500
+_PRUNE_KINDS = (ConversionJob.Kind.PRUNE_DRY_RUN, ConversionJob.Kind.PRUNE)
+
+
+def permission_for(kind: str) -> str:
+    """The permission a job of ``kind`` needs: :data:`RETENTION_PERMISSION` for prune kinds, else :data:`PERMISSION`."""
+    return RETENTION_PERMISSION if kind in _PRUNE_KINDS else PERMISSION
+
+
+def job_permission(job: ConversionJob) -> str:
+    """The permission acting on ``job`` needs; a revert of a prune (its source, or the backups it restores) is
+    a prune's business."""
+    if job.kind == ConversionJob.Kind.REVERT:
+        if job.source_job is not None:
+            return permission_for(job.source_job.kind)
+        backups = job.results.exclude(backup_id="").values("backup_id")
+        pruned = ConversionJob.objects.filter(kind=ConversionJob.Kind.PRUNE, results__backup_id__in=backups)
+        return RETENTION_PERMISSION if pruned.exists() else PERMISSION
+    return permission_for(job.kind)
+
+
+def refusal(permission: str) -> ErrorView:
+    """The 403 of a user without ``permission``, with the hint of whom to ask."""
+    if permission == RETENTION_PERMISSION:
+        return ErrorView(403, "permission_denied", "You may view jobs but not prune: pruning deletes checkpoint "
+                         "history, which running conversions does not include.",
+                         f"Ask an administrator for the permission {RETENTION_PERMISSION} (deleting is not converting).")
+    return ErrorView(403, "permission_denied", "You may view jobs but not run them.",
+                     f"Ask an administrator for the permission {PERMISSION}.")
 
 
 def _invalid(request: HttpRequest, form) -> HttpResponse:
     return error_page(request, invalid_parameters(form, what="form", hint="Fix the listed fields and submit again."))
 
 
-def manage_required(view: Callable) -> Callable:
-    """Staff (else login) with ``jobs.manage_conversions`` (else 403 page)."""
+def manage_required(view: Callable, permission: str = PERMISSION) -> Callable:
+    """Staff (else login) with ``permission`` (default ``jobs.manage_conversions``; else 403 page)."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.has_perm(PERMISSION):
-            return error_page(request, ErrorView(403, "permission_denied", "You may view jobs but not run them.",
-                                                 f"Ask an administrator for the permission {PERMISSION}."))
+        if not request.user.has_perm(permission):
+            return error_page(request, refusal(permission))
         return view(request, *args, **kwargs)
 
     return staff_required(wrapper)
+
+
+def retention_required(view: Callable) -> Callable:
+    """Staff (else login) with ``jobs.manage_retention`` (else 403 page with the hint)."""
+    return manage_required(view, RETENTION_PERMISSION)
 
 
 def _go(request: HttpRequest, url: str) -> HttpResponse:
@@ -84,13 +119,13 @@ def _job_context(job: ConversionJob, **extra) -> dict:
             "requeue_after_s": settings.DASHBOARD_REQUEUE_AFTER_S,
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
-            **_compact_offer(job, results),
+            **_compact_offer(job, results), **_prune_offer(job, results), "act_permission": job_permission(job),
             "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **extra}
 
 
 def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
     """``revertible``: a finished conversion with a backup still active; ``reverted_by``: its revert jobs."""
-    if job.kind not in (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT) or not job.finished:
+    if job.kind not in (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT, ConversionJob.Kind.PRUNE) or not job.finished:
         return {}
     try:
         revertible = bool(services.active_backups(job))
@@ -99,6 +134,21 @@ def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
             raise
         revertible = True
     return {"revertible": revertible, "reverted_by": [d for d in derived if d.kind == ConversionJob.Kind.REVERT]}
+
+
+def _prune_offer(job: ConversionJob, results) -> dict:
+    """A prune job: its rows' lists for the preview, and for a finished dry run the rows it would prune."""
+    if job.kind not in _PRUNE_KINDS:
+        return {}
+    from dashboard.jobs.pruning import REASON_WORDS
+
+    rows = [r for r in results if r.status in ("would_prune", "would_delete")]
+    return {"prune_rows": results, "reason_words": REASON_WORDS,
+            "prunable": rows if job.kind == ConversionJob.Kind.PRUNE_DRY_RUN and job.finished else [],
+            "prune_totals": {"deleted": sum(r.checkpoints_rewritten for r in rows),
+                             "bytes_before": sum(r.bytes_before for r in rows),
+                             "bytes_after": sum(r.bytes_after for r in rows),
+                             "bytes_freed": sum(r.bytes_before - r.bytes_after for r in rows)}}
 
 
 def _compact_offer(job: ConversionJob, results) -> dict:
@@ -172,14 +222,16 @@ def confirm_compact(request: HttpRequest, job_id: int) -> HttpResponse:
     return _confirm(request, job_id, ConversionJob.Kind.COMPACT, ConfirmCompactForm)
 
 
-def _launch_dry_run(request: HttpRequest, kind: str) -> HttpResponse:
-    """Step 1 of a writing job: the dry run ``kind`` of the posted selection, then its job page."""
-    form = LaunchForm(request.POST)
+def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchForm) -> HttpResponse:
+    """Step 1 of a writing job: the dry run ``kind`` of the posted selection, then its job page
+    (a form with a ``retention()`` method gives a prune dry run its rule)."""
+    form = form_class(request.POST)
     if not form.is_valid():
         return _invalid(request, form)
     try:
+        extra = {"retention": form.retention()} if hasattr(form, "retention") else {}
         job = services.create_job(request.user, kind, form.selection(),
-                                  integrity=not form.cleaned_data["skip_integrity"])
+                                  integrity=not form.cleaned_data["skip_integrity"], **extra)
     except JobError as exc:
         return error_page(request, exc.view())
     services.launch(job)
@@ -213,10 +265,17 @@ _ACTIONS = {
 
 
 @require_POST
-@manage_required
+@staff_required
 def job_action(request: HttpRequest, job_id: int) -> HttpResponse:
-    """Pause, resume, cancel (this job) or retry, revert (a new job); then the resulting job's page."""
+    """Pause, resume, cancel (this job) or retry, revert (a new job); then the resulting job's page.
+
+    Needs :func:`job_permission` of the job (``jobs.manage_retention`` for prune jobs and their reverts)."""
+    if not (request.user.has_perm(PERMISSION) or request.user.has_perm(RETENTION_PERMISSION)):
+        return error_page(request, refusal(PERMISSION))  # no job permission at all: refused before any lookup
     job = get_object_or_404(ConversionJob, pk=job_id)
+    needed = job_permission(job)
+    if not request.user.has_perm(needed):
+        return error_page(request, refusal(needed))
     form = JobActionForm(request.POST)
     if not form.is_valid():
         return _invalid(request, form)

@@ -71,6 +71,8 @@ class ThreadPageForm(forms.Form):
     role = forms.ChoiceField(choices=ROLES, required=False)
     page = forms.IntegerField(min_value=1, max_value=1_000_000, required=False)
     base = forms.CharField(max_length=200, required=False)
+    #: Draw the history tree with this prune job's kept/deleted/protected marks.
+    prune_job = forms.IntegerField(min_value=1, max_value=2**31 - 1, required=False)
 
     def clean(self):
         data = super().clean()
@@ -85,3 +87,5 @@ class HistoryPageForm(HistoryQueryForm):
     """The history fragment: :class:`HistoryQueryForm` plus the tree's open branches from the page above."""
 
     lanes = forms.CharField(max_length=4000, required=False)
+    #: Mark each row kept / deleted / protected as this prune job (dry run or prune) decided.
+    prune_job = forms.IntegerField(min_value=1, max_value=2**31 - 1, required=False)

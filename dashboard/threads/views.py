@@ -14,6 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, ErrorView, describe, invalid_parameters
 from dashboard.jobs import provenance
+from dashboard.jobs.pruning import checkpoint_marks
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services, storage
@@ -169,6 +170,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "checkpoint_ns": checkpoint_ns,
         "writes": writes,
         "provenance": jobs,
+        "prune_job": opts["prune_job"],
     })
 
 
@@ -237,7 +239,9 @@ def _thread_history(request: HttpRequest, thread_id: str) -> HttpResponse:
         return render_error(request, exc, thread_id=thread_id)
     tree, lanes_after = draw_tree(rows, parse_lanes(form.cleaned_data["lanes"]), first_page=before is None)
     template = "threads/_history.html" if wants_fragment(request) else "threads/history.html"
+    prune_job = form.cleaned_data["prune_job"]
     return render(request, template, {
         "thread_id": thread_id, "rows": rows, "tree": tree, "lanes_after": lanes_after,
-        "next_before": next_before, "checkpoint_ns": checkpoint_ns,
+        "next_before": next_before, "checkpoint_ns": checkpoint_ns, "prune_job": prune_job,
+        "prune": checkpoint_marks(prune_job, thread_id) if prune_job else None,
     })

@@ -85,8 +85,7 @@ def _size_expr(session: ConversionSession) -> str:
 def ensure_whole_thread_tables(session: ConversionSession) -> None:
     """Create ``dfa_backup_writes`` and ``dfa_backup_scopes`` if missing (inside the transaction)."""
     session.ensure_backup_tables()
-    for ddl in _WHOLE_THREAD_DDL[session.dialect]:
-        session.conn.execute(ddl)
+    session.create_tables(_WHOLE_THREAD_DDL[session.dialect])
 
 
 def _scope(session: ConversionSession, backup_id: str) -> str:

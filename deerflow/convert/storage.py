@@ -88,8 +88,27 @@ class ConversionSession(Tx):
         self.saver = saver
 
     def ensure_backup_tables(self) -> None:
-        """Create this package's backup tables if missing (inside the transaction)."""
-        for ddl in _BACKUP_DDL[self.dialect]:
+        """Create this package's backup tables if missing (inside the transaction); see :meth:`create_tables`."""
+        self.create_tables(_BACKUP_DDL[self.dialect])
+
+    def create_tables(self, ddls: list[str]) -> None:
+        """Run ``CREATE TABLE IF NOT EXISTS`` statements, serialized with any other creator.
+
+        When a table is missing on Postgres, a transaction-level advisory lock
+        (``dfa.backup_ddl``) is taken first: two transactions creating the same
+        table at once would otherwise both insert its catalog rows, and the
+        second fails with a unique violation on ``pg_type`` (seen with two
+        thread tasks in flight on a fresh database). Once the tables exist no
+        lock is taken. SQLite's ``BEGIN IMMEDIATE`` already serializes writers.
+        """
+        from deerflow.sqlread import table_exists
+
+        names = [ddl.split("EXISTS", 1)[1].split("(", 1)[0].strip() for ddl in ddls]
+        if all(table_exists(self, name) for name in names):
+            return
+        with translated():
+            self.dialect.lock_thread(self.conn, "dfa.backup_ddl")
+        for ddl in ddls:
             self.execute(ddl)
 
     def lock_thread(self, thread_id: str) -> None:

@@ -78,6 +78,12 @@ STATUS_WORDS = {
     "already_delta": ("already delta: nothing to compact", "success"),
     "needs_compaction": ("needs compaction", "action"),
     "compacted": ("compacted to delta", "success"),
+    "would_prune": ("would be pruned", "action"),
+    "would_delete": ("would be deleted whole", "action"),
+    "nothing_to_prune": ("nothing to prune", "success"),
+    "pruned": ("pruned", "success"),
+    "deleted": ("deleted whole", "success"),
+    "changed_during_prune": ("changed while pruning: rolled back, retry", "action"),
 }
 
 
@@ -111,3 +117,32 @@ def revertible(result) -> bool:
     from dashboard.jobs.provenance import revertible as check
 
     return check(result)
+
+
+@register.filter
+def rule_words(rule: str, n: int | None = None) -> str:
+    """A prune rule in words: ``keep_last`` + 10 -> ``keep the last 10 checkpoints of each head's chain``."""
+    if rule == "keep_last":
+        return f"keep the last {n} checkpoint{'' if n == 1 else 's'} of each head's chain (plus the protected set)"
+    return {"safe_only": "only the provably safe shapes (trailing duration-only leaves, leaf sibling branches)",
+            "delete_threads": "delete the threads whole"}.get(rule, rule)
+
+
+@register.filter
+def prune_list(result, key: str) -> list:
+    """One list of a prune row (``ThreadResult.prune[key]``), ``[]`` when absent."""
+    return (getattr(result, "prune", None) or {}).get(key, [])
+
+
+@register.filter
+def reason_words(reason: str) -> str:
+    """Why a checkpoint is protected, in words (:data:`dashboard.jobs.pruning.REASON_WORDS`)."""
+    from dashboard.jobs.pruning import REASON_WORDS
+
+    return REASON_WORDS.get(reason, reason)
+
+
+@register.filter
+def freed(result) -> int:
+    """Bytes a row frees: ``bytes_before - bytes_after`` (0 when it grows)."""
+    return max(result.bytes_before - result.bytes_after, 0)

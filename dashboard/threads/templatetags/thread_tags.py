@@ -182,3 +182,7 @@ def message_items_key(context: Any) -> str:
 def fragment_ttl() -> int:
     """Seconds a cached page fragment lives (:data:`dashboard.threads.fragments.FRAGMENT_TTL_S`)."""
     return fragments.FRAGMENT_TTL_S
+@register.filter
+def mark_of(marks: dict[str, Any] | None, checkpoint_id: str) -> dict[str, Any] | None:
+    """A prune job's mark of one checkpoint (:func:`dashboard.jobs.pruning.checkpoint_marks`), or ``None``."""
+    return (marks or {}).get(checkpoint_id)

@@ -1,0 +1,121 @@
+"""Retention policies: saved selection + rule, run by Celery beat when their crontab falls due.
+
+Celery beat sends ``jobs.run_due_policies`` every minute (``CELERY_BEAT_SCHEDULE``,
+``settings.py``); it calls :func:`run_due_policies`, which asks Celery's own
+:class:`celery.schedules.crontab` whether each enabled policy is due since its
+last run, and starts a normal ``prune`` job for each due one
+(:func:`run_policy`: runner ``celery``, launched by ``policy:<name>``,
+confirmed by the saved policy, the rule stored on the job). Policies are off
+by default (``enabled=False``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from celery.schedules import crontab
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.jobs.errors import JobError
+
+__all__ = ["InvalidSchedule", "parse_schedule", "policy_selection", "run_due_policies", "run_policy"]
+
+log = logging.getLogger("dashboard.jobs")
+
+
+class InvalidSchedule(ValueError):
+    """A policy's schedule is not a five-field crontab Celery can read."""
+
+
+def parse_schedule(text: str) -> crontab:
+    """The :class:`celery.schedules.crontab` of ``"minute hour day-of-month month day-of-week"``.
+
+    Raises:
+        InvalidSchedule: not five fields, or a field Celery's crontab refuses (e.g. minute 61).
+    """
+    fields = (text or "").split()
+    if len(fields) != 5:
+        raise InvalidSchedule(f"a schedule has five crontab fields (minute hour day-of-month month day-of-week), "
+                              f"e.g. \"0 3 * * *\"; got {text!r}")
+    minute, hour, day_of_month, month_of_year, day_of_week = fields
+    try:
+        schedule = crontab(minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month_of_year,
+                           day_of_week=day_of_week)
+        schedule.remaining_estimate(timezone.now())  # expands every field: a bad one raises here
+    except (ValueError, TypeError) as exc:
+        raise InvalidSchedule(f"schedule {text!r}: {exc}") from exc
+    return schedule
+
+
+def policy_selection(policy: Any) -> dict[str, Any]:
+    """The job selection of a policy: its filter plus ``idle_days`` (``{"mode": "any"}``: every thread)."""
+    chosen = {k: v for k, v in (policy.filter or {}).items() if v not in (None, "")}
+    if policy.idle_days is not None:
+        chosen["idle_days"] = policy.idle_days
+    return {"filter": {"mode": "any", **chosen}}
+
+
+def is_due(policy: Any, now: dt.datetime) -> bool:
+    """Whether the policy's crontab fell due since its last run (or since it was created)."""
+    schedule = parse_schedule(policy.schedule)
+    last = policy.last_run_at or policy.created_at
+    schedule.nowfun = lambda: now
+    return bool(schedule.is_due(last).is_due)
+
+
+def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:
+    """Start the policy's prune job now (whether due or not); record the run on the policy.
+
+    Returns:
+        The :class:`~dashboard.jobs.models.ConversionJob`, or ``None`` when no job could be made (no thread
+        matched, a bad rule, a read-only database): ``last_error`` says why.
+    """
+    from dashboard.accounts.models import AuditEntry
+    from dashboard.jobs import services
+
+    now = now or timezone.now()
+    job, error = None, ""
+    retention = {"rule": policy.rule, "keep_last": policy.keep_last, "protect": policy.protect or [],
+                 "backup": policy.backup}
+    try:
+        with transaction.atomic():
+            job = services.create_job(None, "prune", policy_selection(policy), confirmed=True, runner="celery",
+                                      launched_by=f"policy:{policy.name}", retention=retention)
+            services.launch(job)
+    except JobError as exc:
+        error = f"{exc.detail} {exc.hint}".strip()
+        log.warning("retention policy %s made no job: %s", policy.name, exc.detail)
+    type(policy).objects.filter(pk=policy.pk).update(last_run_at=now, last_job=job, last_error=error)
+    AuditEntry.objects.create(user=None, username=f"policy:{policy.name}"[:150], via="policy", method="RUN",
+                              path=f"/jobs/policies/{policy.pk}/"[:2048], action="jobs:policy-run",
+                              status=201 if job is not None else 400)
+    return job
+
+
+def run_due_policies(now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Run every enabled policy that is due (what beat's ``jobs.run_due_policies`` calls every minute).
+
+    A policy whose schedule cannot be read is skipped with its error recorded.
+
+    Returns:
+        ``[{"policy", "job_id", "error"}]`` for the policies that ran (``job_id`` ``None`` when none was made).
+    """
+    from dashboard.jobs.models import RetentionPolicy
+
+    now = now or timezone.now()
+    out = []
+    for policy in RetentionPolicy.objects.filter(enabled=True):
+        try:
+            due = is_due(policy, now)
+        except InvalidSchedule as exc:
+            RetentionPolicy.objects.filter(pk=policy.pk).update(last_error=str(exc))
+            continue
+        if not due:
+            continue
+        job = run_policy(policy, now)
+        policy.refresh_from_db(fields=["last_error"])
+        out.append({"policy": policy.name, "job_id": job.pk if job else None, "error": policy.last_error})
+    return out

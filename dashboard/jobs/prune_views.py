@@ -1,0 +1,63 @@
+"""Pages of "Prune history…": the dry run (step 1), the confirmation page, the prune (step 2).
+
+``POST /jobs/prune/launch`` starts a prune dry run of the posted selection and
+rule (from the thread page or a filtered thread list) and redirects to its job
+page, which lists per thread what is kept, deleted, protected and why.
+``GET /jobs/<dry run>/prune/confirm`` repeats the blast radius (threads,
+checkpoints deleted, bytes before and after per thread, what becomes
+un-resumable, what cannot be undone without a backup); its button posts to
+``POST /jobs/<dry run>/prune``, which starts the prune and redirects to its
+job page. Launching and confirming need ``jobs.manage_retention``; any staff
+may read the pages.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.accounts.auth import staff_required
+from dashboard.errors import ErrorView
+from dashboard.jobs.forms import ConfirmPruneForm, LaunchPruneForm
+from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.pruning import REASON_WORDS
+from dashboard.jobs.views import _confirm, _launch_dry_run, retention_required
+from dashboard.middleware import error_page
+
+__all__ = ["confirm_prune", "prune_confirm", "prune_launch"]
+
+
+@require_POST
+@retention_required
+def prune_launch(request: HttpRequest) -> HttpResponse:
+    """"Prune history…", step 1: a prune dry run of the chosen threads by the posted rule, then its job page."""
+    return _launch_dry_run(request, ConversionJob.Kind.PRUNE_DRY_RUN, LaunchPruneForm)
+
+
+@require_POST
+@retention_required
+def confirm_prune(request: HttpRequest, job_id: int) -> HttpResponse:
+    """"Prune history…", step 2: prune what the finished prune dry run ``job_id`` previewed, then the job page."""
+    return _confirm(request, job_id, ConversionJob.Kind.PRUNE, ConfirmPruneForm)
+
+
+@require_GET
+@staff_required
+def prune_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The confirmation page of a finished prune dry run (any staff may read it; the button needs
+    ``jobs.manage_retention``, like the form it posts)."""
+    dry_run = get_object_or_404(ConversionJob, pk=job_id)
+    if dry_run.kind != ConversionJob.Kind.PRUNE_DRY_RUN or not dry_run.finished:
+        return error_page(request, ErrorView(409, "not_a_finished_prune_dry_run",
+                                             f"Job {dry_run.pk} is not a finished prune dry run: there is no preview "
+                                             "to confirm.", "Open a finished prune dry run's page and use its "
+                                             "\"Prune…\" link."))
+    rows = list(dry_run.results.filter(status__in=("would_prune", "would_delete")).order_by("thread_id"))
+    before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
+    return render(request, "jobs/prune_confirm.html", {
+        "job": dry_run, "rows": rows, "before": before, "after": after, "freed": before - after,
+        "deleted": sum(r.checkpoints_rewritten for r in rows),
+        "unbranchable": sum(len(r.prune.get("unbranchable_checkpoint_ids", [])) for r in rows),
+        "whole_threads": dry_run.retention.get("rule") == "delete_threads", "reason_words": REASON_WORDS,
+        "confirm_form": ConfirmPruneForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})})
