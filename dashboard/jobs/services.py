@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import kombu.exceptions
 import redis.exceptions
+from celery.exceptions import TimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Sum
@@ -98,6 +99,15 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     """
     if throttle_delay_s < 0 or max_in_flight < 1:
         raise InvalidSelection("throttle_delay_s must be >= 0 and max_in_flight >= 1.")
+    limits = settings.BROKER_LIMITS
+    if runner == "celery" and limits.broker_timeout_s and throttle_delay_s >= limits.broker_timeout_s - limits.time_limit_s:
+        # A countdown task is held unacknowledged by a worker until it falls due and then while it runs:
+        # past the broker's timeout it would be delivered again.
+        raise InvalidSelection(
+            f"throttle_delay_s must be below {limits.broker_timeout_s - limits.time_limit_s} s: a thread task waits "
+            f"for it and then runs (up to {limits.time_limit_s} s) unacknowledged, and the broker delivers again a "
+            f"task held {limits.broker_timeout_s} s. Raise the broker's timeout for longer pauses "
+            "(docs/reliability.md, 'Brokers').")
     if kind in _WRITES and source_job is not None and not _finished_dry_run(source_job, kind):
         raise NotADryRun(source_job.pk)
     if kind == Kind.COMPACT and not force_full_fleet:
@@ -505,6 +515,11 @@ def _refused(thread_id: str, detail: str, hint: str, code: str) -> _Outcome:
                     code)
 
 
+TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME_LIMIT_S, kept below the broker's "
+                   "timeout) and its process was stopped; its conversion rolled back. Raise both limits together, then retry "
+                   "the job (docs/reliability.md, 'Brokers').")
+
+
 def _error_outcome(thread_id: str, exc: Exception) -> _Outcome:
     report = convert.ThreadReport(thread_id=thread_id, status=Result.ERROR,
                                   error=f"{type(exc).__name__}: {exc}", hint=UNEXPECTED_ERROR_HINT)
@@ -548,9 +563,12 @@ def record_failure(result_id: int, exc: BaseException) -> int | None:
     Returns:
         The row's job id, or ``None`` when there is no such row.
     """
+    timed_out = isinstance(exc, TimeLimitExceeded)
     Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
-        status=Result.ERROR, error=f"{type(exc).__name__}: {exc}", error_code="task_failed",
-        hint="The task failed after its retries (database unreachable or locked). Retry the job later.",
+        status=Result.ERROR, error=f"{type(exc).__name__}: {exc}",
+        error_code="time_limit" if timed_out else "task_failed",
+        hint=TIME_LIMIT_HINT if timed_out else
+        "The task failed after its retries (database unreachable or locked). Retry the job later.",
         finished_at=timezone.now())
     return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
 
