@@ -30,7 +30,7 @@ class ConversionJob(models.Model):
     Attributes:
         kind: ``dry_run`` (estimate + integrity check), ``convert`` (delta to full), ``revert``,
             ``compact_dry_run`` (compaction preview) or ``compact`` (full to delta, :mod:`dashboard.jobs.compaction`).
-        state: see :class:`State`; ``revision`` is bumped on every state change and
+        state: see :class:`State` (a filter selection starts ``resolving``, the others ``queued``); ``revision`` is bumped on every state change and
             also serializes dispatchers (its UPDATE takes the row's write lock).
         selection: what was asked for, as JSON: ``{"thread_ids": [...]}``,
             ``{"filter": {"mode", "thread_class", "q", "updated_before", "updated_after"}}``
@@ -56,6 +56,8 @@ class ConversionJob(models.Model):
         COMPACT = "compact", "compact to delta"
 
     class State(models.TextChoices):
+        #: A filter selection is being resolved into result rows by a worker (``jobs.dispatch``), not the request.
+        RESOLVING = "resolving", "resolving its filter"
         QUEUED = "queued"
         RUNNING = "running"
         PAUSED = "paused"

@@ -39,7 +39,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.jobs import compaction, owners
+from dashboard.jobs import compaction, owners, resolving
 from dashboard.jobs import selection as sel
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
@@ -77,6 +77,10 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
                confirmed: bool = False, size_limit_bytes: int | None = None, runner: str = "celery",
                launched_by: str = "", force_full_fleet: bool = False) -> ConversionJob:
     """Create a job and its pending result rows (does not start it; see :func:`launch`).
+
+    A Celery job selecting threads by filter (without a source job) is created ``resolving`` and without rows:
+    its dispatch task resolves the filter in a worker (:mod:`dashboard.jobs.resolving`); here at most one page
+    of threads is read, so the request answers at once whatever the filter matches.
 
     Args:
         user: the launching user (``None`` for the command line; then give ``launched_by``).
@@ -118,11 +122,15 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
     if kind not in (Kind.DRY_RUN, Kind.COMPACT_DRY_RUN):  # a role that may only read is refused before any job exists
         check_can_write(get_runtime().config.database)
-    targets = sel.resolve(get_runtime(), selection)
-    if not targets and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
+    deferred = resolving.needs_worker(selection, runner=runner, source_job=source_job)  # a worker pages the filter
+    if deferred:
+        targets = [] if sel.filter_may_match(get_runtime(), selection["filter"]) else None
+    else:
+        targets = sel.resolve(get_runtime(), selection) or None
+    if targets is None and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
         raise NothingToConvert("No delta thread matches this filter: a filter selects delta threads only, "
                                "and full threads need no conversion.")
-    if not targets:
+    if targets is None:
         raise NothingToConvert("The selection matches no thread.")
     limit = size_limit_bytes or (source_job and source_job.size_limit_bytes) or settings.CONVERSION_SIZE_LIMIT_BYTES
     estimate = _estimate(kind, [t for t, _ in targets], source_job, confirmed)
@@ -134,8 +142,9 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
             kind=kind, selection=selection, estimate=estimate, source_job=source_job, parent=parent,
             created_by=user, launched_by=launched_by or getattr(user, "username", ""), runner=runner,
             throttle_delay_s=throttle_delay_s, max_in_flight=max_in_flight, integrity=integrity,
-            confirmed=confirmed, size_limit_bytes=limit)
-        Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets])
+            confirmed=confirmed, size_limit_bytes=limit, state=State.RESOLVING if deferred else State.QUEUED)
+        Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets],
+                                   batch_size=resolving.BATCH)
     return job
 
 
@@ -225,6 +234,9 @@ def _send_dispatch(job_id: int) -> None:
     except (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError) as exc:
         Job.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
             state=State.PAUSED, revision=F("revision") + 1)
+        # A job still resolving its filter has no threads to resume: it is cancelled; launch it again.
+        Job.objects.filter(pk=job_id, state=State.RESOLVING).update(
+            state=State.CANCELLED, finished_at=timezone.now(), revision=F("revision") + 1)
         log.warning("job %s paused: the broker cannot be reached (%s); resume it once the broker is back",
                     job_id, exc)
         raise
@@ -272,7 +284,7 @@ def cancel(job: ConversionJob) -> ConversionJob:
         InvalidTransition: the job already finished.
     """
     with transaction.atomic():
-        _transition(job, (State.QUEUED, State.RUNNING, State.PAUSED), State.CANCELLING, "cancelled")
+        _transition(job, (State.RESOLVING, State.QUEUED, State.RUNNING, State.PAUSED), State.CANCELLING, "cancelled")
         job.results.filter(status__in=(Result.PENDING, Result.QUEUED)).update(
             status=Result.SKIPPED, error="Cancelled before it ran.", finished_at=timezone.now())
     claim_batch(job.pk)

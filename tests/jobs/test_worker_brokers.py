@@ -266,3 +266,62 @@ def test_a_task_past_its_time_limit_is_recorded_once_and_never_delivered_again(s
     with open_checkpointer(database) as saver:
         summary = inventory.get_thread_summary(saver, KILL_THREAD)
     assert (summary.checkpoint_count, summary.mode) == (752, "delta")  # rolled back: nothing half-converted
+
+
+@pytest.mark.slow
+def test_a_locked_database_is_retried_through_the_broker_and_the_thread_converts(home, worker):
+    """A writer holds the checkpoint database's write lock: the conversion gets ``database is locked``
+    (transient), and the task is retried through the broker (a retry is a new message with a countdown);
+    the lock is released and a retry converts the thread."""
+    checkpoints_db = home["root"] / "data" / "deerflow.db"
+    holder = sqlite3.connect(str(checkpoints_db), timeout=0, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % THREADS[0]], home["env"])
+        job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
+        helpers.wait_for_log(worker, r"Task jobs\.run_thread\[\S+\] retry: Retry in", timeout=120)
+    finally:
+        holder.rollback()
+        holder.close()
+
+    def finished():
+        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id])
+        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
+    state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")
+    (row,) = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [job_id])
+    assert state == "succeeded", dict(row)
+    # Every retry the lock caused went through the broker and claimed the row once more (how many fell inside
+    # the lock depends on the jittered countdowns); the last attempt converted.
+    retries = len(re.findall(r"Task jobs\.run_thread\[\S+\] retry: Retry in", worker.log()))
+    assert retries >= 1 and (row["status"], row["attempts"], row["error"]) == ("converted", retries + 1, "")
+    assert row["head_messages_sha256"] == _manifest_head(THREADS[0])
+    assert "database is locked" in worker.log()
+
+
+LAUNCH_FILTER = """
+import json
+from django.db import transaction
+from dashboard.jobs import services
+with transaction.atomic():
+    job = services.create_job(None, "dry_run", {"filter": {"q": %r}}, max_in_flight=2, launched_by="filter-test")
+    services.launch(job)
+print("RESULT " + json.dumps({"job_id": job.pk, "state": job.state, "rows": job.results.count()}))
+"""
+
+
+def test_a_filter_job_is_resolved_by_the_worker_and_runs(home, worker):
+    proc = helpers.run_manage(["shell", "-c", LAUNCH_FILTER % "delta-f10-1"], home["env"])
+    launched = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    assert (launched["state"], launched["rows"]) == ("resolving", 0)  # the launching process wrote no row
+
+    def finished():
+        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [launched["job_id"]])
+        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
+    state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")
+    rows = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [launched["job_id"]])
+    assert state == "succeeded", [dict(r) for r in rows]
+    expected = {t for t, m in fixtures_real.manifest_threads().items()
+                if "delta-f10-1" in t and m["write_mode"].startswith("delta")}
+    assert expected and {r["thread_id"] for r in rows} == expected
+    assert all(r["status"] == "needs_conversion" for r in rows)
+    assert re.search(rf"job \d+: filter resolved to {len(expected)} threads", worker.log())
