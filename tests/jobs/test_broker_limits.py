@@ -92,3 +92,37 @@ def test_a_throttle_a_countdown_task_would_wait_past_the_brokers_timeout_is_refu
     inline = services.create_job(None, "dry_run", {"thread_ids": DELTA_SMALL}, throttle_delay_s=600,
                                  runner="inline", launched_by="t")  # no broker holds an inline job's threads
     assert inline.throttle_delay_s == 600
+
+
+LAUNCH_WITHOUT_BROKER = """
+import json
+from django.db import transaction
+from dashboard.errors.outages import describe_outage
+from dashboard.jobs import services
+from dashboard.jobs.models import ConversionJob
+try:
+    with transaction.atomic():
+        job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}}, launched_by="t")
+        services.launch(job)
+except Exception as exc:
+    job = ConversionJob.objects.get()
+    print("RESULT " + json.dumps({"error": type(exc).__name__, "state": job.state, "rows": job.results.count(),
+                                  "outage": describe_outage(exc)}))
+"""
+
+
+def test_an_unreachable_rabbitmq_cancels_a_resolving_job_and_says_rabbitmq(tmp_path):
+    """The broker is down when a filter job is launched: nothing can resume a job without threads, so it is
+    cancelled (a thread-id job is paused); the 503's hint names RabbitMQ and what happened to the job."""
+    import json
+
+    config_path, var_dir = helpers.dashboard_home(tmp_path, "delta")
+    url = f"amqp://guest:guest@127.0.0.1:{helpers.free_port()}//"
+    env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, CELERY_BROKER_URL=url)
+    helpers.run_manage(["migrate", "--noinput", "-v0"], env)
+    out = helpers.run_manage(["shell", "-c", LAUNCH_WITHOUT_BROKER], env).stdout
+    result = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:])
+    assert (result["error"], result["state"], result["rows"]) == ("OperationalError", "cancelled", 0)
+    code, _, hint = result["outage"]
+    assert code == "broker_unavailable"
+    assert hint.startswith("RabbitMQ at amqp://guest:***@127.0.0.1:") and "a job selecting by filter is cancelled" in hint
