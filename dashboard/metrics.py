@@ -15,6 +15,12 @@ Gauges (``deerflow_`` prefix):
 * ``jobs{kind, state}``: conversion jobs;
 * ``fleet_processes{role, mode, snapshot_frequency, state}``: the registry (live, stale, superseded, gone, dismissed, stopped);
 * ``audit_findings{severity, code}``: the audit's findings (config drift and fleet disagreement among them);
+* ``config_drift{kind}``: processes per kind of config drift (``config_drift``: frozen mode or cadence
+  differs from the file on disk; ``config_edited``: the file changed, mode and cadence did not;
+  ``config_differs``: processes run different configs; ``config_unreadable``), every kind always present;
+* ``replay_depth{quantile}`` (0.5, 0.9, 0.99, 1) and ``replay_depth_threads``: how many updates a read of a
+  delta thread's head replays since its last ``_DeltaSnapshot`` (from the summary, no checkpoint scan);
+* ``summary_age_seconds``: since the thread summary was last refreshed (absent when never built);
 * ``audit_generated_timestamp_seconds``: when this audit was computed.
 """
 
@@ -32,7 +38,10 @@ from prometheus_client.core import GaugeMetricFamily
 from dashboard.errors import ErrorView
 from dashboard.middleware import json_error
 
-__all__ = ["AuditCollector", "metrics"]
+__all__ = ["AuditCollector", "DRIFT_CODES", "metrics"]
+
+#: The audit's finding codes that are config drift (dashboard.fleet.audit), one ``config_drift`` gauge each.
+DRIFT_CODES = ("config_drift", "config_edited", "config_differs", "config_unreadable")
 
 
 class AuditCollector:
@@ -75,9 +84,32 @@ class AuditCollector:
         for (severity, code), n in sorted(Counter((f.severity, f.code) for f in audit.findings).items()):
             findings.add_metric([severity, code], n)
         yield findings
+        drift = GaugeMetricFamily("deerflow_config_drift", "Processes whose config drifted, by kind.", labels=["kind"])
+        drifted = Counter(f.code for f in audit.findings if f.code in DRIFT_CODES)
+        for code in DRIFT_CODES:
+            drift.add_metric([code], drifted.get(code, 0))
+        yield drift
+        yield from self._summary_gauges()
         generated = dt.datetime.fromisoformat(audit.generated_at)
         yield GaugeMetricFamily("deerflow_audit_generated_timestamp_seconds", "When this audit was computed.",
                                 value=generated.timestamp())
+
+
+    def _summary_gauges(self):
+        from deerflow.summary import stats
+
+        counts = stats.replay_depth_counts(self.runtime.saver)
+        depth = GaugeMetricFamily("deerflow_replay_depth", "Updates replayed since the last _DeltaSnapshot at the "
+                                  "head of delta threads (nearest-rank quantiles).", labels=["quantile"])
+        for q, value in sorted(stats.depth_quantiles(counts).items()):
+            depth.add_metric([str(q)], value)
+        yield depth
+        yield GaugeMetricFamily("deerflow_replay_depth_threads", "Delta threads with a known replay depth.",
+                                value=sum(counts.values()))
+        age = stats.summary_age_seconds(self.runtime.saver)
+        if age is not None:
+            yield GaugeMetricFamily("deerflow_summary_age_seconds", "Seconds since the thread summary was refreshed.",
+                                    value=age)
 
 
 @require_GET

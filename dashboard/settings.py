@@ -13,6 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard.brokers import broker_kind, broker_limits
 from dashboard.env import env_bool, env_int, env_list, env_proxy_ssl_header, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -192,9 +193,20 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     }
     if CELERY_BROKER_URL.startswith("filesystem://")
     # Redis redelivers a task whose worker died without acknowledging it (acks_late)
-    # after this many seconds; it must exceed the longest single-thread conversion.
-    else {"visibility_timeout": env_int("DASHBOARD_TASK_VISIBILITY_TIMEOUT_S", 900, minimum=60)}
+    # after this many seconds; the task time limits below stay under it.
+    else {"visibility_timeout": env_int("DASHBOARD_TASK_VISIBILITY_TIMEOUT_S", 900, minimum=2)}
+    if broker_kind(CELERY_BROKER_URL) == "redis"
+    else {}
 )
+# The broker gives up on an unacknowledged task after its timeout (Redis: the visibility timeout above;
+# RabbitMQ: the server's consumer_timeout, declared here): every task's hard time limit is set below
+# it, so a task that runs too long is stopped and recorded, never delivered twice (dashboard.brokers;
+# docs/reliability.md, "Brokers"). No soft limit: it raises wherever the task happens to be.
+BROKER_LIMITS = broker_limits(
+    CELERY_BROKER_URL, visibility_timeout_s=CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 0),
+    consumer_timeout_s=env_int("DASHBOARD_BROKER_CONSUMER_TIMEOUT_S", 1800, minimum=2),
+    time_limit_s=env_int("DASHBOARD_TASK_TIME_LIMIT_S", 0, minimum=0) or None)
+CELERY_TASK_TIME_LIMIT = BROKER_LIMITS.time_limit_s
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # Kombu's filesystem transport (the embedded default) needs its folders to exist.
     for _folder in CELERY_BROKER_TRANSPORT_OPTIONS.values():

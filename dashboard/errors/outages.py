@@ -37,6 +37,7 @@ from django.conf import settings
 from django.db import utils as db_utils
 from kombu.utils.url import maybe_sanitize_url
 
+from dashboard.brokers import broker_kind
 from deerflow.errors import StorageError
 from deerflow.pool import ServerUnreachable
 from deerflow.savers import is_wal_file
@@ -198,10 +199,11 @@ def _unmigrated(exc: BaseException) -> bool:
 
 def _broker(exc: BaseException) -> tuple[str, str, str]:
     url = maybe_sanitize_url(settings.CELERY_BROKER_URL)
-    service = "Redis" if url.startswith(("redis://", "rediss://")) else "The broker"
+    service = {"redis": "Redis", "amqp": "RabbitMQ"}.get(broker_kind(url), "The broker")
     return ("broker_unavailable", "The Celery broker (CELERY_BROKER_URL) cannot be reached; nothing was sent to the workers.",
             f"{service} at {url} is unreachable: {_reason(exc)}. {_START} A job launched meanwhile waits paused: "
-            "resume it from its page once the broker is back.")
+            "resume it from its page once the broker is back (a job selecting by filter is cancelled instead: "
+            "launch it again).")
 
 
 def describe_outage(exc: BaseException) -> tuple[str, str, str] | None:

@@ -32,7 +32,7 @@ class ConversionJob(models.Model):
         kind: ``dry_run`` (estimate + integrity check), ``convert`` (delta to full), ``revert``,
             ``compact_dry_run`` (compaction preview), ``compact`` (full to delta, :mod:`dashboard.jobs.compaction`),
             ``prune_dry_run`` (retention preview) or ``prune`` (retention, :mod:`dashboard.jobs.pruning`).
-        state: see :class:`State`; ``revision`` is bumped on every state change and
+        state: see :class:`State` (a filter selection starts ``resolving``, the others ``queued``); ``revision`` is bumped on every state change and
             also serializes dispatchers (its UPDATE takes the row's write lock).
         selection: what was asked for, as JSON: ``{"thread_ids": [...]}``,
             ``{"filter": {"mode", "thread_class", "q", "updated_before", "updated_after"}}``
@@ -63,6 +63,8 @@ class ConversionJob(models.Model):
         PRUNE = "prune", "prune history"
 
     class State(models.TextChoices):
+        #: A filter selection is being resolved into result rows by a worker (``jobs.dispatch``), not the request.
+        RESOLVING = "resolving", "resolving its filter"
         QUEUED = "queued"
         RUNNING = "running"
         PAUSED = "paused"

@@ -26,8 +26,8 @@ from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import list_backups
 
-__all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "normalize",
-           "resolve"]
+__all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "filter_may_match",
+           "normalize", "resolve"]
 
 FILTER_KEYS = ("mode", "thread_class", "q", "updated_before", "updated_after")
 #: The filter keys of prune jobs: :data:`FILTER_KEYS` and ``idle_days``.
@@ -145,6 +145,25 @@ def resolve(rt: DashboardRuntime, selection: dict[str, Any]) -> list[Target]:
 
 
 def _filtered(rt: DashboardRuntime, f: dict[str, Any]) -> list[str]:
+    return [t for page, _ in _filter_pages(rt, f) for t in page]
+
+
+def filter_may_match(rt: DashboardRuntime, f: dict[str, Any]) -> bool:
+    """False only when the filter surely matches no thread; reads one page at most (bounded, for a request).
+
+    A job with a filter selection resolves the filter in a worker (:mod:`dashboard.jobs.resolving`); the request
+    only refuses a filter whose first page is also its last and holds no match.
+    """
+    page, more = next(_filter_pages(rt, f))
+    return bool(page) or more
+
+
+def _filter_pages(rt: DashboardRuntime, f: dict[str, Any]):
+    """Yields ``(matching thread ids of one page of at most 1000 threads, whether more pages follow)``.
+
+    ``mode`` ``"any"`` lists both modes (prune filters); ``idle_days`` keeps threads whose newest checkpoint
+    is older than that many days (:func:`deerflow.retention.select_threads`).
+    """
     idle = None
     if f.get("idle_days") is not None:
         from deerflow.retention import select_threads
@@ -153,17 +172,16 @@ def _filtered(rt: DashboardRuntime, f: dict[str, Any]) -> list[str]:
     mode = None if f.get("mode") == "any" else f.get("mode") or "delta"
     before = _instant(f["updated_before"], "updated_before") if f.get("updated_before") else None
     after = _instant(f["updated_after"], "updated_after") if f.get("updated_after") else None
-    out: list[str] = []
     cursor = None
     while True:
         page, cursor = inventory.list_threads(rt.saver, limit=_PAGE, cursor=cursor, mode=mode,
                                               thread_class=f.get("thread_class"), q=f.get("q"))
-        out += [t.thread_id for t in page
+        yield ([t.thread_id for t in page
                 if (idle is None or t.thread_id in idle)
                 and (before is None or (t.updated_at and t.updated_at < before))
-                and (after is None or (t.updated_at and t.updated_at > after))]
+                and (after is None or (t.updated_at and t.updated_at > after))], cursor is not None)
         if cursor is None:
-            return out
+            return
 
 
 def _backups(rt: DashboardRuntime, backup_ids: list[str]) -> list[Target]:

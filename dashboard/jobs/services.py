@@ -32,13 +32,14 @@ from typing import Any, NamedTuple
 
 import kombu.exceptions
 import redis.exceptions
+from celery.exceptions import TimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.jobs import compaction, owners, pruning
+from dashboard.jobs import compaction, owners, pruning, resolving
 from dashboard.jobs import selection as sel
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
@@ -79,6 +80,10 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
                retention: dict[str, Any] | None = None) -> ConversionJob:
     """Create a job and its pending result rows (does not start it; see :func:`launch`).
 
+    A Celery job selecting threads by filter (without a source job) is created ``resolving`` and without rows:
+    its dispatch task resolves the filter in a worker (:mod:`dashboard.jobs.resolving`); here at most one page
+    of threads is read, so the request answers at once whatever the filter matches.
+
     Args:
         user: the launching user (``None`` for the command line; then give ``launched_by``).
         kind: ``dry_run``, ``convert``, ``revert``, ``compact_dry_run``, ``compact``, ``prune_dry_run`` or ``prune``.
@@ -105,6 +110,15 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     """
     if throttle_delay_s < 0 or max_in_flight < 1:
         raise InvalidSelection("throttle_delay_s must be >= 0 and max_in_flight >= 1.")
+    limits = settings.BROKER_LIMITS
+    if runner == "celery" and limits.broker_timeout_s and throttle_delay_s >= limits.broker_timeout_s - limits.time_limit_s:
+        # A countdown task is held unacknowledged by a worker until it falls due and then while it runs:
+        # past the broker's timeout it would be delivered again.
+        raise InvalidSelection(
+            f"throttle_delay_s must be below {limits.broker_timeout_s - limits.time_limit_s} s: a thread task waits "
+            f"for it and then runs (up to {limits.time_limit_s} s) unacknowledged, and the broker delivers again a "
+            f"task held {limits.broker_timeout_s} s. Raise the broker's timeout for longer pauses "
+            "(docs/reliability.md, 'Brokers').")
     if kind in _WRITES and source_job is not None and not _finished_dry_run(source_job, kind):
         raise NotADryRun(source_job.pk)
     if kind == Kind.COMPACT and not force_full_fleet:
@@ -116,11 +130,15 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     selection = sel.normalize(kind, selection or _derived_selection(kind, source_job))
     if kind not in _DRY_RUNS:  # a role that may only read is refused before any job exists
         check_can_write(get_runtime().config.database)
-    targets = sel.resolve(get_runtime(), selection)
-    if not targets and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
+    deferred = resolving.needs_worker(selection, runner=runner, source_job=source_job)  # a worker pages the filter
+    if deferred:
+        targets = [] if sel.filter_may_match(get_runtime(), selection["filter"]) else None
+    else:
+        targets = sel.resolve(get_runtime(), selection) or None
+    if targets is None and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
         raise NothingToConvert("No delta thread matches this filter: a filter selects delta threads only, "
                                "and full threads need no conversion.")
-    if not targets:
+    if targets is None:
         raise NothingToConvert("The selection matches no thread.")
     limit = size_limit_bytes or (source_job and source_job.size_limit_bytes) or settings.CONVERSION_SIZE_LIMIT_BYTES
     estimate = _estimate(kind, [t for t, _ in targets], source_job, confirmed)
@@ -132,8 +150,10 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
             kind=kind, selection=selection, estimate=estimate, source_job=source_job, parent=parent,
             created_by=user, launched_by=launched_by or getattr(user, "username", ""), runner=runner,
             throttle_delay_s=throttle_delay_s, max_in_flight=max_in_flight, integrity=integrity,
-            confirmed=confirmed, size_limit_bytes=limit, retention=retention)
-        Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets])
+            confirmed=confirmed, size_limit_bytes=limit, retention=retention,
+            state=State.RESOLVING if deferred else State.QUEUED)
+        Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets],
+                                   batch_size=resolving.BATCH)
     return job
 
 
@@ -243,6 +263,9 @@ def _send_dispatch(job_id: int) -> None:
     except (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError) as exc:
         Job.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
             state=State.PAUSED, revision=F("revision") + 1)
+        # A job still resolving its filter has no threads to resume: it is cancelled; launch it again.
+        Job.objects.filter(pk=job_id, state=State.RESOLVING).update(
+            state=State.CANCELLED, finished_at=timezone.now(), revision=F("revision") + 1)
         log.warning("job %s paused: the broker cannot be reached (%s); resume it once the broker is back",
                     job_id, exc)
         raise
@@ -290,7 +313,7 @@ def cancel(job: ConversionJob) -> ConversionJob:
         InvalidTransition: the job already finished.
     """
     with transaction.atomic():
-        _transition(job, (State.QUEUED, State.RUNNING, State.PAUSED), State.CANCELLING, "cancelled")
+        _transition(job, (State.RESOLVING, State.QUEUED, State.RUNNING, State.PAUSED), State.CANCELLING, "cancelled")
         job.results.filter(status__in=(Result.PENDING, Result.QUEUED)).update(
             status=Result.SKIPPED, error="Cancelled before it ran.", finished_at=timezone.now())
     claim_batch(job.pk)
@@ -542,6 +565,11 @@ def _refused(thread_id: str, detail: str, hint: str, code: str) -> _Outcome:
                     code)
 
 
+TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME_LIMIT_S, kept below the broker's "
+                   "timeout) and its process was stopped; its conversion rolled back. Raise both limits together, then retry "
+                   "the job (docs/reliability.md, 'Brokers').")
+
+
 def _error_outcome(thread_id: str, exc: Exception) -> _Outcome:
     report = convert.ThreadReport(thread_id=thread_id, status=Result.ERROR,
                                   error=f"{type(exc).__name__}: {exc}", hint=UNEXPECTED_ERROR_HINT)
@@ -585,9 +613,12 @@ def record_failure(result_id: int, exc: BaseException) -> int | None:
     Returns:
         The row's job id, or ``None`` when there is no such row.
     """
+    timed_out = isinstance(exc, TimeLimitExceeded)
     Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
-        status=Result.ERROR, error=f"{type(exc).__name__}: {exc}", error_code="task_failed",
-        hint="The task failed after its retries (database unreachable or locked). Retry the job later.",
+        status=Result.ERROR, error=f"{type(exc).__name__}: {exc}",
+        error_code="time_limit" if timed_out else "task_failed",
+        hint=TIME_LIMIT_HINT if timed_out else
+        "The task failed after its retries (database unreachable or locked). Retry the job later.",
         finished_at=timezone.now())
     return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
 

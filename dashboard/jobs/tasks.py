@@ -1,6 +1,7 @@
 """Celery tasks for conversion jobs: thin wrappers over :mod:`dashboard.jobs.services`.
 
-* ``jobs.dispatch(job_id)`` (queue ``dashboard``, any worker): claims up to
+* ``jobs.dispatch(job_id)`` (queue ``dashboard``, any worker): resolves a
+  ``resolving`` job's filter into its rows (:mod:`dashboard.jobs.resolving`), then claims up to
   ``max_in_flight`` pending threads and sends one ``jobs.run_thread`` each.
 * ``jobs.requeue_stalled()`` (beat, every minute): sends again the rows whose
   message the broker lost (:mod:`dashboard.jobs.stalls`).
@@ -25,7 +26,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from dashboard.celery import mode_queue
-from dashboard.jobs import policies, services, stalls
+from dashboard.jobs import policies, resolving, services, stalls
 from dashboard.jobs.errors import TransientDatabaseError
 
 __all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_due_policies", "run_thread", "send_again"]
@@ -66,7 +67,11 @@ class ThreadTask(Task):
 
 @shared_task(name="jobs.dispatch", **_POLICY)
 def dispatch(job_id: int) -> dict:
-    """Start (or resume) a job: send its first threads. Returns ``{"job_id", "state", "sent"}``."""
+    """Start (or resume) a job: resolve its filter if it is ``resolving``, then send its first threads.
+
+    Returns ``{"job_id", "state", "sent"}``.
+    """
+    resolving.resolve(job_id)
     batch = services.claim_batch(job_id)
     send_batch(batch)
     return {"job_id": job_id, "state": batch.state, "sent": len(batch.sends)}

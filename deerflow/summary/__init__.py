@@ -8,7 +8,8 @@ checkpoint per request. Modules:
   (in the checkpoint database; LangGraph's tables keep their meaning), and
   what this role may do with them (``write`` / ``read`` / ``none``);
 * :mod:`deerflow.summary.rows` -- the one definition of a thread's row, from its own rows;
-* :mod:`deerflow.summary.refresh` -- the watermark refresh, targeted recomputes, freshness.
+* :mod:`deerflow.summary.refresh` -- the watermark refresh, targeted recomputes, freshness;
+* :mod:`deerflow.summary.stats` -- replay-depth quantiles and the summary's age, for monitoring.
 
 Tables::
 

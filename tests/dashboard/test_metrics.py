@@ -72,3 +72,63 @@ def test_metrics_are_off_without_a_configured_token(sqlite_fixture_db, runtime_f
     settings.DASHBOARD_METRICS_TOKEN = ""
     response = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer ")
     assert response.status_code == 404 and response.json()["code"] == "metrics_disabled"
+
+
+def test_replay_depth_quantiles_match_the_thread_lists_depths(served):
+    """The quantiles come from the summary's GROUP BY; here they are recomputed from every listed delta thread."""
+    import math
+
+    from deerflow import inventory
+
+    depths, cursor = [], None
+    while True:
+        page, cursor = inventory.list_threads(served.saver, limit=500, cursor=cursor, mode="delta")
+        depths += [t.replay_depth for t in page if t.replay_depth is not None]
+        if cursor is None:
+            break
+    depths.sort()
+    assert depths and depths[-1] > 0
+    scraped = _scrape()
+    quantiles = {dict(k)["quantile"]: v for k, v in scraped["deerflow_replay_depth"].items()}
+    expected = {str(q): float(depths[max(1, math.ceil(q * len(depths))) - 1]) for q in (0.5, 0.9, 0.99, 1.0)}
+    assert quantiles == expected
+    assert scraped["deerflow_replay_depth_threads"][()] == len(depths)
+
+
+def test_summary_age_is_seconds_since_the_last_refresh(served):
+    from deerflow import summary
+
+    summary.refresh(served.saver)
+    age = _scrape()["deerflow_summary_age_seconds"][()]
+    assert 0 <= age < 60
+
+
+def test_config_drift_counts_processes_per_kind_and_reports_every_kind(served, db):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from dashboard.fleet.models import ProcessRecord
+
+    now = timezone.now()
+    base = {"role": "worker", "host": "h", "started_at": now - dt.timedelta(hours=1), "last_heartbeat": now,
+            "snapshot_frequency": 10, "config_path": "/etc/deerflow/config.yaml", "config_sha256": "a" * 64,
+            "max_supersteps": 5000, "versions": {}, "queues": [], "heartbeat_interval_s": 15.0}
+    ProcessRecord.objects.create(**base, instance_id="w1", name="w1", pid=1, mode="delta", disk_sha256="b" * 64,
+                                 disk_mode="full", disk_snapshot_frequency=10)  # mid mode-flip
+    ProcessRecord.objects.create(**base, instance_id="w2", name="w2", pid=2, mode="delta", disk_sha256="c" * 64,
+                                 disk_mode="delta", disk_snapshot_frequency=10)  # edited, same mode and cadence
+    drift = {dict(k)["kind"]: v for k, v in _scrape()["deerflow_config_drift"].items()}
+    assert drift["config_drift"] == 1.0 and drift["config_edited"] == 1.0
+    assert set(drift) == {"config_drift", "config_edited", "config_differs", "config_unreadable"}
+    assert drift["config_unreadable"] == 0.0
+
+
+def test_depth_quantiles_are_nearest_rank():
+    from deerflow.summary.stats import depth_quantiles
+
+    assert depth_quantiles({}) == {}
+    assert depth_quantiles({0: 5, 3: 4, 9: 1}) == {0.5: 0, 0.9: 3, 0.99: 9, 1.0: 9}
+    assert depth_quantiles({7: 1}, (0.5,)) == {0.5: 7}
+    with pytest.raises(ValueError, match=r"quantiles must be in \(0, 1\]"):
+        depth_quantiles({1: 1}, (0.0,))

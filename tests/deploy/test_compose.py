@@ -163,6 +163,8 @@ def test_profiles_default_stack_is_delta_and_full_profile_adds_full_processes(se
     default = {n for n, s in services.items() if not s.get("profiles")}
     assert default == {"postgres", "redis", "migrate", "web", "worker-delta", "beat"}
     assert {n for n, s in services.items() if "full" in s.get("profiles", [])} == {"web-full", "worker-full"}
+    assert {n for n, s in services.items() if "rabbitmq" in s.get("profiles", [])} == {
+        "rabbitmq", "web-rabbitmq", "worker-rabbitmq", "beat-rabbitmq"}
     for name in default:  # a default service may not wait for one that only a profile starts
         assert set(services[name].get("depends_on") or {}) <= default, name
 
@@ -255,7 +257,7 @@ def test_celery_app_path_imports_and_has_the_job_tasks(services, settings):
                 e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
             assert sub.params["schedule"].startswith("/var/lib/dashboard/")  # the dashboard-var volume
         seen += 1
-    assert seen == 5  # two workers, their health checks, and the beat
+    assert seen == 8  # three workers, their health checks, and two beats (default stack, rabbitmq profile)
 
 
 def test_gunicorn_module_exists_and_command_line_parses(services):
@@ -276,7 +278,7 @@ def test_gunicorn_module_exists_and_command_line_parses(services):
         assert (attr or "application") in assigned, name
         assert args.bind == ["0.0.0.0:8000"], name
         seen += 1
-    assert seen == 2
+    assert seen == 3  # web, web-full, web-rabbitmq
 
 
 def test_python_health_checks_compile(services):
@@ -308,3 +310,22 @@ def test_mounted_config_files_load_in_the_mode_of_their_services(services, env_f
         assert loaded.database.postgres_url == env_file["DATABASE_URL"]
         expected = "full" if "full" in svc.get("profiles", []) else "delta"
         assert loaded.mode == expected, name
+
+
+def test_rabbitmq_profile_runs_the_stack_on_rabbitmq_with_the_servers_consumer_timeout_declared(services):
+    """The profile's processes use the RabbitMQ service, and the consumer_timeout its server is given
+    (docker/config/rabbitmq.conf, milliseconds) is the one they derive their task time limit from (seconds)."""
+    from dashboard.brokers import broker_kind, broker_limits
+
+    server = services["rabbitmq"]
+    conf = next(v.split(":")[0] for v in server["volumes"] if v.startswith("./config/rabbitmq.conf"))
+    timeout_ms = int(re.search(r"^consumer_timeout\s*=\s*(\d+)$", (DOCKER / conf).read_text(), re.M).group(1))
+    for name in ("web-rabbitmq", "worker-rabbitmq", "beat-rabbitmq"):
+        env = services[name]["environment"]
+        assert broker_kind(env["CELERY_BROKER_URL"]) == "amqp" and "@rabbitmq:5672/" in env["CELERY_BROKER_URL"]
+        assert int(env["DASHBOARD_BROKER_CONSUMER_TIMEOUT_S"]) * 1000 == timeout_ms, name
+        assert set(services[name]["depends_on"]) == {"postgres", "rabbitmq", "migrate"}
+        limits = broker_limits(env["CELERY_BROKER_URL"], visibility_timeout_s=0,
+                               consumer_timeout_s=int(env["DASHBOARD_BROKER_CONSUMER_TIMEOUT_S"]), time_limit_s=None)
+        assert limits.time_limit_s * 1000 < timeout_ms
+    assert server["environment"]["RABBITMQ_DEFAULT_VHOST"] == "dashboard"

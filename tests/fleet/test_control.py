@@ -93,3 +93,33 @@ def test_embedded_filesystem_broker_broadcasts_to_a_real_worker(tmp_path):
     assert node.startswith("embedded@")
     assert (facts["mode"], facts["snapshot_frequency"], facts["config_path"]) == ("delta", 10, str(config))
     assert facts["pid"] == proc.pid and facts["instance_id"]
+
+
+@pytest.mark.parametrize("kind", [pytest.param("redis", marks=pytest.mark.redis),
+                                  pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+def test_the_live_audits_broadcast_reaches_a_real_worker_on_each_production_broker(tmp_path, kind):
+    """``deerflow_facts`` goes out as a broadcast (Redis: pub/sub fanout; RabbitMQ: the ``celery.pidbox``
+    fanout exchange) and a real worker on that broker replies with its frozen facts, nothing else."""
+    fixtures_real.restore_sqlite(tmp_path / "data")
+    (tmp_path / "var").mkdir()
+    config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "data")))
+    with helpers.private_broker(kind, f"fleet test_control {kind}") as url:
+        env = helpers.dashboard_env(config_path=config, var_dir=tmp_path / "var", CELERY_BROKER_URL=url)
+        helpers.run_manage(["migrate", "--noinput", "-v0"], env)
+        argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", "--pool=solo",
+                "-n", f"{kind}-live@%h", "--without-heartbeat", "--without-gossip", "--without-mingle"]
+        proc = helpers.ManagedProcess.start(f"worker ({kind})", argv, env, tmp_path / "worker.log")
+        app = _app(url)
+        try:
+            helpers.wait_for_log(proc, r" ready\.$", timeout=90)
+            result = helpers.wait_until(lambda: (r := live_check(app, timeout_s=1.0)).replies and r,
+                                        timeout=60, proc=proc, what=f"a live check reply over {kind}")
+        finally:
+            app.close()
+            proc.stop()
+    assert result.supported and result.error is None
+    [(node, facts)] = result.replies.items()
+    assert node.startswith(f"{kind}-live@")
+    assert (facts["mode"], facts["snapshot_frequency"], facts["config_path"]) == ("delta", 10, str(config))
+    assert facts["pid"] == proc.pid and facts["instance_id"] and "broker_url" not in facts
+    assert "checkpoints.delta" in facts["queues"]

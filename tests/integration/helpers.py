@@ -228,3 +228,65 @@ def child_pids(pid: int) -> set[int]:
         return {int(p) for p in path.read_text().split()}
     except OSError:
         return set()
+
+
+RABBITMQ_HOST, RABBITMQ_PORT = "127.0.0.1", 5672
+#: The brokers a real worker is tested on; a test parametrized with these runs once per broker.
+BROKERS = ("redis", "rabbitmq")
+
+
+def rabbitmq_url(vhost: str) -> str:
+    return f"amqp://guest:guest@{RABBITMQ_HOST}:{RABBITMQ_PORT}/{vhost}"
+
+
+def _rabbitmqctl(*args: str) -> str:
+    proc = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError(f"rabbitmqctl {' '.join(args)} exited {proc.returncode}: {proc.stderr or proc.stdout}"
+                             " (is RabbitMQ running on 127.0.0.1:5672? .ci/run starts it)")
+    return proc.stdout
+
+
+def claim_rabbitmq_vhost(owner: str) -> str:
+    """A new, empty RabbitMQ virtual host for one test (guest may use it); returns its name."""
+    import uuid
+
+    vhost = f"dfa-test-{uuid.uuid4().hex[:10]}"
+    _rabbitmqctl("add_vhost", vhost, "--description", owner)
+    _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    return vhost
+
+
+def drop_rabbitmq_vhost(vhost: str) -> None:
+    _rabbitmqctl("delete_vhost", vhost)
+
+
+def set_rabbitmq_consumer_timeout(ms: int) -> int:
+    """Set the RabbitMQ server's ``consumer_timeout`` (milliseconds) for channels opened from now on; returns the
+    previous value. A server-wide setting (RabbitMQ < 3.12 has no per-queue one): restore it in teardown."""
+    out = _rabbitmqctl("eval", "application:get_env(rabbit, consumer_timeout).")
+    match = re.search(r"\{ok,(\d+)\}", out)
+    _rabbitmqctl("eval", f"application:set_env(rabbit, consumer_timeout, {int(ms)}).")
+    return int(match.group(1)) if match else 1_800_000
+
+
+class private_broker:  # noqa: N801 - used as a context manager, like contextlib's
+    """``with private_broker("redis" | "rabbitmq", owner) as url:`` an empty broker for one test, emptied after."""
+
+    def __init__(self, kind: str, owner: str) -> None:
+        if kind not in BROKERS:
+            raise ValueError(f"unknown broker {kind!r}; expected one of {BROKERS}")
+        self.kind, self.owner = kind, owner
+
+    def __enter__(self) -> str:
+        if self.kind == "redis":
+            self._db = claim_empty_redis_db(self.owner)
+            return redis_url(self._db)
+        self._vhost = claim_rabbitmq_vhost(self.owner)
+        return rabbitmq_url(self._vhost)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.kind == "redis":
+            flush_redis_db(self._db)
+        else:
+            drop_rabbitmq_vhost(self._vhost)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from dashboard.jobs import services
+from dashboard.jobs import resolving, services
 from dashboard.jobs.errors import (
     WORKER_FULL_MODE_HINT,
     EstimateRequired,
@@ -42,22 +42,36 @@ def test_it_creates_pending_results_for_explicit_ids(delta_rt, manager):
     assert _statuses(job) == {"delta-f10-9t": "pending", "nope": "pending"}
 
 
+def _resolved(job: ConversionJob) -> ConversionJob:
+    """A filter job as its dispatch task leaves it: created ``resolving`` without rows, then resolved."""
+    assert (job.state, job.results.count()) == ("resolving", 0)
+    assert resolving.resolve(job.pk) == job.results.count()
+    job.refresh_from_db()
+    assert job.state == "queued"
+    return job
+
+
 def test_it_resolves_a_filter_through_the_inventory(delta_rt):
-    job = services.create_job(None, "dry_run", {"filter": {"thread_class": "migrated"}})
+    job = _resolved(services.create_job(None, "dry_run", {"filter": {"thread_class": "migrated"}}))
     assert list(_statuses(job)) == ["migrated-full20-delta20"]
 
-    everything_delta = services.create_job(None, "dry_run", {"filter": {"mode": "delta"}})
+    everything_delta = _resolved(services.create_job(None, "dry_run", {"filter": {"mode": "delta"}}))
     assert sorted(_statuses(everything_delta)) == sorted(DELTA_SMALL)
 
 
 def test_a_filter_without_mode_means_delta_and_dates_bound_it(delta_rt):
-    job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}})
+    job = _resolved(services.create_job(None, "dry_run", {"filter": {"q": "f10"}}))
     assert sorted(_statuses(job)) == sorted(t for t in DELTA_SMALL if "f10" in t)
 
     with pytest.raises(NothingToConvert):
         services.create_job(None, "dry_run", {"filter": {"updated_before": "2000-01-01T00:00:00"}})
-    later = services.create_job(None, "dry_run", {"filter": {"updated_after": "2000-01-01"}})
+    later = _resolved(services.create_job(None, "dry_run", {"filter": {"updated_after": "2000-01-01"}}))
     assert sorted(_statuses(later)) == sorted(DELTA_SMALL)
+
+
+def test_the_command_resolves_a_filter_in_its_own_process(delta_rt):
+    job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}}, runner="inline", launched_by="cli:t")
+    assert job.state == "queued" and sorted(_statuses(job)) == sorted(t for t in DELTA_SMALL if "f10" in t)
 
 
 @pytest.mark.parametrize("selection", [{}, {"thread_ids": []}, {"thread_ids": "x"}, {"backup_ids": ["b"]},

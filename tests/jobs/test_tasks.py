@@ -1,6 +1,6 @@
 """dashboard.jobs.tasks: the retry policy, routing, fan-out and failure recording (the broker is the boundary).
 
-The real broker and worker are exercised in ``test_worker_redis.py``; here
+The real broker and worker are exercised in ``test_worker_brokers.py``; here
 the tasks run eagerly in this process, or their sends are captured.
 """
 

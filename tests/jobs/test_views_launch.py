@@ -61,6 +61,9 @@ def test_launch_by_filter_from_htmx_redirects_the_client(delta_rt, manager_clien
     job = ConversionJob.objects.get()
     assert response.status_code == 200 and response["HX-Redirect"] == f"/jobs/{job.pk}/"
     assert job.selection["filter"]["thread_class"] == "migrated"
+    assert (job.state, job.results.count()) == ("resolving", 0)  # the worker resolves the filter
+    from dashboard.jobs import resolving
+    assert resolving.resolve(job.pk) == 1
     assert list(job.results.values_list("thread_id", flat=True)) == ["migrated-full20-delta20"]
 
 
@@ -96,6 +99,8 @@ def test_every_delta_thread_is_an_explicit_mode_filter(delta_rt, manager_client)
     response = manager_client.post("/jobs/launch", {"mode": "delta"})
     job = ConversionJob.objects.get()
     assert response.status_code == 302 and job.selection["filter"]["mode"] == "delta"
+    from dashboard.jobs import resolving
+    assert job.state == "resolving" and resolving.resolve(job.pk) == len(DELTA_SMALL)
     assert sorted(job.results.values_list("thread_id", flat=True)) == sorted(DELTA_SMALL)
 
 

@@ -1,4 +1,4 @@
-"""A real delta-mode Celery worker (prefork, Redis broker) runs a conversion job launched through the service.
+"""A real delta-mode Celery worker (prefork; Redis and RabbitMQ brokers) runs a conversion job launched through the service.
 
 What this proves (issue 4, items 5 and 6):
 
@@ -11,6 +11,12 @@ What this proves (issue 4, items 5 and 6):
 * Afterwards a full-mode dashboard runtime reads each converted thread's head
   and its canonical digest equals the manifest's.
 
+Every test runs once per broker operators run (``redis``, ``rabbitmq`` markers),
+each on a private Redis db or RabbitMQ virtual host. The time-limit test sets
+the broker's own timeout short (Redis ``visibility_timeout``, RabbitMQ's
+server ``consumer_timeout``) and shows a task that runs past the task time
+limit derived from it is stopped and recorded once, never delivered again.
+
 The dashboard's own tables live in a SQLite file shared by the launching
 process and the worker (as in ``make demo``); this test reads it directly.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -30,8 +37,6 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.digest import messages_sha256
 from tests import fixtures_real
 from tests.integration import helpers
-
-pytestmark = pytest.mark.redis
 
 THREADS = ["delta-f10-9t", "delta-f10-fork", "markerless-delta-f10-13t"]
 READY_TIMEOUT = 90
@@ -45,25 +50,34 @@ from dashboard.jobs.workers import check_delta_workers
 check = check_delta_workers(timeout=2.0)
 with transaction.atomic():
     job = services.create_job(None, "convert", {"thread_ids": %s}, confirmed=True, max_in_flight=2,
-                              throttle_delay_s=0.2, launched_by="test_worker_redis")
+                              throttle_delay_s=0.2, launched_by="test_worker_brokers")
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk, "check": check.state, "workers": check.workers}))
 """
 
 
+BROKER_PARAMS = [pytest.param("redis", marks=pytest.mark.redis), pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)]
+
+
+@pytest.fixture(params=BROKER_PARAMS)
+def broker_kind(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[dict]:
-    """A dashboard home (delta config.yaml, fixture SQLite copy, migrated dashboard DB) on a private Redis db."""
-    db = helpers.claim_empty_redis_db(f"test_worker_redis pid={os.getpid()}")
-    try:
+def broker_env() -> dict[str, str]:
+    """Extra environment for the dashboard processes of one test (a test may add to it before ``home``)."""
+    return {}
+
+
+@pytest.fixture
+def home(tmp_path: Path, broker_kind: str, broker_env: dict) -> Iterator[dict]:
+    """A dashboard home (delta config.yaml, fixture SQLite copy, migrated dashboard DB) on a private broker."""
+    with helpers.private_broker(broker_kind, f"test_worker_brokers pid={os.getpid()}") as url:
         config_path, var_dir = helpers.dashboard_home(tmp_path, "delta")
-        url = helpers.redis_url(db)
-        env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, CELERY_BROKER_URL=url,
-                                    CELERY_RESULT_BACKEND=url)
+        env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, CELERY_BROKER_URL=url, **broker_env)
         helpers.run_manage(["migrate", "--noinput", "-v0"], env)
-        yield {"env": env, "root": tmp_path, "var": var_dir}
-    finally:
-        helpers.flush_redis_db(db)
+        yield {"env": env, "root": tmp_path, "var": var_dir, "broker": broker_kind}
 
 
 @pytest.fixture
@@ -198,3 +212,116 @@ def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home
     with open_checkpointer(database) as saver:
         summary = inventory.get_thread_summary(saver, KILL_THREAD)
     assert (summary.checkpoint_count, summary.mode) == (752, "full")  # every checkpoint converted, none left delta
+
+
+BROKER_TIMEOUT_S = 4  # the broker's own limit, set short (defaults: Redis 900 s here, RabbitMQ 30 min)
+TIME_LIMIT_S = 1  # below it, as settings require
+
+
+@pytest.fixture
+def short_broker_timeout(broker_kind: str, broker_env: dict) -> Iterator[float]:
+    """The broker gives up on an unacknowledged task after BROKER_TIMEOUT_S; yields how long to wait to see it act.
+
+    Redis: the visibility timeout is the dashboard's own transport option. RabbitMQ: ``consumer_timeout`` is the
+    server's (set here for the test's channels, restored after); the server checks it once a minute.
+    """
+    broker_env.update(DASHBOARD_TASK_TIME_LIMIT_S=str(TIME_LIMIT_S))
+    if broker_kind == "redis":
+        broker_env["DASHBOARD_TASK_VISIBILITY_TIMEOUT_S"] = str(BROKER_TIMEOUT_S)
+        yield 3 * BROKER_TIMEOUT_S
+        return
+    broker_env["DASHBOARD_BROKER_CONSUMER_TIMEOUT_S"] = str(BROKER_TIMEOUT_S)
+    previous = helpers.set_rabbitmq_consumer_timeout(BROKER_TIMEOUT_S * 1000)
+    try:
+        yield 70.0
+    finally:
+        helpers.set_rabbitmq_consumer_timeout(previous)
+
+
+@pytest.mark.slow
+def test_a_task_past_its_time_limit_is_recorded_once_and_never_delivered_again(short_broker_timeout, home, worker):
+    """A conversion longer than the task time limit (derived below the broker's timeout) is stopped inside the
+    task, its transaction rolls back, the row says ``time_limit`` -- and the broker never delivers it again."""
+    import time
+
+    proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % KILL_THREAD], home["env"])
+    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
+
+    def finished():
+        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id])
+        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
+    assert helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish") == "failed"
+    time.sleep(short_broker_timeout)  # well past the broker's timeout (and RabbitMQ's once-a-minute check)
+
+    (row,) = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [job_id])
+    assert (row["status"], row["error_code"], row["attempts"]) == ("error", "time_limit", 1), dict(row)
+    assert "DASHBOARD_TASK_TIME_LIMIT_S" in row["hint"]
+    log = worker.log()
+    assert log.count("Task jobs.run_thread[") and len(re.findall(r"Task jobs\.run_thread\[[^\]]+\] received", log)) == 1
+    assert "PRECONDITION_FAILED" not in log and worker.alive()  # RabbitMQ never closed the worker's channel
+
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data"))
+    from deerflow import inventory
+    from deerflow.savers import open_checkpointer
+    with open_checkpointer(database) as saver:
+        summary = inventory.get_thread_summary(saver, KILL_THREAD)
+    assert (summary.checkpoint_count, summary.mode) == (752, "delta")  # rolled back: nothing half-converted
+
+
+@pytest.mark.slow
+def test_a_locked_database_is_retried_through_the_broker_and_the_thread_converts(home, worker):
+    """A writer holds the checkpoint database's write lock: the conversion gets ``database is locked``
+    (transient), and the task is retried through the broker (a retry is a new message with a countdown);
+    the lock is released and a retry converts the thread."""
+    checkpoints_db = home["root"] / "data" / "deerflow.db"
+    holder = sqlite3.connect(str(checkpoints_db), timeout=0, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % THREADS[0]], home["env"])
+        job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
+        helpers.wait_for_log(worker, r"Task jobs\.run_thread\[\S+\] retry: Retry in", timeout=120)
+    finally:
+        holder.rollback()
+        holder.close()
+
+    def finished():
+        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id])
+        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
+    state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")
+    (row,) = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [job_id])
+    assert state == "succeeded", dict(row)
+    # Every retry the lock caused went through the broker and claimed the row once more (how many fell inside
+    # the lock depends on the jittered countdowns); the last attempt converted.
+    retries = len(re.findall(r"Task jobs\.run_thread\[\S+\] retry: Retry in", worker.log()))
+    assert retries >= 1 and (row["status"], row["attempts"], row["error"]) == ("converted", retries + 1, "")
+    assert row["head_messages_sha256"] == _manifest_head(THREADS[0])
+    assert "database is locked" in worker.log()
+
+
+LAUNCH_FILTER = """
+import json
+from django.db import transaction
+from dashboard.jobs import services
+with transaction.atomic():
+    job = services.create_job(None, "dry_run", {"filter": {"q": %r}}, max_in_flight=2, launched_by="filter-test")
+    services.launch(job)
+print("RESULT " + json.dumps({"job_id": job.pk, "state": job.state, "rows": job.results.count()}))
+"""
+
+
+def test_a_filter_job_is_resolved_by_the_worker_and_runs(home, worker):
+    proc = helpers.run_manage(["shell", "-c", LAUNCH_FILTER % "delta-f10-1"], home["env"])
+    launched = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    assert (launched["state"], launched["rows"]) == ("resolving", 0)  # the launching process wrote no row
+
+    def finished():
+        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [launched["job_id"]])
+        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
+    state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")
+    rows = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [launched["job_id"]])
+    assert state == "succeeded", [dict(r) for r in rows]
+    expected = {t for t, m in fixtures_real.manifest_threads().items()
+                if "delta-f10-1" in t and m["write_mode"].startswith("delta")}
+    assert expected and {r["thread_id"] for r in rows} == expected
+    assert all(r["status"] == "needs_conversion" for r in rows)
+    assert re.search(rf"job \d+: filter resolved to {len(expected)} threads", worker.log())
