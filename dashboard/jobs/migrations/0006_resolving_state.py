@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0003_compact_kinds'),
+        ('jobs', '0005_threadresult_thread_id_index'),
     ]
 
     operations = [
