@@ -195,6 +195,10 @@ def test_a_filter_launch_selects_both_modes(delta_rt, migrated, pruner_client):
     assert response.status_code == 302
     job = ConversionJob.objects.get()
     assert job.selection["filter"]["mode"] == "any"
+    assert job.state == "resolving" and not job.results.exists()  # a worker pages the filter
+    from dashboard.jobs import resolving
+
+    resolving.resolve(job.pk)
     assert list(job.results.values_list("thread_id", flat=True)) == [FULL]
 
 
@@ -219,6 +223,11 @@ def test_a_due_policy_starts_a_prune_job_through_the_beat_task(delta_rt, migrate
     assert AuditEntry.objects.filter(username="policy:idle-keep-3", action="jobs:policy-run").exists()
     assert tasks.run_due_policies() == {"ran": []}  # not due again within the same minute
 
+    assert job.state == job.State.RESOLVING  # the policy's filter is paged by the worker's dispatch
+    from dashboard.jobs import resolving
+
+    assert resolving.resolve(job.pk) == 1
+    job.refresh_from_db()
     job.state = job.State.RUNNING
     job.save()
     (row,) = services.claim_batch(job.pk).sends
