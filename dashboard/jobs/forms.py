@@ -86,12 +86,15 @@ class ConfirmConvertForm(forms.Form):
     max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False, initial=1,
                                        label="Threads at once")
     skip_integrity = forms.BooleanField(required=False, label="Skip the integrity check")
+    acknowledge_branch_ambiguous = forms.BooleanField(
+        required=False, label="Acknowledge ambiguous branches (convert sibling forks as LangGraph reads them)")
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for :func:`services.create_job`."""
         data = self.cleaned_data
         return {"confirmed": data["confirm_size"], "throttle_delay_s": data["throttle_delay_s"] or 0.0,
-                "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"]}
+                "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"],
+                "acknowledge_branch_ambiguous": bool(data.get("acknowledge_branch_ambiguous"))}
 
 
 class ConfirmCompactForm(ConfirmConvertForm):
@@ -123,8 +126,9 @@ class ApiJobForm(forms.Form):
     """``POST /api/jobs`` JSON body.
 
     ``{"kind", "thread_ids" | "filter" | "backup_ids", "estimate_job", "confirmed",
-    "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes", "force_full_fleet"}``
-    (``force_full_fleet``: ``compact`` although live full-mode processes are registered).
+    "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes", "force_full_fleet",
+    "acknowledge_branch_ambiguous"}`` (``force_full_fleet``: ``compact`` although live full-mode processes
+    are registered; ``acknowledge_branch_ambiguous``: convert sibling forks as LangGraph's reader reads them).
     """
 
     kind = forms.ChoiceField(choices=ConversionJob.Kind.choices)
@@ -138,6 +142,7 @@ class ApiJobForm(forms.Form):
     integrity = JsonBooleanField(required=False)
     size_limit_bytes = forms.IntegerField(min_value=1, required=False)
     force_full_fleet = JsonBooleanField(required=False)
+    acknowledge_branch_ambiguous = JsonBooleanField(required=False)
 
     def selection(self) -> dict[str, Any] | None:
         """The selection, or ``None`` to derive it from ``estimate_job``."""
@@ -151,7 +156,8 @@ class ApiJobForm(forms.Form):
         return {"confirmed": bool(data["confirmed"]), "throttle_delay_s": data["throttle_delay_s"] or 0.0,
                 "max_in_flight": data["max_in_flight"] or 1,
                 "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"],
-                "force_full_fleet": bool(data.get("force_full_fleet"))}
+                "force_full_fleet": bool(data.get("force_full_fleet")),
+                "acknowledge_branch_ambiguous": bool(data.get("acknowledge_branch_ambiguous"))}
 
 
 class JobResultsPageForm(forms.Form):

@@ -363,3 +363,20 @@ def test_an_input_child_of_a_fork_consumed_none_of_the_branch_points_writes(db, 
     with open_saver(db) as saver:
         full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for(thread, c2))
         assert [m.id for m in full.values["messages"]] == ["h0"]
+
+
+def test_convert_threads_refuses_ambiguous_forks_unless_acknowledged_and_records_it(db, runtime_for):
+    from django.core.management import CommandError, call_command
+
+    from dashboard.jobs.models import ConversionJob
+
+    _sibling_thread(db, second_source="loop")
+    runtime_for(db, "delta")
+    before = all_rows(db)
+    with pytest.raises(CommandError, match="failed"):
+        call_command("convert_threads", "--to", "full", "--thread", "siblings", "--yes")
+    assert all_rows(db) == before
+    assert ConversionJob.objects.get(kind="dry_run").results.get().status == "branch_ambiguous"
+    call_command("convert_threads", "--to", "full", "--thread", "siblings", "--yes", "--acknowledge-branch-ambiguous")
+    job = ConversionJob.objects.filter(kind="convert").get()
+    assert job.acknowledge_branch_ambiguous and job.results.get().status == "converted"
