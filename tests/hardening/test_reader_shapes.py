@@ -380,3 +380,10 @@ def test_convert_threads_refuses_ambiguous_forks_unless_acknowledged_and_records
     call_command("convert_threads", "--to", "full", "--thread", "siblings", "--yes", "--acknowledge-branch-ambiguous")
     job = ConversionJob.objects.filter(kind="convert").get()
     assert job.acknowledge_branch_ambiguous and job.results.get().status == "converted"
+
+
+def test_the_history_fragment_shows_both_counts_and_the_ambiguity(db, runtime_for, staff_client):
+    s, c1, c2, thread = _sibling_thread(db, second_source="input")
+    runtime_for(db, "delta")
+    fragment = staff_client.get(f"/history/{thread}/").content.decode()
+    assert "(LangGraph&#x27;s reader: 3)" in fragment or "(LangGraph's reader: 3)" in fragment
