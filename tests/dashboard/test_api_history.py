@@ -11,7 +11,7 @@ from tests.dashboard import oracle
 pytestmark = pytest.mark.django_db
 
 ROW_KEYS = {"checkpoint_id", "parent_checkpoint_id", "checkpoint_ns", "step", "source", "created_at", "mode",
-            "messages_stored", "message_count", "problem"}
+            "messages_stored", "message_count", "problem", "disagreement", "langgraph_message_count"}
 
 
 def history_url(thread_id: str) -> str:
