@@ -57,6 +57,7 @@ class LaunchForm(forms.Form):
     updated_before = forms.DateTimeField(required=False)
     updated_after = forms.DateTimeField(required=False)
     skip_integrity = forms.BooleanField(required=False)
+    acknowledge_branch_ambiguous = forms.BooleanField(required=False)
 
     def selection(self) -> dict[str, Any]:
         """The job selection (see :mod:`dashboard.jobs.selection`).
@@ -86,15 +87,12 @@ class ConfirmConvertForm(forms.Form):
     max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False, initial=1,
                                        label="Threads at once")
     skip_integrity = forms.BooleanField(required=False, label="Skip the integrity check")
-    acknowledge_branch_ambiguous = forms.BooleanField(
-        required=False, label="Acknowledge ambiguous branches (convert sibling forks as LangGraph reads them)")
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for :func:`services.create_job`."""
         data = self.cleaned_data
         return {"confirmed": data["confirm_size"], "throttle_delay_s": data["throttle_delay_s"] or 0.0,
-                "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"],
-                "acknowledge_branch_ambiguous": bool(data.get("acknowledge_branch_ambiguous"))}
+                "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"]}
 
 
 class ConfirmCompactForm(ConfirmConvertForm):

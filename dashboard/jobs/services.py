@@ -125,7 +125,10 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
             kind=kind, selection=selection, estimate=estimate, source_job=source_job, parent=parent,
             created_by=user, launched_by=launched_by or getattr(user, "username", ""), runner=runner,
             throttle_delay_s=throttle_delay_s, max_in_flight=max_in_flight, integrity=integrity,
-            confirmed=confirmed, size_limit_bytes=limit, acknowledge_branch_ambiguous=acknowledge_branch_ambiguous)
+            confirmed=confirmed, size_limit_bytes=limit,
+            # a conversion keeps the acknowledgement of the dry run it was confirmed from
+            acknowledge_branch_ambiguous=acknowledge_branch_ambiguous or bool(
+                kind in _WRITES and source_job is not None and source_job.acknowledge_branch_ambiguous))
         Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets])
     return job
 

@@ -179,7 +179,8 @@ def _launch_dry_run(request: HttpRequest, kind: str) -> HttpResponse:
         return _invalid(request, form)
     try:
         job = services.create_job(request.user, kind, form.selection(),
-                                  integrity=not form.cleaned_data["skip_integrity"])
+                                  integrity=not form.cleaned_data["skip_integrity"],
+                                  acknowledge_branch_ambiguous=form.cleaned_data["acknowledge_branch_ambiguous"])
     except JobError as exc:
         return error_page(request, exc.view())
     services.launch(job)
