@@ -8,7 +8,10 @@ its own runtime at import, as a sync worker does.
 
 * ``workers``: ``DASHBOARD_WEB_WORKERS``, else one per CPU core plus one
   (Python runs one thread at a time per process; more processes use more cores).
-* ``threads``: ``DASHBOARD_WEB_THREADS``, else 8 per worker.
+* ``threads``: ``DASHBOARD_WEB_THREADS``, else 2 per worker. The pages are CPU-bound (rendering), and
+  threads of one process share one interpreter lock: on 2 cores, 3 x 2 served 142 requests/s with p99
+  276 ms where 3 x 8 served 128 with p99 658 ms (``benchmarks/bench_web.py``). Two threads still let a
+  request that waits on the checkpoint database yield to another; raise it when that database is far away.
 * ``timeout``: 60 s; ``keepalive``: 5 s (clients reuse connections).
 
 ``--bind`` stays on the command line. Read by gunicorn only, never by Django.
@@ -37,7 +40,7 @@ def _cores() -> int:
 
 worker_class = "gthread"
 workers = _positive("DASHBOARD_WEB_WORKERS", _cores() + 1)
-threads = _positive("DASHBOARD_WEB_THREADS", 8)
+threads = _positive("DASHBOARD_WEB_THREADS", 2)
 timeout = 60
 keepalive = 5
 accesslog = "-"
