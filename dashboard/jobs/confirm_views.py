@@ -106,20 +106,24 @@ class RevertRow:
     bytes_now: int | None
 
 
+#: The kinds whose finished jobs a revert undoes from their backups.
+_REVERTIBLE = (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT, ConversionJob.Kind.PRUNE)
+
+
 @require_GET
 @staff_required
 def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
     """``/jobs/<id>/revert``: the threads and backups a revert of finished job ``job_id`` restores.
 
-    Answers 404 for an unknown job, 409 when the job is not a finished conversion or compaction,
+    Answers 404 for an unknown job, 409 when the job is not a finished conversion, compaction or prune,
     or when none of its backups is still active (all restored or purged).
     """
     job = get_object_or_404(ConversionJob, pk=job_id)
-    if job.kind not in (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT) or not job.finished:
+    if job.kind not in _REVERTIBLE or not job.finished:
         return error_page(request, ErrorView(409, "not_revertible",
-                                             f"Job {job.pk} is not a finished conversion or compaction: "
+                                             f"Job {job.pk} is not a finished conversion, compaction or prune: "
                                              "there is nothing to revert.",
-                                             "Open the page of a finished convert or compact job."))
+                                             "Open the page of a finished convert, compact or prune job."))
     try:
         active = set(services.active_backups(job))
         backups = [b for b in list_backups(get_runtime().config.database) if b.backup_id in active]
@@ -138,7 +142,8 @@ def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
     for b in sorted(backups, key=lambda b: b.thread_id):
         summary = thread_services.thread_summary_or_none(get_runtime(), b.thread_id)
         rows.append(RevertRow(b, summary.bytes_total if summary else None))
+    permission = "jobs.manage_retention" if job.kind == ConversionJob.Kind.PRUNE else "jobs.manage_conversions"
     return render(request, "jobs/revert_job_confirm.html", {
-        "job": job, "rows": rows, "backup_bytes": sum(r.backup.bytes for r in rows),
+        "job": job, "rows": rows, "permission": permission, "may_revert": request.user.has_perm(permission), "backup_bytes": sum(r.backup.bytes for r in rows),
         "bytes_now": sum(r.bytes_now or 0 for r in rows),
         "checkpoint_rows": sum(r.backup.checkpoint_rows for r in rows)})

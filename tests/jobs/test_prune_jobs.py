@@ -59,7 +59,7 @@ def _count(database, thread_id):
     return summary.checkpoint_count if summary else 0
 
 
-def test_prune_dry_run_then_prune_over_the_api_then_revert(delta_rt, migrated, pruner):
+def test_prune_dry_run_then_prune_over_the_api_then_revert(delta_rt, migrated, pruner, pruner_client, manager_client):
     original = raw_rows(migrated, THREAD)
     before = _count(migrated, THREAD)
     response = _post({"kind": "prune", "dry_run": True, "thread_ids": [THREAD, FULL], "rule": "keep_last",
@@ -88,6 +88,14 @@ def test_prune_dry_run_then_prune_over_the_api_then_revert(delta_rt, migrated, p
     assert sorted(result.prune["kept_checkpoint_ids"]) == sorted(row["kept_checkpoint_ids"])
     assert _count(migrated, THREAD) == len(row["kept_checkpoint_ids"])
     assert result.backup_id in [b.backup_id for b in convert.list_backups(migrated, THREAD)]
+
+    links = tags(pruner_client.get(f"/jobs/{job.pk}/").content, "a", id="revert-job")
+    assert [a["href"] for a in links] == [f"/jobs/{job.pk}/revert"]
+    confirm = pruner_client.get(f"/jobs/{job.pk}/revert")  # the revert is confirmed on its own page
+    assert confirm.status_code == 200 and THREAD.encode() in confirm.content
+    assert b'id="revert-job-form"' in confirm.content and b"pruned checkpoints are back" in confirm.content
+    refused = manager_client.get(f"/jobs/{job.pk}/revert")  # converting is not pruning
+    assert b'id="revert-job-form"' not in refused.content and b"jobs.manage_retention" in refused.content
 
     undo = run_inline(services.revert(job, pruner))
     assert undo.state == "succeeded" and set(undo.results.values_list("status", flat=True)) == {"reverted"}
