@@ -21,18 +21,21 @@ the templates escape.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from dashboard.jobs.models import ThreadResult
+from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.threads.charts import human_bytes
 
 __all__ = ["INTERVALS", "MAX_INTERVALS", "TOP", "GrowthBar", "GrowthChart", "ThroughputBar", "ThroughputChart",
-           "Tick", "growth_chart", "interval_words", "throughput_chart"]
+           "Tick", "finish_times", "growth_chart", "interval_words", "throughput_chart"]
 
 #: Candidate interval sizes of the throughput chart (seconds): 1 s up to 1 day.
 INTERVALS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 #: At most this many bars in the throughput chart (longer jobs take a wider interval).
 MAX_INTERVALS = 60
+#: A bar is never wider than the plot's width over this many (a job of a few intervals is not one wide block).
+MIN_SLOTS = 12
 #: The growth chart shows this many threads, the heaviest after first.
 TOP = 20
 
@@ -40,7 +43,7 @@ WIDTH, HEIGHT = 720, 180
 #: room for the y axis labels (left), the top, the x axis labels (bottom), SVG units.
 LEFT, TOP_PAD, BOTTOM = 56, 10, 34
 #: the growth chart's rows: label column, row height, room for the value text on the right.
-LABEL, ROW, VALUE = 190, 22, 110
+LABEL, ROW, VALUE = 190, 22, 200
 FILL, OUTLIER_FILL, AXIS = "#4a78b5", "#c0392b", "#66707a"
 
 
@@ -106,15 +109,22 @@ class ThroughputChart:
     right: int = WIDTH - 4
 
 
-def throughput_chart(results: list[ThreadResult], started_at: dt.datetime | None,
+def finish_times(job: ConversionJob) -> list[dt.datetime]:
+    """When each of ``job``'s rows that ran to an outcome finished (one query, one column): open rows (no outcome
+    yet) and ``skipped`` ones (cancelled before they ran) are left out."""
+    return list(job.results.exclude(status__in=(*ThreadResult.OPEN, ThreadResult.SKIPPED))
+                .exclude(finished_at=None).values_list("finished_at", flat=True))
+
+
+def throughput_chart(finished: Iterable[dt.datetime], started_at: dt.datetime | None,
                      ended_at: dt.datetime | None = None) -> ThroughputChart | None:
     """Threads finished per interval from ``started_at`` (the job's start; default the first finish) to
-    ``ended_at`` (the job's end; default the newest finish), or ``None`` when no row has finished.
+    ``ended_at`` (the job's end; default the newest finish), or ``None`` when nothing finished.
 
-    Only rows that ran to an outcome count: open rows (no outcome yet) and ``skipped`` ones are left out.
+    Args:
+        finished: the finish time of each thread that ran (:func:`finish_times`), in any order.
     """
-    times = sorted(r.finished_at for r in results
-                   if r.finished_at is not None and r.status not in (*ThreadResult.OPEN, ThreadResult.SKIPPED))
+    times = sorted(finished)
     if not times:
         return None
     start = min(started_at or times[0], times[0])
@@ -127,7 +137,7 @@ def throughput_chart(results: list[ThreadResult], started_at: dt.datetime | None
         counts[min(int((t - start).total_seconds() // interval), n - 1)] += 1
     peak = max(counts)
     base, usable = HEIGHT - BOTTOM, HEIGHT - BOTTOM - TOP_PAD
-    slot = (WIDTH - 4 - LEFT) / n
+    slot = (WIDTH - 4 - LEFT) / max(n, MIN_SLOTS)
     words = interval_words(interval)
     bars = []
     for i, c in enumerate(counts):

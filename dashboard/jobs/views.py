@@ -130,8 +130,7 @@ _GROWTH_STATUS = {ConversionJob.Kind.DRY_RUN: "needs_conversion", ConversionJob.
 def _charts(job: ConversionJob) -> dict:
     """``throughput`` (every job; ``None`` before a row finished) and, on a finished dry run, ``growth`` (``None``
     when no row would be rewritten) and ``growth_chart_shown``: :mod:`dashboard.jobs.charts` over all the job's rows."""
-    rows = list(job.results.only("status", "finished_at"))
-    out: dict = {"throughput": charts.throughput_chart(rows, job.started_at, job.finished_at)}
+    out: dict = {"throughput": charts.throughput_chart(charts.finish_times(job), job.started_at, job.finished_at)}
     status = _GROWTH_STATUS.get(job.kind)
     if status and job.finished:
         rewritten = list(job.results.filter(status=status).only("thread_id", "bytes_before", "bytes_after"))

@@ -122,12 +122,17 @@ def test_a_job_with_no_finished_rows_shows_a_sentence(delta_rt, staff_client):
     assert doc.find_all("section", id="growth") == []  # not a finished dry run
 
 
+def test_finish_times_leave_out_open_and_skipped_rows():
+    t0 = timezone.now() - dt.timedelta(minutes=5)
+    job = _job_with_rows("convert", [("a", 1, 1, t0, "converted"), ("b", 1, 1, t0 + dt.timedelta(seconds=5), "error"),
+                                     ("c", 1, 1, t0, "skipped"), ("d", 1, 1, None, "queued")])
+    assert sorted(charts.finish_times(job)) == [t0, t0 + dt.timedelta(seconds=5)]
+
+
 def test_throughput_intervals_and_bar_heights():
     t0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-    rows = [ThreadResult(status="converted", finished_at=t0 + dt.timedelta(minutes=m)) for m in (0, 0, 0, 30, 61, 125)]
-    rows.append(ThreadResult(status="skipped", finished_at=t0))  # never ran: not counted
-    rows.append(ThreadResult(status="queued"))
-    chart = charts.throughput_chart(rows, t0, t0 + dt.timedelta(minutes=130))
+    times = [t0 + dt.timedelta(minutes=m) for m in (125, 0, 0, 0, 30, 61)]
+    chart = charts.throughput_chart(times, t0, t0 + dt.timedelta(minutes=130))
     assert (chart.interval_s, chart.interval, chart.finished, chart.peak) == (300, "5 min", 6, 3)
     counts = [b.count for b in chart.bars]
     assert len(counts) == 27 and counts[0] == 3 and counts[6] == 1 and counts[12] == 1 and counts[25] == 1
@@ -135,6 +140,6 @@ def test_throughput_intervals_and_bar_heights():
     assert chart.bars[0].height == usable and chart.bars[6].height == pytest.approx(usable / 3, abs=0.01)
     assert [t.label for t in chart.y_ticks] == ["0", "1", "3"]
     assert chart.x_ticks[1].label == "25 min"
-    assert charts.throughput_chart([ThreadResult(status="pending")], t0) is None
+    assert charts.throughput_chart([], t0) is None
     assert [charts.interval_words(s) for s in (1, 10, 60, 300, 3600, 7200, 86400)] == [
         "second", "10 s", "minute", "5 min", "hour", "2 h", "day"]
