@@ -3,6 +3,9 @@ a stale or restarted process (``POST /audit/dismiss``, ``fleet.dismiss_process``
 
 from __future__ import annotations
 
+import datetime as dt
+
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -12,6 +15,7 @@ from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
 from dashboard.fleet import charts
 from dashboard.fleet.audit import run_audit
+from dashboard.fleet.control import recent_live_check
 from dashboard.fleet.forms import DismissProcessForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.processes import NotDismissible, dismiss
@@ -26,12 +30,20 @@ DISMISS_PERMISSION = "fleet.dismiss_process"
 @require_GET
 @staff_required
 def audit_page(request: HttpRequest) -> HttpResponse:
-    """``/audit/``: processes, findings, census, cadences, writers and readiness."""
-    audit = run_audit(get_runtime())
+    """``/audit/``: processes, findings, census, cadences, writers and readiness.
+
+    The live check is the newest one this process made (:func:`dashboard.fleet.control.recent_live_check`,
+    at most ``DASHBOARD_LIVE_CHECK_MAX_AGE_S`` old before a background refresh), so a refresh does not wait
+    the broadcast's 1 s; the page says when it was made. ``GET /api/audit`` and ``audit_modes`` check anew.
+    """
+    live = recent_live_check(settings.DASHBOARD_LIVE_CHECK_MAX_AGE_S)
+    audit = run_audit(get_runtime(), live=live)
     fragment = request.htmx and not request.htmx.history_restore_request  # a restore needs the whole page
     template = "fleet/_audit_body.html" if fragment else "fleet/audit.html"
     words = {cls: class_words(cls) for cls in audit.census}
-    return render(request, template, {"audit": audit, "census_chart": charts.census_chart(audit.census, words),
+    checked_at = dt.datetime.fromtimestamp(live.checked_at, dt.UTC) if live.checked_at else None
+    return render(request, template, {"audit": audit, "live_checked_at": checked_at,
+                                      "census_chart": charts.census_chart(audit.census, words),
                                       "storage_chart": charts.storage_chart(audit.storage) if audit.storage else None})
 
 

@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.jobs import compaction, services, stalls
+from dashboard.jobs import charts, compaction, services, stalls
 from dashboard.jobs.errors import JobError, NotADryRun
 from dashboard.jobs.forms import (
     ConfirmCompactForm,
@@ -120,7 +120,22 @@ def _job_context(job: ConversionJob, **extra) -> dict:
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
             **_compact_offer(job, results), **_prune_offer(job, results), "act_permission": job_permission(job),
-            "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **extra}
+            "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **_charts(job), **extra}
+
+
+#: A finished dry run of this kind draws the factor of the rows with this status.
+_GROWTH_STATUS = {ConversionJob.Kind.DRY_RUN: "needs_conversion", ConversionJob.Kind.COMPACT_DRY_RUN: "needs_compaction"}
+
+
+def _charts(job: ConversionJob) -> dict:
+    """``throughput`` (every job; ``None`` before a row finished) and, on a finished dry run, ``growth`` (``None``
+    when no row would be rewritten) and ``growth_chart_shown``: :mod:`dashboard.jobs.charts` over all the job's rows."""
+    out: dict = {"throughput": charts.throughput_chart(charts.finish_times(job), job.started_at, job.finished_at)}
+    status = _GROWTH_STATUS.get(job.kind)
+    if status and job.finished:
+        rewritten = list(job.results.filter(status=status).only("thread_id", "bytes_before", "bytes_after"))
+        out.update(growth=charts.growth_chart(rewritten), growth_chart_shown=True)
+    return out
 
 
 def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
