@@ -25,10 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.threads.charts import human_bytes
+from dashboard.threads.charts import Tick, human_bytes
 
 __all__ = ["INTERVALS", "MAX_INTERVALS", "TOP", "GrowthBar", "GrowthChart", "ThroughputBar", "ThroughputChart",
-           "Tick", "finish_times", "growth_chart", "interval_words", "throughput_chart"]
+           "finish_times", "growth_chart", "interval_words", "throughput_chart"]
 
 #: Candidate interval sizes of the throughput chart (seconds): 1 s up to 1 day.
 INTERVALS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
@@ -62,14 +62,6 @@ def _offset_words(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-@dataclass(frozen=True)
-class Tick:
-    """An axis label at ``pos`` (y for the y axis, x for the x axis; SVG units)."""
-
-    pos: float
-    label: str
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,20 @@ def _backup(backup_id: str):
     return next((b for b in list_backups(get_runtime().config.database) if b.backup_id == backup_id), None)
 
 
+def _active_backup(request: HttpRequest, backup_id: str, gone: str, what_now: str):
+    """``(backup, None)`` for an active backup, else ``(None, error page)``: 404 when no backup has that id,
+    409 ``backup_not_active`` (``gone`` says what its state means, ``what_now`` what to do) when it is
+    restored or purged."""
+    backup = _backup(backup_id)
+    if backup is None:
+        return None, error_page(request, ErrorView(404, "backup_not_found", f"No backup {backup_id!r} exists.",
+                                                   "Pick a backup from the backups page."))
+    if backup.status != "active":
+        return None, error_page(request, ErrorView(409, "backup_not_active",
+                                                   f"Backup {backup_id} is {backup.status}: {gone}", what_now))
+    return backup, None
+
+
 @require_http_methods(["GET", "POST"])
 @staff_required
 def backup_revert(request: HttpRequest) -> HttpResponse:
@@ -51,14 +65,10 @@ def backup_revert(request: HttpRequest) -> HttpResponse:
     needed = RETENTION_PERMISSION if is_prune_backup(backup_id) else PERMISSION
     if request.method == "POST" and not request.user.has_perm(needed):
         return error_page(request, refusal(needed))
-    backup = _backup(backup_id)
-    if backup is None:
-        return error_page(request, ErrorView(404, "backup_not_found", f"No backup {backup_id!r} exists.",
-                                             "Pick a backup from the backups page."))
-    if backup.status != "active":
-        return error_page(request, ErrorView(409, "backup_not_active", f"Backup {backup_id} is {backup.status}: "
-                                             "its rows are no longer there to restore.",
-                                             "Only an active backup can be reverted; see the backups page."))
+    backup, refused = _active_backup(request, backup_id, "its rows are no longer there to restore.",
+                                     "Only an active backup can be reverted; see the backups page.")
+    if refused:
+        return refused
     if request.method == "POST":
         try:
             job = services.create_job(request.user, ConversionJob.Kind.REVERT, {"backup_ids": [backup_id]})
@@ -103,13 +113,9 @@ def backup_purge(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _invalid(request, form)
     backup_id = form.cleaned_data["backup_id"]
-    backup = _backup(backup_id)
-    if backup is None:
-        return error_page(request, ErrorView(404, "backup_not_found", f"No backup {backup_id!r} exists.",
-                                             "Pick a backup from the backups page."))
-    if backup.status != "active":
-        return error_page(request, ErrorView(409, "backup_not_active", f"Backup {backup_id} is {backup.status}: "
-                                             "there are no rows left to purge.", "See the backups page."))
+    backup, refused = _active_backup(request, backup_id, "there are no rows left to purge.", "See the backups page.")
+    if refused:
+        return refused
     written_by = ThreadResult.objects.filter(backup_id=backup_id).exclude(job__kind=ConversionJob.Kind.REVERT) \
         .select_related("job").first()
     return render(request, "jobs/purge_confirm.html", {
