@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,23 @@ def browser():
             yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def probed_page(browser, timeout_ms: int = 60_000) -> Iterator:
+    """A page at 1366 px in a fresh context with the probes, failing the test on a dialog, XSS or CSP report."""
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    context.add_init_script(PROBE_SCRIPT)
+    page = context.new_page()
+    page.set_default_timeout(timeout_ms)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        yield page
+        assert dialogs == []
+        assert page.evaluate("() => ({xss: window.__xss, csp: window.__csp})") == {"xss": [], "csp": []}
+    finally:
+        context.close()
 
 
 class Watched:

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 from tests.browser.test_browser import (  # noqa: F401  (browser is a fixture)
-    PROBE_SCRIPT,
     USERNAME,
     Server,
     _login,
     _start_server,
     browser,
+    probed_page,
     pytestmark,
 )
 from tests.browser.test_console import _shot
@@ -67,18 +67,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
 
 @pytest.fixture
 def page(browser, tmp_path: Path) -> Iterator:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.add_init_script(PROBE_SCRIPT)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    try:
+    with probed_page(browser, 60_000) as page:
         yield page
-        assert dialogs == []
-        assert page.evaluate("() => ({xss: window.__xss, csp: window.__csp})") == {"xss": [], "csp": []}
-    finally:
-        context.close()
 
 
 def _finished_job(home: Home, kind: str, thread_ids: list[str]) -> dict:

@@ -28,13 +28,13 @@ import pytest
 
 from tests import fixtures_real
 from tests.browser.test_browser import (  # noqa: F401  (browser and delta_server are fixtures)
-    PROBE_SCRIPT,
     _login,
     _sqlite,
     _wait_history,
     browser,
     delta_server,
     full_server,
+    probed_page,
     pytestmark,
 )
 
@@ -44,18 +44,8 @@ FORK = "delta-f10-fork"
 
 @pytest.fixture
 def page(browser, tmp_path: Path) -> Iterator:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.add_init_script(PROBE_SCRIPT)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    try:
+    with probed_page(browser, 60_000) as page:
         yield page
-        assert dialogs == []
-        assert page.evaluate("() => ({xss: window.__xss, csp: window.__csp})") == {"xss": [], "csp": []}
-    finally:
-        context.close()
 
 
 def _shot(page, tmp_path: Path, name: str, full_page: bool = False) -> None:

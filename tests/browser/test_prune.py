@@ -16,10 +16,10 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer
 from tests.browser.test_browser import (  # noqa: F401  (browser is a fixture)
     PASSWORD,
-    PROBE_SCRIPT,
     USERNAME,
     Server,
     browser,
+    probed_page,
     pytestmark,
 )
 from tests.integration import helpers
@@ -61,18 +61,8 @@ def prune_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ser
 
 @pytest.fixture
 def page(browser) -> Iterator:  # noqa: F811
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.add_init_script(PROBE_SCRIPT)
-    page = context.new_page()
-    page.set_default_timeout(90_000)
-    dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    try:
+    with probed_page(browser, 90_000) as page:
         yield page
-        assert dialogs == []
-        assert page.evaluate("() => ({xss: window.__xss, csp: window.__csp})") == {"xss": [], "csp": []}
-    finally:
-        context.close()
 
 
 def _count(data_dir: Path) -> int:
