@@ -98,7 +98,8 @@ def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:
 def run_due_policies(now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Run every enabled policy that is due (what beat's ``jobs.run_due_policies`` calls every minute).
 
-    A policy whose schedule cannot be read is skipped with its error recorded.
+    A policy whose schedule cannot be read is skipped with its error recorded. Each due policy is claimed
+    by a conditional UPDATE of its ``last_run_at`` first, so overlapping runs of the task start it once.
 
     Returns:
         ``[{"policy", "job_id", "error"}]`` for the policies that ran (``job_id`` ``None`` when none was made).
@@ -114,6 +115,9 @@ def run_due_policies(now: dt.datetime | None = None) -> list[dict[str, Any]]:
             RetentionPolicy.objects.filter(pk=policy.pk).update(last_error=str(exc))
             continue
         if not due:
+            continue
+        # Claim the run with a conditional UPDATE: of two overlapping runs of the beat task, one starts the job.
+        if not RetentionPolicy.objects.filter(pk=policy.pk, last_run_at=policy.last_run_at).update(last_run_at=now):
             continue
         job = run_policy(policy, now)
         policy.refresh_from_db(fields=["last_error"])

@@ -284,3 +284,24 @@ def test_a_full_mode_worker_refuses_prune_rows(runtime_for, small_db, pruner):
                                          retention={"rule": "keep_last", "keep_last": 1}))
     (row,) = job.results.all()
     assert row.status == "refused" and "checkpoints.delta" in row.hint and row.worker_mode == "full"
+
+
+def test_a_policy_another_run_claimed_meanwhile_starts_no_second_job(delta_rt, migrated, monkeypatch):
+    from dashboard.jobs import policies
+
+    created = timezone.now() - dt.timedelta(minutes=5)
+    policy = RetentionPolicy.objects.create(name="raced", filter={"q": "delta-f10-9t"}, rule="safe_only",
+                                            schedule="* * * * *", enabled=True, created_at=created)
+    real_is_due = policies.is_due
+
+    def due_but_claimed_by_another_run(p, now):
+        # the other run of the beat task read the same row, claimed it and started its job in between
+        RetentionPolicy.objects.filter(pk=p.pk).update(last_run_at=now)
+        return real_is_due(p, now)
+
+    monkeypatch.setattr(policies, "is_due", due_but_claimed_by_another_run)
+    monkeypatch.setattr(services, "_send_dispatch", lambda job_id: None)
+    assert policies.run_due_policies() == []
+    assert not ConversionJob.objects.exists()
+    policy.refresh_from_db()
+    assert policy.last_run_at is not None and policy.last_job_id is None
