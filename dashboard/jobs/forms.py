@@ -8,6 +8,7 @@ from django import forms
 
 from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSelection
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
+from dashboard.jobs.pruning import MAX_KEEP_LAST
 from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import THREAD_CLASSES
 
@@ -88,7 +89,7 @@ class LaunchPruneForm(LaunchForm):
     rule = forms.ChoiceField(choices=[("keep_last", "keep the last N checkpoints of each head's chain"),
                                       ("safe_only", "only duration-only leaves and leaf sibling branches"),
                                       ("delete_threads", "delete the threads whole")], initial="keep_last")
-    keep_last = forms.IntegerField(min_value=1, max_value=1_000_000, required=False, initial=20, label="N")
+    keep_last = forms.IntegerField(min_value=1, max_value=MAX_KEEP_LAST, required=False, initial=20, label="N")
     protect = forms.CharField(max_length=100_000, required=False, widget=forms.Textarea(attrs={"rows": 2}),
                               label="Protected checkpoint ids (resume targets)")
 

@@ -99,7 +99,8 @@ def run_due_policies(now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Run every enabled policy that is due (what beat's ``jobs.run_due_policies`` calls every minute).
 
     A policy whose schedule cannot be read is skipped with its error recorded. Each due policy is claimed
-    by a conditional UPDATE of its ``last_run_at`` first, so overlapping runs of the task start it once.
+    by a conditional UPDATE of its ``last_run_at`` first, so overlapping runs of the task start it once. A
+    policy whose run raises is recorded with the error on its row and the next policies still run.
 
     Returns:
         ``[{"policy", "job_id", "error"}]`` for the policies that ran (``job_id`` ``None`` when none was made).
@@ -119,7 +120,14 @@ def run_due_policies(now: dt.datetime | None = None) -> list[dict[str, Any]]:
         # Claim the run with a conditional UPDATE: of two overlapping runs of the beat task, one starts the job.
         if not RetentionPolicy.objects.filter(pk=policy.pk, last_run_at=policy.last_run_at).update(last_run_at=now):
             continue
-        job = run_policy(policy, now)
+        try:
+            job = run_policy(policy, now)
+        except Exception as exc:  # one broken policy must not stop the others: its row says why
+            log.exception("retention policy %s failed", policy.name)
+            RetentionPolicy.objects.filter(pk=policy.pk).update(
+                last_error=f"This run failed: {type(exc).__name__}: {exc}"[:2000])
+            out.append({"policy": policy.name, "job_id": None, "error": f"{type(exc).__name__}: {exc}"})
+            continue
         policy.refresh_from_db(fields=["last_error"])
         out.append({"policy": policy.name, "job_id": job.pk if job else None, "error": policy.last_error})
     return out

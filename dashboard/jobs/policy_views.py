@@ -38,7 +38,7 @@ def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpRespo
     or show the form's errors (400)."""
     if request.method == "POST" and not request.user.has_perm(RETENTION_PERMISSION):
         return error_page(request, refusal(RETENTION_PERMISSION))
-    policy = get_object_or_404(RetentionPolicy, pk=policy_id) if policy_id else RetentionPolicy()
+    policy = get_object_or_404(RetentionPolicy, pk=policy_id) if policy_id is not None else RetentionPolicy()
     form = RetentionPolicyForm(request.POST or None, instance=policy)
     if request.method == "POST":
         if form.is_valid():

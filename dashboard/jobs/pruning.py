@@ -20,8 +20,11 @@ from deerflow import convert
 from deerflow.convert import ThreadReport
 from deerflow.retention import PruneReport, delete_thread, prune_thread, revert_prune
 
-__all__ = ["MARK_WORDS", "REASON_WORDS", "RULES", "checkpoint_marks", "is_prune_backup", "normalize_retention",
+__all__ = ["MARK_WORDS", "MAX_KEEP_LAST", "REASON_WORDS", "RULES", "checkpoint_marks", "is_prune_backup", "normalize_retention",
            "revert_one", "run_one", "to_thread_report"]
+
+#: The largest N of ``keep_last`` a job or policy takes (a thread with more checkpoints keeps them all anyway).
+MAX_KEEP_LAST = 1_000_000
 
 #: The rules a prune job may carry (the ``prune_threads`` command's ``--keep-last``, ``--safe-only``,
 #: ``--delete-threads``).
@@ -61,8 +64,9 @@ def normalize_retention(raw: dict[str, Any]) -> dict[str, Any]:
         raise InvalidRetention(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
     n = raw.get("keep_last")
     if rule == "keep_last":
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise InvalidRetention(f"keep_last must be a whole number >= 1 (the head is always kept); got {n!r}.")
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_KEEP_LAST:
+            raise InvalidRetention(f"keep_last must be a whole number from 1 (the head is always kept) to "
+                                   f"{MAX_KEEP_LAST:,}; got {n!r}.")
     elif n is not None:
         raise InvalidRetention(f"keep_last is only for rule keep_last; rule {rule} keeps what it proves safe "
                                "or nothing.")

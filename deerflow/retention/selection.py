@@ -17,7 +17,8 @@ def select_threads(database: DatabaseConfig, *, idle_days: float | None = None,
 
     A thread is idle when its newest checkpoint (the largest id, any
     namespace; its time is the one LangGraph's UUIDv6 id embeds) is older than
-    ``idle_days`` days before ``now``.
+    ``idle_days`` days before ``now``. A span reaching back past year 1
+    (``1e15``, infinity) selects nothing.
 
     Args:
         database: the checkpoint database (sqlite or postgres).
@@ -33,7 +34,10 @@ def select_threads(database: DatabaseConfig, *, idle_days: float | None = None,
         rows = session.query("SELECT thread_id, MAX(checkpoint_id) AS newest FROM checkpoints GROUP BY thread_id")
     if idle_days is None:
         return sorted(r["thread_id"] for r in rows)
-    cutoff = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=idle_days)
+    now = now or dt.datetime.now(dt.UTC)
+    if idle_days >= (now - dt.datetime.min.replace(tzinfo=dt.UTC)).days:
+        return []  # idle since before year 1 (or for ever): no checkpoint is that old, and the date would overflow
+    cutoff = now - dt.timedelta(days=idle_days)
     out = []
     for r in rows:
         when = checkpoint_time(r["newest"])

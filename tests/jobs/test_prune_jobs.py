@@ -113,6 +113,8 @@ def test_prune_dry_run_then_prune_over_the_api_then_revert(delta_rt, migrated, p
     ({"kind": "dry_run", "thread_ids": [THREAD], "rule": "safe_only"}, "invalid_retention"),
     ({"kind": "prune", "thread_ids": [THREAD], "rule": "safe_only"}, "estimate_required"),
     ({"kind": "prune_dry_run", "filter": {"idle_days": -1}, "rule": "safe_only"}, "invalid_selection"),
+    ({"kind": "prune_dry_run", "thread_ids": [THREAD], "rule": "keep_last", "keep_last": 2**63 - 1},
+     "invalid_retention"),
     ({"kind": "dry_run", "thread_ids": [THREAD], "dry_run": True}, "invalid_parameters"),
 ])
 def test_bad_prune_bodies_answer_400_with_a_code(delta_rt, pruner, manager, body, code):
@@ -305,3 +307,40 @@ def test_a_policy_another_run_claimed_meanwhile_starts_no_second_job(delta_rt, m
     assert not ConversionJob.objects.exists()
     policy.refresh_from_db()
     assert policy.last_run_at is not None and policy.last_job_id is None
+
+
+def test_an_idle_span_past_year_one_selects_nothing_instead_of_overflowing(delta_rt, migrated, pruner):
+    response = _post({"kind": "prune_dry_run", "filter": {"idle_days": 1e300}, "rule": "safe_only"}, pruner)
+    assert response.status_code == 400, response.content  # the filter matches no thread: nothing to prune
+    assert response.json()["code"] == "no_threads" and "matches no thread" in response.json()["detail"]
+
+
+def test_one_failing_policy_does_not_stop_the_next(delta_rt, migrated, monkeypatch):
+    from dashboard.jobs import policies
+
+    created = timezone.now() - dt.timedelta(minutes=5)
+    RetentionPolicy.objects.create(name="a-broken", filter={"q": THREAD}, rule="safe_only", schedule="* * * * *",
+                                   enabled=True, created_at=created)
+    RetentionPolicy.objects.create(name="b-fine", filter={"q": THREAD}, rule="safe_only", schedule="* * * * *",
+                                   enabled=True, created_at=created)
+    real_run = policies.run_policy
+
+    def run(policy, now=None):
+        if policy.name == "a-broken":
+            raise OverflowError("date value out of range")
+        return real_run(policy, now)
+
+    monkeypatch.setattr(policies, "run_policy", run)
+    monkeypatch.setattr(services, "_send_dispatch", lambda job_id: None)
+    ran = {r["policy"]: r for r in policies.run_due_policies()}
+    assert ran["a-broken"]["job_id"] is None and "OverflowError" in ran["a-broken"]["error"]
+    assert ran["b-fine"]["job_id"] == ConversionJob.objects.get().pk
+    broken = RetentionPolicy.objects.get(name="a-broken")
+    assert broken.last_run_at is not None and broken.last_error.startswith("This run failed: OverflowError")
+
+
+def test_policy_id_zero_is_not_the_new_policy_form(pruner_client):
+    assert pruner_client.get("/jobs/policies/0/").status_code == 404
+    assert pruner_client.post("/jobs/policies/0/", {"name": "via-zero", "schedule": "0 3 * * *",
+                                                    "rule": "safe_only"}).status_code == 404
+    assert not RetentionPolicy.objects.exists()
