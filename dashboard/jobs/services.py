@@ -235,7 +235,10 @@ def _estimate(kind: str, thread_ids: list[str], source: ConversionJob | None, co
         return {}
     if source is None:
         if not confirmed:
-            raise EstimateRequired("A conversion needs a dry-run estimate or an explicit confirmation.")
+            dry = _WRITES[kind][0]
+            raise EstimateRequired(f"A {kind} job needs a dry-run estimate or an explicit confirmation.",
+                                   hint=f"Run a dry run first (kind {dry}) and launch the {kind} from it "
+                                        "(estimate_job), or confirm explicitly to go ahead without an estimate.")
         return {}
     if not _finished_dry_run(source, kind):
         raise NotADryRun(source.pk)

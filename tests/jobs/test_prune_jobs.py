@@ -344,3 +344,10 @@ def test_policy_id_zero_is_not_the_new_policy_form(pruner_client):
     assert pruner_client.post("/jobs/policies/0/", {"name": "via-zero", "schedule": "0 3 * * *",
                                                     "rule": "safe_only"}).status_code == 404
     assert not RetentionPolicy.objects.exists()
+
+
+def test_a_prune_without_a_dry_run_is_told_to_run_the_prune_dry_run(delta_rt, pruner):
+    response = _post({"kind": "prune", "thread_ids": [THREAD], "rule": "safe_only"}, pruner)
+    assert response.status_code == 400 and response.json()["code"] == "estimate_required"
+    assert "A prune job needs a dry-run estimate" in response.json()["detail"]
+    assert "kind prune_dry_run" in response.json()["hint"]
