@@ -22,6 +22,7 @@ def test_the_jobs_list_shows_state_and_progress(finished_job, viewer_client):
     body = viewer_client.get("/jobs/").content.decode()
     assert f'href="/jobs/{job.pk}/"' in body and "partially failed" in body and "1 failed" in body
     assert tags(body, "progress", value="100.0")
+    assert [a["href"] for a in tags(body, "a", id="policies-link")] == ["/jobs/policies/"]
 
 
 def test_a_running_job_page_polls_its_fragment_every_two_seconds(delta_rt, viewer_client):
