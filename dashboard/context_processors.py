@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django.db import DatabaseError
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
+from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import _runtime_if_started
 
 
@@ -24,8 +26,19 @@ def banners(request: HttpRequest) -> dict:
     Lazy: computed only when a template reads it (the base template does; htmx fragments do not)."""
     rt = _runtime_if_started()
     user = getattr(request, "user", None)
-    if rt is None or user is None or not user.is_staff:
+    try:
+        staff = user is not None and user.is_staff  # loads the session's user: the database may be down
+    except DatabaseError:
+        return {"banners": []}  # the page being drawn is the outage's own 503 page: it says what is wrong
+    if rt is None or not staff:
         return {"banners": []}
     from dashboard.fleet.banners import banners as compute
 
-    return {"banners": SimpleLazyObject(lambda: compute(rt))}
+    def safe() -> list:
+        try:
+            return compute(rt)
+        except (DatabaseError, *OUTAGES) as exc:
+            if not is_outage(exc) and not isinstance(exc, DatabaseError):
+                raise
+            return []  # the banner is an extra: an outage must not turn the page into an error
+    return {"banners": SimpleLazyObject(safe)}

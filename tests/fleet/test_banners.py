@@ -121,3 +121,19 @@ def test_no_banner_for_anonymous_or_non_staff(runtime_for, sqlite_fixture_db, ou
     client = Client()
     client.force_login(outsider_user)
     assert b'id="banners"' not in client.get("/accounts/login/").content
+
+
+def test_an_outage_while_computing_the_banner_leaves_the_page_without_it(runtime_for, sqlite_fixture_db, staff_client,
+                                                                        monkeypatch):
+    import psycopg
+
+    from dashboard.fleet import banners
+
+    def unreachable(rt):
+        raise psycopg.OperationalError("connection to server at 127.0.0.1, port 1 failed: Connection refused")
+
+    runtime_for(sqlite_fixture_db, "delta")
+    monkeypatch.setattr(banners, "banners", unreachable)
+    response = staff_client.get("/jobs/")  # a page that reads no checkpoint: only the banner touched the outage
+    assert response.status_code == 200
+    assert _banners(staff_client, "/jobs/") == {}
