@@ -71,7 +71,7 @@ def json_body(request: HttpRequest, *, hint: str) -> Any:
     if declared > limit or len(request.body) > limit:
         raise BodyRefused(ErrorView(400, "body_too_large", f"The body is larger than {limit:,} bytes.",
                                     "Send a smaller body: select many threads with a filter instead of "
-                                    "listing their ids (README, jobs API)."))
+                                    "listing their ids (docs/operations.md, Conversion jobs)."))
     try:
         body = json.loads(request.body.decode("utf-8") or "{}")
     except RecursionError:  # nested far beyond MAX_DEPTH

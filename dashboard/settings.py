@@ -167,7 +167,7 @@ X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "dashboard.notfound.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
-# Behind TLS (README, "Production security"; docker/compose.yaml turns every switch on through
+# Behind TLS (docs/security.md, docs/operations.md "Deployment"; docker/compose.yaml turns every switch on through
 # docker/.env.example). Off by default so that `runserver` over plain HTTP keeps working.
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DASHBOARD_SECURE_COOKIES", False)
 SECURE_HSTS_SECONDS = env_int("DASHBOARD_HSTS_SECONDS", 0, minimum=0)

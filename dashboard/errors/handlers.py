@@ -34,7 +34,7 @@ CSRF_API_HINT = ("Send Authorization: Bearer <token> (no CSRF token needed), or 
 def _not_found_view(request: HttpRequest) -> ErrorView:
     if request.path.startswith("/api/"):
         return ErrorView(404, "not_found", f"No API route at {request.path}.",
-                         "See the JSON API table in the README for the routes.")
+                         "See docs/api.md for the routes.")
     match = request.resolver_match
     job_id = match.kwargs.get("job_id") if match else None
     if job_id is not None:

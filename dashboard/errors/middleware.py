@@ -117,7 +117,7 @@ def _not_allowed(request: HttpRequest, allowed: list[str]):
 
     methods = " or ".join(allowed) or "no method"
     if request.path.startswith("/api/"):
-        hint = f"Send {methods} to this route (the JSON API table in the README lists each route's methods)."
+        hint = f"Send {methods} to this route (docs/api.md lists each route's methods)."
     elif "GET" not in allowed:
         hint = (f"This address only receives form submissions ({methods}); go back to the page with the form "
                 "and submit it there.")

@@ -41,7 +41,7 @@ _PRUNE_FIELDS = ("kept_checkpoint_ids", "deleted_checkpoint_ids", "protected_che
 JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run, compact, prune_dry_run or "
                  "prune); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, throttle_delay_s, "
                  "max_in_flight, integrity, force_full_fleet; for prune kinds rule, keep_last, protect, backup "
-                 "(README, jobs API; docs/retention.md).")
+                 "(docs/operations.md, Conversion jobs; docs/retention.md).")
 
 
 def _iso(value) -> str | None:

@@ -230,7 +230,7 @@ def test_editing_a_workers_config_drifts_it_and_its_reads_answer_503(fleet):
 
 
 def _readme_snippet() -> str:
-    readme = (helpers.REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (helpers.REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Fleet audit"):]
     return section[section.index("```python\n") + len("```python\n"):section.index("```\n", section.index("```python"))]
 
@@ -242,7 +242,7 @@ def test_outside_process_reports_itself_with_the_readme_snippet(fleet, monkeypat
     monkeypatch.setenv("CHECKPOINT_ADMIN_URL", fleet.web_url + "/")
     monkeypatch.setenv("CHECKPOINT_ADMIN_TOKEN", fleet.token)
     namespace: dict = {}
-    exec(compile(_readme_snippet(), "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(_readme_snippet(), "docs/operations.md", "exec"), namespace)  # noqa: S102 - our own docs
     namespace["report_to_checkpoint_admin"](str(fleet.web_config), every_s=3600)
 
     row = helpers.wait_until(lambda: next((r for r in fleet.home.registry() if r["pid"] == os.getpid()), None),

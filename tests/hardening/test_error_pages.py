@@ -77,7 +77,7 @@ def test_an_htmx_404_answers_the_fragment(staff_client):
 def test_an_unknown_api_route_keeps_its_json_404(staff_client):
     body = api_error(staff_client.get("/api/jobs/abc"), 404, "not_found")
     assert body["detail"] == "No API route at /api/jobs/abc."
-    assert body["hint"] == "See the JSON API table in the README for the routes."
+    assert body["hint"] == "See docs/api.md for the routes."
 
 
 # -- 405 ---------------------------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def test_a_wrong_method_on_the_job_api_answers_json_405(staff_client, method):
     body = api_error(response, 405, "method_not_allowed")
     assert response["Allow"] == "GET"
     assert body["detail"] == f"Method {method.upper()} is not allowed at /api/jobs/1."
-    assert body["hint"] == ("Send GET to this route (the JSON API table in the README lists each route's "
+    assert body["hint"] == ("Send GET to this route (docs/api.md lists each route's "
                             "methods).")
 
 
