@@ -23,6 +23,8 @@ REQUIRED_KEYS = {
     "thread_page_ratio_vs_get_state": "<= 1.2",
     "convert_speedup_vs_naive": ">= 10x",
     "convert_ratio_to_write_floor": "<= 2",
+    "convert_integrity_ratio_to_write_floor": "<= 2",
+    "compact_ratio_to_write_floor": "<= 2",
     "convert_peak_rss_mb_2000t": "small multiple of the largest state",
     "convert_largest_state_mb_2000t": "(reference for the line above)",
     "convert_threads_per_s_1w": "",

@@ -23,6 +23,12 @@ They keep LangGraph's own names (so code reads as LangGraph's does). Names and w
 * :data:`CONFIG_KEY_CHECKPOINTER` (``langgraph._internal._constants``): the
   ``configurable`` key under which Pregel looks up the checkpointer of a run
   (a string).
+* :func:`_delta_channels_to_replay` (``langgraph.pregel._checkpoint``):
+  ``_delta_channels_to_replay(specs, checkpoint)`` lists the ``DeltaChannel``
+  names of ``specs`` that ``get_state`` rebuilds through
+  ``get_delta_channel_history`` -- those with a version in ``channel_versions``
+  and nothing (not even ``None``) stored in ``channel_values``; the others read
+  ``from_checkpoint(stored)``.
 * :data:`_algo` (the module ``langgraph.pregel._algo``): the module whose
   ``_xxhash_str`` / ``_uuid5_str`` derive task ids from a checkpoint id
   (``deerflow.seed.ids`` wraps them to record ids).
@@ -36,6 +42,7 @@ from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph._internal._typing import MISSING
 from langgraph.channels.binop import _get_overwrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.pregel._checkpoint import _delta_channels_to_replay
 
 __all__ = ["CONFIG_KEY_CHECKPOINTER", "DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", "MISSING", "_DeltaSnapshot", "_algo",
-           "_get_overwrite"]
+           "_delta_channels_to_replay", "_get_overwrite"]

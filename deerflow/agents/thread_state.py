@@ -162,7 +162,8 @@ def _deterministic_id(position: int, message: BaseMessage, taken: Container[str]
 
 def _coerce(write: Any) -> list[BaseMessage]:
     items = write if isinstance(write, list) else [write]
-    if all(isinstance(m, BaseMessage) and not isinstance(m, BaseMessageChunk) for m in items):
+    # per distinct type, not per message: a conversation holds thousands of messages of a few types
+    if all(issubclass(t, BaseMessage) and not issubclass(t, BaseMessageChunk) for t in {type(m) for m in items}):
         return list(items)
     return [message_chunk_to_message(m) if isinstance(m, BaseMessageChunk) else m
             for m in convert_to_messages(items)]
@@ -181,9 +182,9 @@ class _MessageLog:
     """A message list with tombstones and an id index: O(1) replace/remove per message.
 
     ``latest`` maps an id to the position ``add_messages`` would replace (the
-    last occurrence); ``positions`` lists every occurrence, because a
-    ``RemoveMessage`` removes all of them. Removed slots become ``None`` and
-    are dropped once, in :meth:`result`.
+    last occurrence); ``positions`` lists every occurrence of an id that
+    occurs more than once, because a ``RemoveMessage`` removes all of them.
+    Removed slots become ``None`` and are dropped once, in :meth:`result`.
     """
 
     def __init__(self, messages: list[BaseMessage]):
@@ -208,14 +209,23 @@ class _MessageLog:
         return out
 
     def _extend(self, messages: list[BaseMessage]) -> None:
+        ids = [m.id for m in messages]
+        if len(set(ids)) == len(ids) and self.latest.keys().isdisjoint(ids):  # all new and distinct: in bulk
+            start = len(self.items)
+            self.items.extend(messages)
+            self.latest.update(zip(ids, range(start, start + len(ids)), strict=True))
+            self.live += len(ids)
+            return
         for m in messages:
             self._append(m)
 
     def _append(self, message: BaseMessage) -> None:
         position = len(self.items)
         self.items.append(message)
+        previous = self.latest.get(message.id)
+        if previous is not None:
+            self.positions.setdefault(message.id, [previous]).append(position)
         self.latest[message.id] = position
-        self.positions.setdefault(message.id, []).append(position)
         self.live += 1
 
     def apply(self, write: list[BaseMessage]) -> None:
@@ -244,8 +254,8 @@ class _MessageLog:
             else:
                 self._append(m)
         for mid in to_remove:
-            del self.latest[mid]
-            for pos in self.positions.pop(mid):
+            last = self.latest.pop(mid)
+            for pos in self.positions.pop(mid, None) or (last,):
                 self.items[pos] = None
                 self.live -= 1
 

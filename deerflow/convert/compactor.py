@@ -15,9 +15,12 @@ transaction (:mod:`deerflow.convert.storage`):
    Before the first rewrite the thread's rows are copied to a backup
    (:func:`deerflow.convert.backups.copy_to_backup`), so
    :func:`~deerflow.convert.converter.revert_thread` restores them byte for byte;
-4. verify: every checkpoint of the thread read through LangGraph's own delta
-   reader (:func:`deerflow.convert.delta_reader.delta_accessor`) has the digest
-   it had before; any difference rolls back (``verification_failed``, both digests);
+4. verify: the rewritten rows, read back in the transaction, give every
+   checkpoint the digest it had before, as LangGraph's delta reader reads them
+   (its read rule replayed along the tree, and real ``get_state`` reads at
+   every namespace head, every snapshot seam and a few more:
+   :func:`deerflow.convert.integrity.verify_against_langgraph`); any
+   difference rolls back (``verification_failed``, both digests);
 5. compare the watermark (a thread that received checkpoints meanwhile is
    rolled back and retried), then commit.
 
@@ -41,7 +44,7 @@ from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.compact_plan import Decision, SnapshotPlanner, compacted_row, is_full_checkpoint
-from deerflow.convert.delta_reader import check_against_langgraph, delta_accessor, read_digest
+from deerflow.convert.integrity import IntegrityCheck, verify_against_langgraph
 from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.convert.storage import ConversionSession, open_session
 from deerflow.convert.walk import Entry, Walk, check_watermark, config_for, run_attempts
@@ -73,17 +76,32 @@ class _Pass:
         self.digests: list[tuple[str, str, str | None]] = []
         self.with_messages = 0
         self.on_namespace: Callable[[str, dict[str, Any]], None] | None = None
+        self.integrity: IntegrityCheck | None = None
 
     def _begin(self, ns: str, tuples: dict[str, Any]) -> None:
         self.planner.begin_namespace(tuples)
+        if self.integrity is not None:
+            self.integrity.begin_namespace(ns, tuples)
         if self.on_namespace is not None:
             self.on_namespace(ns, tuples)
+
+    def check_integrity(self, session: ConversionSession, thread_id: str) -> None:
+        """Compare every checkpoint's one-pass value with LangGraph's reader on the rows this walk reads
+        (:class:`~deerflow.convert.integrity.IntegrityCheck`; raised by :meth:`raise_if_different`)."""
+        self.integrity = IntegrityCheck(session, thread_id, self.walk)
+
+    def raise_if_different(self) -> None:
+        """Raises ``Abort("integrity_mismatch")`` when the integrity check found a difference."""
+        if self.integrity is not None:
+            self.integrity.raise_if_different()
 
     def run(self, on_rewrite: Callable[[Entry, Decision], None]) -> None:
         """Walk once; raises ``Abort("blocked")`` after the walk when a value could not be materialized."""
         self.report.snapshot_positions = []
         for e in self.walk:
             self.digests.append((e.ns, e.checkpoint_id, e.digest))
+            if self.integrity is not None:
+                self.integrity.compare(e)
             if e.value is None:
                 continue
             decision = self.planner.decide(e, self.walk.writes.get(e.checkpoint_id, []))
@@ -202,30 +220,6 @@ class _Writer:
         self.session.saver.put(config_for(self.thread_id, e.ns, parent), checkpoint, metadata, new_versions)
 
 
-def _verify(session: ConversionSession, thread_id: str, digests: list[tuple[str, str, str | None]],
-            digest: Callable[[list[Any]], str]) -> None:
-    """Every checkpoint through LangGraph's delta reader against its digest before the rewrite.
-
-    Raises:
-        Abort: ``verification_failed`` at the first difference, with
-            ``{checkpoint_id, checkpoint_ns, expected_sha256, delta_reader_sha256[, delta_reader_error]}``.
-    """
-    accessor = delta_accessor(session.saver)
-    for ns, cid, want in digests:
-        if want is None:
-            continue
-        got, error = read_digest(accessor, thread_id, ns, cid, digest)
-        if got != want:
-            difference = {"checkpoint_id": cid, "checkpoint_ns": ns, "expected_sha256": want,
-                          "delta_reader_sha256": got}
-            if error is not None:
-                difference["delta_reader_error"] = error
-            raise Abort("verification_failed",
-                        f"after compaction LangGraph's delta reader reads checkpoint {cid} differently"
-                        + (f" (namespace {ns})" if ns else "") + (f": {error}" if error else ""),
-                        "Nothing was changed (rolled back). Report the thread shape.", difference)
-
-
 def _not_found(thread_id: str) -> Abort:
     return Abort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
 
@@ -261,13 +255,14 @@ def dry_run_compact(database: DatabaseConfig, thread_id: str, *, snapshot_freque
             report.bytes_before = session.stored_bytes(thread_id)
             estimate = _Estimate(session, thread_id, report.bytes_before)
             walk = _Pass(session, thread_id, report, snapshot_frequency)
+            if integrity:
+                walk.check_integrity(session, thread_id)
             walk.run(estimate.add)
             if not report.checkpoints_to_rewrite:
                 report.status, report.bytes_after = "already_delta", report.bytes_before
                 report.snapshot_positions = []
             else:
-                if integrity:
-                    check_against_langgraph(session, thread_id, walk.digests)
+                walk.raise_if_different()
                 report.bytes_after = estimate.result()
             report.bytes_freed = report.bytes_before - report.bytes_after
         except Abort as exc:
@@ -316,22 +311,20 @@ def _compact_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     if mark[0] == 0:
         raise _not_found(thread_id)
     report.bytes_before = session.stored_bytes(thread_id)
-    if integrity:
-        probe = _Pass(session, thread_id, report, k)
-        probe.run(lambda e, d: None)
-        if not report.checkpoints_to_rewrite:
-            report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
-            return
-        check_against_langgraph(session, thread_id, probe.digests)
     writer = _Writer(session, thread_id, note)
     walk = _Pass(session, thread_id, report, k)
+    if integrity:  # on each namespace's stored rows, read before they are rewritten; raised after the walk
+        walk.check_integrity(session, thread_id)
     walk.on_namespace = writer.begin_namespace
     walk.run(writer.write)
     if not report.checkpoints_to_rewrite:  # no full checkpoint holds messages: rolled back on exit
         report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
         return
+    walk.raise_if_different()
     check_watermark(session, thread_id, mark)
-    _verify(session, thread_id, walk.digests, walk.walk.digest)
+    seams = [(p["checkpoint_ns"], p["checkpoint_id"]) for p in report.snapshot_positions or []
+             if p["reason"] == "seam"]
+    verify_against_langgraph(session, thread_id, walk.digests, walk.walk.digest, seams)
     if before_commit is not None:
         before_commit(session)
     check_watermark(session, thread_id, mark)

@@ -4,21 +4,22 @@
 :class:`~deerflow.runtime.checkpoint_state.CheckpointStateAccessor` over a
 saver (LangGraph's read path: ``get_tuple``, one batched
 ``get_delta_channel_history``, ``from_checkpoint`` + ``replay_writes``);
-:func:`read_digest` reads one checkpoint's ``messages`` digest through it.
+:func:`read_digest` reads one checkpoint's ``messages`` digest through it. The
+integrity checks (:mod:`deerflow.convert.integrity`) read a sample of
+checkpoints this way and the rest by LangGraph's read rule
+(:mod:`deerflow.convert.langgraph_rule`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from deerflow.convert.report import Abort
-from deerflow.convert.storage import ConversionSession
 from deerflow.convert.walk import config_for
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 
-__all__ = ["check_against_langgraph", "delta_accessor", "read_digest"]
+__all__ = ["delta_accessor", "read_digest"]
 
 
 def delta_accessor(saver: Any) -> CheckpointStateAccessor:
@@ -39,36 +40,3 @@ def read_digest(accessor: CheckpointStateAccessor, thread_id: str, ns: str, chec
         return digest(snapshot.values.get("messages") or []), None
     except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported by the caller
         return None, f"{type(exc).__name__}: {exc}"
-
-
-def check_against_langgraph(session: ConversionSession, thread_id: str,
-                            digests: Iterable[tuple[str, str, str | None]]) -> None:
-    """The integrity check: every checkpoint's one-pass digest against LangGraph's own delta reader.
-
-    Args:
-        digests: ``[(checkpoint_ns, checkpoint_id, one-pass digest)]`` in walk order.
-
-    Raises:
-        Abort: ``integrity_mismatch`` at the first checkpoint (walk order) where the
-            digests differ or LangGraph's reader fails; ``first_difference`` is
-            ``{checkpoint_id, checkpoint_ns, onepass_sha256, langgraph_sha256}``
-            (``langgraph_sha256`` ``None`` and ``langgraph_error`` set when the reader
-            raised or returned something that is not a message list).
-    """
-    accessor = delta_accessor(session.saver)
-    for ns, cid, ours in digests:
-        theirs, error = read_digest(accessor, thread_id, ns, cid)
-        if theirs != ours:
-            difference = {"checkpoint_id": cid, "checkpoint_ns": ns, "onepass_sha256": ours,
-                          "langgraph_sha256": theirs}
-            if error is not None:
-                difference["langgraph_error"] = error
-            raise Abort(
-                "integrity_mismatch",
-                f"one-pass materialization differs from LangGraph's reader at checkpoint {cid}"
-                + (f" (namespace {ns})" if ns else "")
-                + (f"; LangGraph's reader failed: {error}" if error else ""),
-                "The stored delta history does not replay consistently. Inspect the thread's history; "
-                "do not convert until an operator has decided which value is right.",
-                difference,
-            )

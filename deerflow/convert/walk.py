@@ -74,6 +74,8 @@ class Walk:
         self.digest = MessageDigester()
         # Called with (checkpoint_ns, tuples by id) after a namespace is read, before its checkpoints are handed on.
         self.on_namespace: Callable[[str, dict[str, Any]], None] | None = None
+        # Called with (checkpoint_ns, the saver's tuple, pending writes included) for each checkpoint as it is read.
+        self.on_read: Callable[[str, Any], None] | None = None
 
     def _namespace(self, ns: str, paths: dict[tuple[str, str, str], str]) -> tuple[dict[str, Any], list[CheckpointNode]]:
         # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
@@ -82,6 +84,8 @@ class Walk:
         nodes: list[CheckpointNode] = []
         self.writes = {}
         for tup in iter_checkpoints(self.session.saver, self.thread_id, ns):
+            if self.on_read is not None:
+                self.on_read(ns, tup)
             cid = tup.config["configurable"]["checkpoint_id"]
             values = tup.checkpoint["channel_values"]
             writes = [(w[0], w[2], paths.get((ns, cid, w[0])))

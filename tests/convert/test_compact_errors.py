@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.convert import compact_plan, compactor
+from deerflow.convert import compact_plan, compactor, integrity
 from deerflow.convert.compactor import compact_thread, dry_run_compact
+from deerflow.convert.langgraph_rule import LangGraphRule, RuleRead, sample_points
 from tests.convert.support import (
     agent_graph,
     backup_ids,
@@ -42,6 +43,33 @@ def test_a_wrong_rewrite_is_caught_by_langgraphs_reader_and_rolled_back(db, monk
     assert diff["expected_sha256"] and diff["delta_reader_sha256"] and diff["expected_sha256"] != diff["delta_reader_sha256"]
     assert diff["checkpoint_id"] in checkpoint_ids(db, "t")
     assert report.error and "reads checkpoint" in report.error and "rolled back" in report.hint
+    assert raw_rows(db, "t") == before and backup_ids(db) == [] and report.backup_id is None
+
+
+def test_the_real_reads_at_the_sample_catch_what_a_wrong_rule_would_miss(db, monkeypatch):
+    """Fault injection twice: the same lossy rewrite, and LangGraph's replayed read rule made to report
+    every expected digest; the real ``get_state`` reads at the heads, seams and spread still see the loss."""
+    _full_thread(db)
+    before = raw_rows(db, "t")
+    real = compact_plan.compacted_row
+    monkeypatch.setattr(compactor, "compacted_row", lambda tup, value, decision: real(
+        tup, (value or [])[:-1] if decision.snapshot else value, decision))
+    expected: dict = {}
+    real_verify = integrity.verify_against_langgraph
+
+    def verify(session, thread_id, digests, digest, seams=(), **kwargs):
+        digests = list(digests)
+        expected.update({(ns, cid): d for ns, cid, d in digests})
+        return real_verify(session, thread_id, digests, digest, seams, **kwargs)
+
+    monkeypatch.setattr(compactor, "verify_against_langgraph", verify)
+    monkeypatch.setattr(LangGraphRule, "read_thread", lambda self, session, thread_id: iter(
+        [RuleRead(ns, cid, d) for (ns, cid), d in expected.items()]))
+    report = compact_thread(db, "t", snapshot_frequency=3)
+    assert report.status == "verification_failed", report.status
+    diff = report.first_difference
+    assert diff["expected_sha256"] != diff["delta_reader_sha256"]
+    assert ("", diff["checkpoint_id"]) in sample_points(expected, spread=integrity.SAMPLE_SPREAD)
     assert raw_rows(db, "t") == before and backup_ids(db) == [] and report.backup_id is None
 
 

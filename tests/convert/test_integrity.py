@@ -5,11 +5,19 @@ with ``messages = None``. LangGraph's reader restarts that checkpoint from
 ``[]``; the one-pass (a stored ``None`` is no seed) carries the value
 through. The check reports the first differing checkpoint with both digests
 and nothing is written until an operator decides (``integrity=False``).
+
+The check reads every checkpoint by LangGraph's read rule replayed along the
+tree and a sample through ``get_state``: each disagreement is caught whether
+or not it sits at a sampled checkpoint, and a rule that disagreed with the
+real reader at the sample would stop the conversion too.
 """
 
 from __future__ import annotations
 
-from deerflow.convert import convert_thread, dry_run_thread
+import pytest
+
+from deerflow.convert import convert_thread, dry_run_thread, integrity
+from deerflow.convert.langgraph_rule import LangGraphRule, RuleRead, sample_points
 from deerflow.digest import EMPTY_MESSAGES_SHA256, messages_sha256
 from tests.convert.support import (
     agent_graph,
@@ -27,20 +35,24 @@ from tests.convert.support import (
 THREAD = "corrupt"
 
 
-def _corrupted(db) -> tuple[str, list]:
-    """Five turns; then the middle checkpoint (a non-seed position) is re-stored with messages=None."""
+def _corrupted(db, at: float = 0.5, *, stored: object = None) -> tuple[str, list]:
+    """Five turns; then the checkpoint at fraction ``at`` (a non-seed position) is re-stored with
+    ``messages = stored``."""
     with open_saver(db) as saver:
         graph = agent_graph(saver, tool_every=2)
         for t in range(5):
             run_turn(graph, THREAD, human(t))
         tuples = list(reversed(list(saver.list(config_for(THREAD)))))
-        victim = tuples[len(tuples) // 2]
+        victim = tuples[int(len(tuples) * at)]
         assert "messages" not in victim.checkpoint["channel_values"]  # not a seed
         truth = messages_at(db, THREAD, victim.config["configurable"]["checkpoint_id"], mode="delta")
         assert truth
-        checkpoint = {**victim.checkpoint, "channel_values": {**victim.checkpoint["channel_values"], "messages": None}}
+        value = {"__overwrite__": truth} if stored == "overwrite" else stored
+        checkpoint = {**victim.checkpoint, "channel_values": {**victim.checkpoint["channel_values"], "messages": value}}
+        # a non-primitive value reaches Postgres's blob table only when its version is announced
+        new_versions = {} if value is None else {"messages": checkpoint["channel_versions"]["messages"]}
         saver.put(config_for(THREAD, victim.parent_config["configurable"]["checkpoint_id"]), checkpoint,
-                  victim.metadata, {})
+                  victim.metadata, new_versions)
     return victim.config["configurable"]["checkpoint_id"], truth
 
 
@@ -78,3 +90,64 @@ def test_integrity_check_passes_on_consistent_threads(db):
     report = convert_thread(db, "ok", integrity=True)
     assert report.status == "converted" and report.first_difference is None
     assert len(readings(db, "ok", "full")) == len(stored_tuples(db, "ok"))
+
+
+def _sampled(db, thread_id: str) -> list[str]:
+    return [cid for _ns, cid in sample_points([("", t.config["configurable"]["checkpoint_id"])
+                                                for t in stored_tuples(db, thread_id)], spread=integrity.SAMPLE_SPREAD)]
+
+
+@pytest.mark.parametrize("at", [0.3, 0.85])
+def test_a_difference_away_from_the_sampled_checkpoints_is_caught_by_the_rule(db, at):
+    victim, truth = _corrupted(db, at)
+    assert victim not in _sampled(db, THREAD)  # only the replayed rule reads it
+    before = all_rows(db)
+    for r in (dry_run_thread(db, THREAD), convert_thread(db, THREAD)):
+        assert r.status == "integrity_mismatch", (r.status, r.error)
+        assert r.first_difference == {"checkpoint_id": victim, "checkpoint_ns": "",
+                                      "onepass_sha256": messages_sha256(truth),
+                                      "langgraph_sha256": EMPTY_MESSAGES_SHA256}
+    assert all_rows(db) == before and backup_ids(db) == []
+
+
+def test_a_stored_overwrite_wrapper_reads_differently_through_langgraph(db):
+    """The one-pass unwraps a stored ``{"__overwrite__": [...]}`` (finding ``overwrite_in_blob``);
+    LangGraph's reader takes the wrapper itself as the value, so the check stops the conversion."""
+    victim, truth = _corrupted(db, 0.3, stored="overwrite")
+    before = all_rows(db)
+    report = convert_thread(db, THREAD)
+    assert report.status == "integrity_mismatch", (report.status, report.error)
+    assert report.first_difference["checkpoint_id"] == victim
+    assert report.first_difference["onepass_sha256"] == messages_sha256(truth)
+    assert report.first_difference["langgraph_sha256"] != messages_sha256(truth)
+    assert any(f["kind"] == "overwrite_in_blob" for f in report.findings)
+    assert all_rows(db) == before and backup_ids(db) == []
+
+
+def test_a_rule_that_disagrees_with_langgraphs_reader_at_the_sample_stops_the_conversion(db, monkeypatch):
+    """Fault injection: the replayed rule misreads the head; the real ``get_state`` read there disagrees, so
+    the check refuses (the rule cannot vouch for the checkpoints read only by it)."""
+    with open_saver(db) as saver:
+        graph = agent_graph(saver, snapshot_frequency=3, tool_every=2)
+        for t in range(4):
+            run_turn(graph, "ok", human(t))
+    head = max(t.config["configurable"]["checkpoint_id"] for t in stored_tuples(db, "ok"))
+    real = LangGraphRule.read_namespace
+
+    def misreading(self, ns, tuples, paths):
+        for r in real(self, ns, tuples, paths):
+            yield RuleRead(ns, r.checkpoint_id, "0" * 64) if r.checkpoint_id == head else r
+
+    monkeypatch.setattr(LangGraphRule, "read_namespace", misreading)
+    before = all_rows(db)
+    for r in (dry_run_thread(db, "ok"), convert_thread(db, "ok")):
+        assert r.status == "integrity_mismatch", (r.status, r.error)
+        assert r.first_difference["checkpoint_id"] == head and r.first_difference["rule_sha256"] == "0" * 64
+        assert r.first_difference["langgraph_sha256"] == messages_at_digest(db, "ok", head)
+        assert "read rule" in r.error
+    assert all_rows(db) == before and backup_ids(db) == []
+
+
+def messages_at_digest(db, thread_id: str, checkpoint_id: str) -> str:
+    return messages_sha256(messages_at(db, thread_id, checkpoint_id, mode="delta"))
+

@@ -71,6 +71,20 @@ def test_config_key_checkpointer_is_where_pregel_finds_the_checkpointer():
     assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
 
 
+def test_delta_channels_to_replay_lists_the_delta_channels_with_a_version_and_nothing_stored():
+    from langgraph.channels.delta import DeltaChannel
+
+    specs = {"messages": DeltaChannel(add_messages)}
+    def checkpoint(values, versions):
+        return {"channel_values": values, "channel_versions": versions}
+    assert compat._delta_channels_to_replay(specs, checkpoint({}, {"messages": "2"})) == ["messages"]
+    assert compat._delta_channels_to_replay(specs, checkpoint({}, {})) == []  # never written: reads empty
+    # anything stored, even None, is read with from_checkpoint, not replayed
+    assert compat._delta_channels_to_replay(specs, checkpoint({"messages": None}, {"messages": "2"})) == []
+    snapshot = compat._DeltaSnapshot([HumanMessage("x", id="x1")])
+    assert compat._delta_channels_to_replay(specs, checkpoint({"messages": snapshot}, {"messages": "2"})) == []
+
+
 def test_pregel_algo_derives_task_ids_through_the_two_hashes():
     for name in ("_xxhash_str", "_uuid5_str"):
         assert callable(getattr(compat._algo, name)), name

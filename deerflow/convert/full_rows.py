@@ -1,0 +1,120 @@
+"""Delta->full conversion: what one rewritten checkpoint row holds.
+
+Which checkpoints a conversion rewrites (:func:`needs_rewrite`), the
+``messages`` version each is stored under (:class:`VersionPlan`) and the
+``(config, checkpoint, metadata, new_versions)`` it is re-``put`` with
+(:func:`rewritten`): the full list, the DeerFlow marker and LangGraph's
+``messages`` counter removed; every other channel, parent link and id untouched.
+Shared by the writer (:mod:`deerflow.convert.full_writer`) and the dry run's
+estimate (:mod:`deerflow.convert.full_estimate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deerflow.convert.encoding import MessageEncoder
+from deerflow.convert.report import Abort
+from deerflow.convert.walk import Entry, config_for
+from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+
+__all__ = ["VersionPlan", "needs_rewrite", "rewrites_version", "rewritten"]
+
+
+def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    out = dict(metadata)
+    out.pop(CHECKPOINT_MODE_METADATA_KEY, None)
+    counters = out.get(COUNTERS_METADATA_KEY)
+    if isinstance(counters, dict):
+        counters = {k: v for k, v in counters.items() if k != "messages"}
+        if counters:
+            out[COUNTERS_METADATA_KEY] = counters
+        else:
+            out.pop(COUNTERS_METADATA_KEY)
+    return out
+
+
+def _metadata_delta(tup: Any) -> bool:
+    return tup.metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or (
+        isinstance(tup.metadata.get(COUNTERS_METADATA_KEY), dict)
+        and "messages" in tup.metadata[COUNTERS_METADATA_KEY]
+    )
+
+
+def _plain(tup: Any) -> bool:
+    return isinstance(tup.checkpoint["channel_values"].get("messages"), list)
+
+
+def _has_version(tup: Any) -> bool:
+    return "messages" in (tup.checkpoint.get("channel_versions") or {})
+
+
+def needs_rewrite(tup: Any, value: list[Any]) -> bool:
+    return _metadata_delta(tup) or (not _plain(tup) and (bool(value) or _has_version(tup)))
+
+
+def rewrites_version(tup: Any) -> bool:
+    """True when a conversion re-``put``s this checkpoint with a ``messages`` version, whatever its value."""
+    return _has_version(tup) and (_metadata_delta(tup) or not _plain(tup))
+
+
+class VersionPlan:
+    """The ``messages`` version each rewritten checkpoint stores its value under, decided in walk order.
+
+    SQLite stores values inline, so every checkpoint keeps its version.
+    Postgres keeps one blob per ``(namespace, version)``: checkpoints normally
+    share a version only when they share a value, but below a branch point
+    LangGraph's reader applies sibling writes, so two checkpoints can share a
+    version yet read differently; the later one (in walk order) then gets its
+    own version ``<version>~dfa<n>``, which sorts right after the original and
+    before every later version (StateGraph nodes trigger on their own
+    ``branch:to:*`` channels, so ``next`` is unchanged).
+    """
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self._digest: dict[tuple[str, str], str | None] = {}
+
+    def target(self, e: Entry) -> Any:
+        """The version ``e`` is rewritten under (``None`` when it has no ``messages`` version)."""
+        versions = e.tup.checkpoint.get("channel_versions") or {}
+        if "messages" not in versions:
+            return None
+        version = versions["messages"]
+        if self.dialect != "postgres":
+            return version
+        candidate, n = str(version), 0
+        while self._digest.setdefault((e.ns, candidate), e.digest) != e.digest:
+            n += 1
+            candidate = f"{version}~dfa{n}"
+        return candidate
+
+
+def rewritten(thread_id: str, e: Entry, target_version: Any,
+               encoder: MessageEncoder) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``(config, checkpoint, metadata, new_versions)`` to ``put`` for one rewritten checkpoint.
+
+    ``channel_values["messages"]`` is the value encoded by ``encoder`` (the
+    same bytes once serialized); ``new_versions`` names ``messages`` when the
+    checkpoint has a version.
+
+    Raises:
+        Abort: ``blocked`` when the checkpoint has messages but no ``messages`` channel version.
+    """
+    tup = e.tup
+    checkpoint = dict(tup.checkpoint)
+    checkpoint["channel_values"] = dict(checkpoint["channel_values"])
+    versions = checkpoint.get("channel_versions") or {}
+    new_versions: dict[str, Any] = {}
+    if "messages" in versions:
+        checkpoint["channel_values"]["messages"] = encoder.encode(e.value or [])
+        if target_version != versions["messages"]:
+            checkpoint["channel_versions"] = {**versions, "messages": target_version}
+        new_versions["messages"] = target_version
+    elif e.value:
+        raise Abort("blocked", f"checkpoint {checkpoint['id']} has messages but no channel version",
+                     "Leave this thread in delta mode and report the thread shape.")
+    else:
+        checkpoint["channel_values"].pop("messages", None)
+    parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+    return config_for(thread_id, e.ns, parent), checkpoint, _clean_metadata(tup.metadata), new_versions
