@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.jobs import charts, compaction, services, stalls
+from dashboard.jobs import charts, compaction, reclaiming, services, stalls
 from dashboard.jobs.errors import JobError, NotADryRun
 from dashboard.jobs.forms import (
     ConfirmCompactForm,
@@ -32,6 +32,7 @@ from dashboard.jobs.forms import (
 )
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
+from dashboard.jobs.selection import check_threads_exist
 from dashboard.jobs.workers import check_delta_workers, job_runnability
 from dashboard.middleware import error_page
 from dashboard.outages import OUTAGES, is_outage
@@ -120,6 +121,7 @@ def _job_context(job: ConversionJob, **extra) -> dict:
             "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
             "convertible": [r for r in results if r.status == "needs_conversion"],
             **_compact_offer(job, results), **_prune_offer(job, results), "act_permission": job_permission(job),
+            "reclaimable": _reclaimable(job, results),
             "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **_charts(job), **extra}
 
 
@@ -174,6 +176,12 @@ def _compact_offer(job: ConversionJob, results) -> dict:
     before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
     return {"compactable": rows, "full_mode_processes": compaction.full_mode_processes(),
             "compact_totals": {"bytes_before": before, "bytes_after": after, "bytes_freed": before - after}}
+
+
+def _reclaimable(job: ConversionJob, results) -> bool:
+    """A finished compaction or prune that wrote a thread: offer "Reclaim disk space…" (issue 11, item 5)."""
+    return job.kind in reclaiming.OFFERED_AFTER and job.finished and any(r.status in ("compacted", "pruned", "deleted")
+                                                               for r in results)
 
 
 def _over_limit(job: ConversionJob, results) -> bool:
@@ -245,6 +253,7 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
         return _invalid(request, form)
     try:
         extra = {"retention": form.retention()} if hasattr(form, "retention") else {}
+        check_threads_exist(get_runtime(), form.selection().get("thread_ids") or [])  # a clear 400 naming them
         job = services.create_job(request.user, kind, form.selection(),
                                   integrity=not form.cleaned_data["skip_integrity"], **extra)
     except JobError as exc:
