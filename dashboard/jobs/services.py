@@ -63,7 +63,8 @@ from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
 
 __all__ = [
-    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "launch", "pause", "record_failure",
+    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run", "launch", "pause",
+    "record_failure",
     "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
 ]
 
@@ -199,6 +200,11 @@ def _derived_selection(kind: str, source: ConversionJob | None) -> dict[str, Any
 
 def _finished_dry_run(job: ConversionJob, kind: str = Kind.CONVERT) -> bool:
     return job.kind == _WRITES[kind][0] and job.finished
+
+
+def is_finished_dry_run(job: ConversionJob, kind: str) -> bool:
+    """``job`` is a finished dry run of the kind that estimates a ``kind`` job (``convert``, ``compact``, ``prune``)."""
+    return _finished_dry_run(job, kind)
 
 
 def _converted_backups(job: ConversionJob) -> list[str]:

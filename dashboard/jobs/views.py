@@ -113,12 +113,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
 def _job_context(job: ConversionJob, **extra) -> dict:
     results = list(job.results.all()[:RESULTS_SHOWN])
     derived = list(job.derived_jobs.all()) + list(job.retries.all())
-    confirm = extra.pop("confirm_form", None) or ConfirmConvertForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})
     stalled = stalls.stalled_rows(settings.DASHBOARD_REQUEUE_AFTER_S, job) if job.state == job.State.RUNNING else 0
     return {"job": job, "progress": progress(job), "results": results, "derived": derived, "stalled": stalled,
             "unrunnable": job_runnability(job),
             "requeue_after_s": settings.DASHBOARD_REQUEUE_AFTER_S,
-            "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
+            "more_results": job.results.count() > RESULTS_SHOWN,
             "convertible": [r for r in results if r.status == "needs_conversion"],
             **_compact_offer(job, results), **_prune_offer(job, results), "act_permission": job_permission(job),
             "reclaimable": _reclaimable(job, results),
@@ -263,20 +262,32 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
 
 
 def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type) -> HttpResponse:
-    """Step 2: the job ``kind`` over what the finished dry run ``job_id`` found; its form errors on that page."""
+    """Step 2: the job ``kind`` over what the finished dry run ``job_id`` found. Invalid fields (400) and a refused
+    job (its status) render the dry run's confirmation page again, with the field errors or the refusal."""
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
     form = form_class(request.POST)
     if not form.is_valid():
-        return _invalid(request, form)
+        if not services.is_finished_dry_run(dry_run, kind):
+            return _invalid(request, form)
+        return _confirm_again(request, dry_run, form, None, 400)
     try:
         job = services.create_job(request.user, kind, source_job=dry_run, **form.options())
     except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
         return error_page(request, exc.page_view())
     except JobError as exc:
-        context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
-        return render(request, "jobs/detail.html", context, status=exc.status)
+        return _confirm_again(request, dry_run, form, exc.view(), exc.status)
     services.launch(job)
     return _go(request, _job_url(job))
+
+
+def _confirm_again(request: HttpRequest, dry_run: ConversionJob, form, error, status: int) -> HttpResponse:
+    """The confirmation page of ``dry_run`` once more, with ``form``'s errors or the refusal ``error``."""
+    from dashboard.jobs.confirm_views import confirm_page
+    from dashboard.jobs.prune_views import prune_confirm_page
+
+    page = prune_confirm_page if dry_run.kind == ConversionJob.Kind.PRUNE_DRY_RUN else confirm_page
+    template, context = page(dry_run, form, error)
+    return render(request, template, context, status=status)
 
 
 _ACTIONS = {

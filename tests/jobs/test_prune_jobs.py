@@ -18,7 +18,7 @@ from dashboard.jobs.services import run_inline
 from deerflow import convert, inventory
 from deerflow.savers import open_checkpointer
 from tests.convert.support import open_saver, raw_rows
-from tests.jobs.pages import tags
+from tests.jobs.pages import form_inputs, tags
 
 pytestmark = pytest.mark.django_db
 
@@ -167,6 +167,11 @@ def test_launch_from_the_thread_page_then_confirm_and_redirect(delta_rt, migrate
 
     refused = pruner_client.post(f"/jobs/{dry.pk}/prune", {})  # "I have read" not ticked
     assert refused.status_code == 400 and ConversionJob.objects.count() == 1
+    assert tags(refused.content, "li", data_field="understood") and tags(refused.content, "form", id="confirm-prune")
+    refused = pruner_client.post(f"/jobs/{dry.pk}/prune", {"understood": "on", "throttle_delay_s": "-5"})
+    assert refused.status_code == 400 and ConversionJob.objects.count() == 1  # the page again, with the field error
+    assert tags(refused.content, "li", data_field="throttle_delay_s")
+    assert form_inputs(refused.content, "confirm-prune")["throttle_delay_s"] == "-5"
     response = pruner_client.post(f"/jobs/{dry.pk}/prune", {"understood": "on", "no_backup": "on"})
     prune = ConversionJob.objects.get(kind="prune")
     assert response.status_code == 302 and response["Location"] == f"/jobs/{prune.pk}/"
