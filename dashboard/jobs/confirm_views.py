@@ -150,7 +150,7 @@ def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
                                              "The backups page shows each backup's status."))
     rows = []
     for b in sorted(backups, key=lambda b: b.thread_id):
-        summary = thread_services.thread_summary_or_none(get_runtime(), b.thread_id)
+        summary = thread_services.exact_summary_or_none(get_runtime(), b.thread_id)
         rows.append(RevertRow(b, summary.bytes_total if summary else None))
     permission = "jobs.manage_retention" if job.kind == ConversionJob.Kind.PRUNE else "jobs.manage_conversions"
     return render(request, "jobs/revert_job_confirm.html", {
