@@ -57,6 +57,7 @@ __all__ = [
     "list_threads",
     "list_threads_naive",
     "reader_for",
+    "storage_by_class",
     "storage_by_mode",
     "stored_summary",
     "summary_conditions",
@@ -507,19 +508,30 @@ _STORAGE_KEYS = ("threads", "bytes_checkpoints", "bytes_blobs", "bytes_writes", 
 def storage_by_mode(saver: Any, *, refresh: bool = True) -> dict[str, dict[str, int]]:
     """Totals per mode: ``{"full"|"delta": {"threads", "bytes_checkpoints", "bytes_blobs", "bytes_writes",
     "bytes_total"}}`` (counts and bytes; both modes always present). Summary first, live fallback."""
-    out = {m: dict.fromkeys(_STORAGE_KEYS, 0) for m in ("full", "delta")}
+    return _storage_by(saver, "mode", ("full", "delta"), refresh)
+
+
+def storage_by_class(saver: Any, *, refresh: bool = True) -> dict[str, dict[str, int]]:
+    """Totals per class, as :func:`storage_by_mode` (every one of :data:`THREAD_CLASSES` present):
+    one ``GROUP BY`` on the summary (the audit's "compact legacy threads": classes ``full`` and ``migrated``)."""
+    return _storage_by(saver, "thread_class", THREAD_CLASSES, refresh)
+
+
+def _storage_by(saver: Any, column: str, groups: tuple[str, ...], refresh: bool) -> dict[str, dict[str, int]]:
+    out = {g: dict.fromkeys(_STORAGE_KEYS, 0) for g in groups}
     if summary_table.readable(saver, refresh=refresh):
         for r in reader_for(saver).query(
-                "SELECT mode, COUNT(*) AS threads, SUM(bytes_checkpoints) AS bytes_checkpoints, SUM(bytes_blobs) "
-                "AS bytes_blobs, SUM(bytes_writes) AS bytes_writes, SUM(bytes_total) AS bytes_total "
-                "FROM dfa_thread_summary GROUP BY mode"):
-            out[r["mode"]] = {k: int(r[k] or 0) for k in _STORAGE_KEYS}
+                f"SELECT {column} AS grp, COUNT(*) AS threads, SUM(bytes_checkpoints) AS bytes_checkpoints, "
+                "SUM(bytes_blobs) AS bytes_blobs, SUM(bytes_writes) AS bytes_writes, SUM(bytes_total) AS bytes_total "
+                f"FROM dfa_thread_summary GROUP BY {column}"):
+            out[r["grp"]] = {k: int(r[k] or 0) for k in _STORAGE_KEYS}
         return out
-    for r in _live_rows(saver):
-        totals = out[r["mode"]]
+    for row in _live_rows(saver):
+        s = _to_summary(row)
+        totals = out[getattr(s, column)]
         totals["threads"] += 1
         for k in _STORAGE_KEYS[1:]:
-            totals[k] += int(r[k] or 0)
+            totals[k] += int(getattr(s, k) or 0)
     return out
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "SelectionTooLarge",
     "SizeLimitExceeded",
     "TransientDatabaseError",
+    "UnknownThreads",
     "UNEXPECTED_ERROR_HINT",
     "WORKER_FULL_MODE_HINT",
     "is_transient",
@@ -109,6 +110,14 @@ class IdTooLong(InvalidSelection):
 
     code = "id_too_long"
     hint = "Check the ids: DeerFlow thread ids and backup ids are short; copy them from the thread list or the backups page."
+
+
+class UnknownThreads(InvalidSelection):
+    """A request names thread ids the checkpoint database holds no checkpoint for (400, naming them)."""
+
+    code = "unknown_threads"
+    hint = ("Check the ids (copy them from the thread list): a thread exists once DeerFlow has stored a checkpoint "
+            "for it. Remove the unknown ones and submit again.")
 
 
 class NotADryRun(InvalidSelection):

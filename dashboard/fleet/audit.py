@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
 
@@ -24,6 +25,7 @@ from dashboard.celery import mode_queue
 from dashboard.fleet.control import LiveCheck, live_check
 from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.processes import process_rows
+from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads import storage as thread_storage
 from deerflow import census as census_mod
@@ -370,7 +372,23 @@ def _writer_findings(writers: census_mod.WriterFacts, rows: list[dict[str, Any]]
     return findings
 
 
-def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: census_mod.WriterFacts) -> dict:
+def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
+    """The "compact legacy threads" item of the delta checklist, with the bytes compaction would free."""
+    text = (f"compact legacy threads: {legacy.threads} thread(s) in full storage (full and migrated) hold "
+            f"{filesizeformat(legacy.bytes_total)}")
+    if not legacy.threads:
+        text = "compact legacy threads: none left in full storage"
+    elif legacy.bytes_freed is None:
+        text += "; run a compaction dry run of them for the bytes it would free"
+    else:
+        text += (f"; compacting them would free about {filesizeformat(legacy.bytes_freed)} "
+                 f"({legacy.freed_ratio:.0%}, the share the {legacy.measured_threads} measured compaction(s) freed)")
+    return {"ok": legacy.threads == 0, "text": text, "link": reverse("threads:list") + "?mode=full",
+            "threads": legacy.threads, "bytes_total": legacy.bytes_total, "bytes_freed": legacy.bytes_freed}
+
+
+def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: census_mod.WriterFacts,
+               legacy: LegacyEstimate | None = None) -> dict:
     live = [r for r in rows if r["state"] == "live"]
     to_convert = census["delta"] + census["delta_counters_only"] + census["migrated"] + census["inconsistent"]
     delta_procs = [r["name"] for r in live if r["mode"] == "delta"]
@@ -388,6 +406,8 @@ def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: cens
         {"ok": not full_procs, "text": "processes to restart together with a delta-mode config.yaml: "
          + (", ".join(full_procs) or "none")},
     ]
+    if legacy is not None:  # optional: the space a switch alone never gives back (issue 11, item 4)
+        to_delta.append(_compact_item(legacy))
     return {"to_full": to_full, "to_delta": to_delta}
 
 
@@ -451,5 +471,5 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
               "unregistered": [r["name"] for r in live_only]},
         findings=findings, census=counts, cadences=cadences,
         writers={"window_hours": hours, **writers.as_dict()},
-        readiness=_readiness(counts, serving, writers), threads=threads, storage=storage,
+        readiness=_readiness(counts, serving, writers, legacy_estimate(rt) if storage else None), threads=threads, storage=storage,
     )

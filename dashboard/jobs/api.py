@@ -23,10 +23,11 @@ from dashboard.jobs.errors import EstimateJobNotFound, JobError
 from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
-from dashboard.jobs.selection import check_request_bounds
+from dashboard.jobs.selection import check_request_bounds, check_threads_exist
 from dashboard.jobs.views import PERMISSION, RETENTION_PERMISSION, permission_for
 from dashboard.jsonbody import BodyRefused, json_body
 from dashboard.middleware import json_error
+from dashboard.runtime import get_runtime
 
 _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewritten", "bytes_before", "bytes_after",
                   "head_messages_sha256", "first_difference", "findings", "error", "hint", "error_code",
@@ -57,7 +58,7 @@ def job_json(job: ConversionJob) -> dict[str, Any]:
         "throttle_delay_s": job.throttle_delay_s, "max_in_flight": job.max_in_flight, "confirmed": job.confirmed,
         "size_limit_bytes": job.size_limit_bytes, "integrity": job.integrity,
         "source_job": job.source_job_id, "parent": job.parent_id, "progress": progress(job).as_dict(),
-        "retention": job.retention or None,
+        "retention": job.retention or None, "reclaim": job.reclaim or None,
     }
 
 
@@ -116,6 +117,7 @@ def _create(request: HttpRequest) -> JsonResponse:
         return json_error(invalid_parameters(form, what="job", hint=JOB_BODY_HINT))
     try:
         check_request_bounds(form.selection())
+        check_threads_exist(get_runtime(), (form.selection() or {}).get("thread_ids") or [])
         job = _create_job(request, form)
     except JobError as exc:
         return json_error(exc.view())

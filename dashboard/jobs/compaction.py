@@ -13,15 +13,18 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from dashboard.fleet.models import ProcessRecord
+from dashboard.jobs.models import ThreadResult
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import ThreadReport, list_backups
 from deerflow.convert.compactor import compact_thread, dry_run_compact
 
-__all__ = ["CompactionTotals", "candidate_threads", "compact", "dry_run", "full_mode_processes", "run_one", "totals"]
+__all__ = ["CompactionTotals", "LegacyEstimate", "candidate_threads", "compact", "dry_run", "full_mode_processes",
+           "legacy_estimate", "run_one", "totals"]
 
 _PAGE = 500
 #: The note full-mode processes get for compacted threads (shown by the dry run and the confirmation).
@@ -113,3 +116,46 @@ def totals(reports: Iterable[ThreadReport], statuses: tuple[str, ...] = ("needs_
     rows = [r for r in reports if r.status in statuses]
     return CompactionTotals(len(rows), sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows),
                             sum(r.bytes_freed for r in rows), sum(len(r.snapshot_positions) for r in rows))
+
+
+@dataclass(frozen=True)
+class LegacyEstimate:
+    """What compacting every legacy thread would free, for the audit's readiness checklist.
+
+    Attributes:
+        threads: threads with legacy full storage (classes ``full`` and ``migrated``), from the thread summary.
+        bytes_total: their stored bytes now (summary sizes: checkpoints + blobs + writes).
+        measured_threads: compaction dry-run rows (and compacted rows) the ratio comes from (count).
+        freed_ratio: bytes freed / bytes before over those rows, or ``None`` when nothing was measured yet.
+        bytes_freed: ``bytes_total * freed_ratio`` (bytes, rounded down), or ``None`` without a measurement.
+    """
+
+    threads: int
+    bytes_total: int
+    measured_threads: int
+    freed_ratio: float | None
+    bytes_freed: int | None
+
+
+def legacy_estimate(rt: DashboardRuntime) -> LegacyEstimate:
+    """Bytes the legacy (full and migrated) threads hold and what compaction would free of them.
+
+    Cheap at any fleet size: one ``GROUP BY`` on the thread summary
+    (:func:`deerflow.inventory.storage_by_class`) and one aggregate over the
+    job rows that measured a compaction (``needs_compaction`` rows of
+    compaction dry runs and ``compacted`` rows of compactions, whose
+    ``bytes_before``/``bytes_after`` are exact per thread). Their freed
+    fraction is applied to the legacy bytes: an estimate, exact only for
+    threads shaped like the measured ones; run a dry run of the matching
+    threads for the exact figure.
+    """
+    by_class = inventory.storage_by_class(rt.saver)
+    legacy = [by_class["full"], by_class["migrated"]]
+    sums = ThreadResult.objects.filter(
+        Q(job__kind="compact_dry_run", status="needs_compaction") | Q(job__kind="compact", status="compacted")
+    ).aggregate(n=Count("id"), before=Sum("bytes_before"), after=Sum("bytes_after"))
+    before, after = sums["before"] or 0, sums["after"] or 0
+    ratio = (before - after) / before if before else None
+    total = sum(g["bytes_total"] for g in legacy)
+    return LegacyEstimate(threads=sum(g["threads"] for g in legacy), bytes_total=total, measured_threads=sums["n"],
+                          freed_ratio=ratio, bytes_freed=int(total * ratio) if ratio is not None else None)

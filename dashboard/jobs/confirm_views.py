@@ -32,7 +32,8 @@ from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
 from deerflow.convert import BackupInfo, list_backups
 
-__all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm_rows", "convert_confirm", "revert_confirm"]
+__all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm_page", "confirm_rows", "convert_confirm",
+           "revert_confirm"]
 
 #: What each dry run confirms: the status of the rows it would rewrite, the template and the form.
 _CONFIRMS = {
@@ -82,6 +83,14 @@ def convert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
         return error_page(request, ErrorView(409, "not_a_finished_dry_run",
                                              f"Job {dry_run.pk} is not a finished dry run: there is no estimate to confirm.",
                                              "Open a finished dry run's page and use its Convert or Compact button."))
+    template, context = confirm_page(dry_run)
+    return render(request, template, context)
+
+
+def confirm_page(dry_run: ConversionJob, form=None, error: ErrorView | None = None) -> tuple[str, dict]:
+    """The template and context of the confirmation page of finished dry run ``dry_run`` (a ``dry_run`` or a
+    ``compact_dry_run``); ``form`` is a bound form that failed (shown with its field errors), ``error`` a refusal
+    of the posted job (shown above the button)."""
     status, template, form_class = _CONFIRMS[dry_run.kind]
     results = list(dry_run.results.filter(status=status))
     before = sum(r.bytes_before for r in results)
@@ -91,10 +100,11 @@ def convert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
         "growth": after / before if before else None, "growth_outlier": GROWTH_OUTLIER, "size_outlier": SIZE_OUTLIER,
         "checkpoints": sum(r.checkpoints_rewritten for r in results),
         "over_limit": dry_run.size_limit_bytes is not None and after > dry_run.size_limit_bytes,
-        "confirm_form": form_class(initial={"throttle_delay_s": 0, "max_in_flight": 1})}
+        "confirm_form": form or form_class(initial={"throttle_delay_s": 0, "max_in_flight": 1}),
+        "confirm_error": error}
     if dry_run.kind == ConversionJob.Kind.COMPACT_DRY_RUN:
         context.update(freed=before - after, full_mode_processes=compaction.full_mode_processes())
-    return render(request, template, context)
+    return template, context
 
 
 @dataclass(frozen=True)
@@ -140,7 +150,7 @@ def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
                                              "The backups page shows each backup's status."))
     rows = []
     for b in sorted(backups, key=lambda b: b.thread_id):
-        summary = thread_services.thread_summary_or_none(get_runtime(), b.thread_id)
+        summary = thread_services.exact_summary_or_none(get_runtime(), b.thread_id)
         rows.append(RevertRow(b, summary.bytes_total if summary else None))
     permission = "jobs.manage_retention" if job.kind == ConversionJob.Kind.PRUNE else "jobs.manage_conversions"
     return render(request, "jobs/revert_job_confirm.html", {

@@ -13,7 +13,7 @@ from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import THREAD_CLASSES
 
 __all__ = ["ApiJobForm", "ConfirmConvertForm", "ConfirmPruneForm", "JobActionForm", "JobResultsPageForm",
-           "LaunchForm", "LaunchPruneForm", "PurgeBackupForm", "RetentionPolicyForm"]
+           "LaunchForm", "LaunchPruneForm", "PurgeBackupForm", "ReclaimForm", "RetentionPolicyForm"]
 
 _MODES = [("", "any"), ("full", "full"), ("delta", "delta")]
 _CLASSES = [("", "any")] + [(c, c) for c in THREAD_CLASSES]
@@ -159,6 +159,15 @@ class ConfirmPruneForm(forms.Form):
         data = self.cleaned_data
         return {"confirmed": True, "throttle_delay_s": data["throttle_delay_s"] or 0.0,
                 "max_in_flight": data["max_in_flight"] or 1, "retention": {"backup": not data["no_backup"]}}
+
+
+class ReclaimForm(forms.Form):
+    """The reclaim confirmation (GET: which job it follows) and its button (POST: also ``full``, ``confirm``)."""
+
+    source_job = forms.IntegerField(min_value=1, required=False)
+    full = forms.BooleanField(required=False, label="VACUUM FULL (Postgres: returns the space to the operating "
+                                                    "system, but locks each table exclusively while it runs)")
+    confirm = forms.BooleanField(required=False)
 
 
 class JobActionForm(forms.Form):

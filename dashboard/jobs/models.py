@@ -31,12 +31,13 @@ class ConversionJob(models.Model):
     Attributes:
         kind: ``dry_run`` (estimate + integrity check), ``convert`` (delta to full), ``revert``,
             ``compact_dry_run`` (compaction preview), ``compact`` (full to delta, :mod:`dashboard.jobs.compaction`),
-            ``prune_dry_run`` (retention preview) or ``prune`` (retention, :mod:`dashboard.jobs.pruning`).
+            ``prune_dry_run`` (retention preview), ``prune`` (retention, :mod:`dashboard.jobs.pruning`) or
+            ``reclaim`` (VACUUM the checkpoint database, :mod:`dashboard.jobs.reclaiming`).
         state: see :class:`State` (a filter selection starts ``resolving``, the others ``queued``); ``revision`` is bumped on every state change and
             also serializes dispatchers (its UPDATE takes the row's write lock).
         selection: what was asked for, as JSON: ``{"thread_ids": [...]}``,
             ``{"filter": {"mode", "thread_class", "q", "updated_before", "updated_after"}}``
-            or, for reverts, ``{"backup_ids": [...]}``.
+            or, for reverts, ``{"backup_ids": [...]}``; a reclaim: ``{"database": "sqlite" | "postgres"}``.
         estimate: totals of the dry run behind a conversion:
             ``{"threads", "checkpoints_to_rewrite", "bytes_before", "bytes_after"}`` (bytes), or ``{}``.
         source_job: the dry run a conversion was confirmed from, or the conversion a revert undoes.
@@ -51,6 +52,10 @@ class ConversionJob(models.Model):
         retention: prune kinds only, the rule as :func:`dashboard.jobs.pruning.normalize_retention` gives it:
             ``{"rule": "keep_last" | "safe_only" | "delete_threads", "keep_last": N | None,
             "protect": [checkpoint ids], "backup": bool}``; ``{}`` for other kinds.
+        reclaim: reclaim jobs only: ``{"full": bool}`` asked, then once it ran the
+            :class:`deerflow.convert.reclaim.ReclaimReport` (``backend``, ``statement``, ``sizes_before``,
+            ``sizes_after`` per file or table, ``bytes_before``, ``bytes_after``, ``bytes_freed`` in bytes,
+            ``duration_s``); ``{}`` for other kinds.
     """
 
     class Kind(models.TextChoices):
@@ -61,6 +66,7 @@ class ConversionJob(models.Model):
         COMPACT = "compact", "compact to delta"
         PRUNE_DRY_RUN = "prune_dry_run", "prune dry run"
         PRUNE = "prune", "prune history"
+        RECLAIM = "reclaim", "reclaim disk space"
 
     class State(models.TextChoices):
         #: A filter selection is being resolved into result rows by a worker (``jobs.dispatch``), not the request.
@@ -97,6 +103,7 @@ class ConversionJob(models.Model):
     size_limit_bytes = models.BigIntegerField(null=True, blank=True)
     integrity = models.BooleanField(default=True)
     retention = models.JSONField(default=dict, blank=True)
+    reclaim = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -121,7 +128,8 @@ class ThreadResult(models.Model):
         status: ``pending``, ``queued``, ``running``, ``skipped`` (cancelled before it ran),
             ``refused`` (the worker's frozen mode or config could not serve it; ``error_code``
             says which), ``error`` (unexpected exception, as text), or a
-            :data:`deerflow.convert.STATUSES` value.
+            :data:`deerflow.convert.STATUSES` value, or ``reclaimed`` (a reclaim job's row, whose
+            ``thread_id`` is ``""``: the whole database).
         checkpoints_total / checkpoints_rewritten: counts from the report.
         bytes_before / bytes_after: stored bytes of the thread (after = estimate for a dry run).
         head_messages_sha256: canonical digest of the root-namespace head after materialization.
@@ -147,7 +155,7 @@ class ThreadResult(models.Model):
     IN_FLIGHT = (QUEUED, RUNNING)
     OPEN = (PENDING, QUEUED, RUNNING)
     STATUSES = tuple(dict.fromkeys((PENDING, QUEUED, RUNNING, SKIPPED, REFUSED, ERROR, *REPORT_STATUSES,
-                                    *PRUNE_STATUSES)))
+                                    *PRUNE_STATUSES, "reclaimed")))
 
     job = models.ForeignKey(ConversionJob, on_delete=models.CASCADE, related_name="results")
     thread_id = models.TextField()

@@ -20,6 +20,7 @@ SUCCESS = {
     ConversionJob.Kind.COMPACT: ("compacted", "already_delta"),
     ConversionJob.Kind.PRUNE_DRY_RUN: ("would_prune", "would_delete", "nothing_to_prune"),
     ConversionJob.Kind.PRUNE: ("pruned", "deleted", "nothing_to_prune"),
+    ConversionJob.Kind.RECLAIM: ("reclaimed",),
 }
 
 

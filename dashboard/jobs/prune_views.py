@@ -25,7 +25,7 @@ from dashboard.jobs.pruning import REASON_WORDS
 from dashboard.jobs.views import _confirm, _launch_dry_run, retention_required
 from dashboard.middleware import error_page
 
-__all__ = ["confirm_prune", "prune_confirm", "prune_launch"]
+__all__ = ["confirm_prune", "prune_confirm", "prune_confirm_page", "prune_launch"]
 
 
 @require_POST
@@ -53,11 +53,19 @@ def prune_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
                                              f"Job {dry_run.pk} is not a finished prune dry run: there is no preview "
                                              "to confirm.", "Open a finished prune dry run's page and use its "
                                              "\"Prune…\" link."))
+    template, context = prune_confirm_page(dry_run)
+    return render(request, template, context)
+
+
+def prune_confirm_page(dry_run: ConversionJob, form=None, error: ErrorView | None = None) -> tuple[str, dict]:
+    """The template and context of a finished prune dry run's confirmation page (``form``: a bound form that
+    failed, shown with its field errors; ``error``: a refusal of the posted prune)."""
     rows = list(dry_run.results.filter(status__in=("would_prune", "would_delete")).order_by("thread_id"))
     before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
-    return render(request, "jobs/prune_confirm.html", {
+    return "jobs/prune_confirm.html", {
         "job": dry_run, "rows": rows, "before": before, "after": after, "freed": before - after,
         "deleted": sum(r.checkpoints_rewritten for r in rows),
         "unbranchable": sum(len(r.prune.get("unbranchable_checkpoint_ids", [])) for r in rows),
         "whole_threads": dry_run.retention.get("rule") == "delete_threads", "reason_words": REASON_WORDS,
-        "confirm_form": ConfirmPruneForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})})
+        "confirm_form": form or ConfirmPruneForm(initial={"throttle_delay_s": 0, "max_in_flight": 1}),
+        "confirm_error": error}

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import HANDLED, ErrorView
+from dashboard.errors import ErrorView
 from dashboard.jobs import services
 from dashboard.jobs.errors import JobError
 from dashboard.jobs.forms import PurgeBackupForm, RevertBackupForm
@@ -76,10 +76,7 @@ def backup_revert(request: HttpRequest) -> HttpResponse:
             return error_page(request, exc.view())
         services.launch(job)
         return redirect(reverse("jobs:detail", args=[job.pk]))
-    try:
-        summary = thread_services.thread_summary(get_runtime(), backup.thread_id)
-    except HANDLED:
-        summary = None
+    summary = thread_services.exact_summary_or_none(get_runtime(), backup.thread_id)  # a prune keeps the head
     converted_by = (ThreadResult.objects.filter(backup_id=backup_id, job__kind=ConversionJob.Kind.CONVERT)
                     .select_related("job").first())
     return render(request, "jobs/revert_confirm.html", {"backup": backup, "summary": summary,
@@ -119,5 +116,5 @@ def backup_purge(request: HttpRequest) -> HttpResponse:
     written_by = ThreadResult.objects.filter(backup_id=backup_id).exclude(job__kind=ConversionJob.Kind.REVERT) \
         .select_related("job").first()
     return render(request, "jobs/purge_confirm.html", {
-        "backup": backup, "summary": thread_services.thread_summary_or_none(get_runtime(), backup.thread_id),
+        "backup": backup, "summary": thread_services.exact_summary_or_none(get_runtime(), backup.thread_id),
         "written_by": written_by})

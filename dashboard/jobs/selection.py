@@ -21,13 +21,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge
+from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge, UnknownThreads
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import list_backups
+from deerflow.sqlread import has_sql_tables, reader_for
 
-__all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "filter_may_match",
-           "normalize", "resolve"]
+__all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "check_threads_exist",
+           "filter_may_match", "missing_threads", "normalize", "resolve"]
 
 FILTER_KEYS = ("mode", "thread_class", "q", "updated_before", "updated_after")
 #: The filter keys of prune jobs: :data:`FILTER_KEYS` and ``idle_days``.
@@ -142,6 +143,44 @@ def resolve(rt: DashboardRuntime, selection: dict[str, Any]) -> list[Target]:
     if "filter" in selection:
         return [(t, "") for t in _filtered(rt, selection["filter"])]
     return _backups(rt, selection["backup_ids"])
+
+
+#: Ids per ``IN (...)`` of :func:`missing_threads` (below SQLite's bound on host parameters).
+_IN_CHUNK = 500
+#: Missing ids named in the error before it says how many more there are.
+_NAMED = 20
+
+
+def missing_threads(rt: DashboardRuntime, thread_ids: list[str]) -> list[str]:
+    """The ids among ``thread_ids`` that have no checkpoint in the checkpoint database, in the given order.
+
+    One indexed ``SELECT DISTINCT thread_id ... WHERE thread_id IN (...)`` per 500 ids on LangGraph's
+    ``checkpoints`` table (its primary key starts with ``thread_id``); a saver without SQL tables is asked
+    for each thread's newest checkpoint.
+    """
+    if not thread_ids:
+        return []
+    if not has_sql_tables(rt.saver):
+        return [t for t in thread_ids if rt.saver.get_tuple({"configurable": {"thread_id": t}}) is None]
+    reader, found = reader_for(rt.saver), set()
+    for i in range(0, len(thread_ids), _IN_CHUNK):
+        chunk = thread_ids[i:i + _IN_CHUNK]
+        rows = reader.query(f"SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id IN ({','.join('?' * len(chunk))})",
+                            chunk)
+        found.update(r["thread_id"] for r in rows)
+    return [t for t in thread_ids if t not in found]
+
+
+def check_threads_exist(rt: DashboardRuntime, thread_ids: list[str]) -> None:
+    """Refuse a request that names threads the checkpoint database does not hold.
+
+    Raises:
+        InvalidSelection: code ``unknown_threads``, naming the missing ids (the first 20, then how many more).
+    """
+    missing = missing_threads(rt, thread_ids)
+    if missing:
+        named = ", ".join(missing[:_NAMED]) + (f" … ({len(missing) - _NAMED} more)" if len(missing) > _NAMED else "")
+        raise UnknownThreads(f"No such thread{'s' if len(missing) > 1 else ''} in the checkpoint database: {named}.")
 
 
 def _filtered(rt: DashboardRuntime, f: dict[str, Any]) -> list[str]:

@@ -39,7 +39,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.jobs import compaction, owners, pruning, resolving
+from dashboard.jobs import compaction, owners, pruning, reclaiming, resolving
 from dashboard.jobs import selection as sel
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
@@ -63,7 +63,8 @@ from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
 
 __all__ = [
-    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "launch", "pause", "record_failure",
+    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run", "launch", "pause",
+    "record_failure",
     "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
 ]
 
@@ -201,6 +202,11 @@ def _finished_dry_run(job: ConversionJob, kind: str = Kind.CONVERT) -> bool:
     return job.kind == _WRITES[kind][0] and job.finished
 
 
+def is_finished_dry_run(job: ConversionJob, kind: str) -> bool:
+    """``job`` is a finished dry run of the kind that estimates a ``kind`` job (``convert``, ``compact``, ``prune``)."""
+    return _finished_dry_run(job, kind)
+
+
 def _converted_backups(job: ConversionJob) -> list[str]:
     return list(job.results.filter(status__in=("converted", "compacted", *pruning.WRITTEN)).exclude(backup_id="")
                 .values_list("backup_id", flat=True))
@@ -334,6 +340,13 @@ def retry(job: ConversionJob, user: Any) -> ConversionJob:
               and not succeeded(job.kind, r.status)]
     if not job.finished or not failed:
         raise InvalidTransition(f"Job {job.pk} has no failed thread to retry (state {job.state}).")
+    if job.kind == Kind.RECLAIM:  # one row, the database: the same vacuum again
+        new = reclaiming.create_reclaim_job(user, full=bool(job.reclaim.get("full")), source_job=job.source_job,
+                                            launched_by=job.launched_by if user is None else "")
+        new.parent = job
+        new.save(update_fields=["parent"])
+        launch(new)
+        return new
     chosen = ({"backup_ids": [r.backup_id for r in failed]} if job.kind == Kind.REVERT
               else {"thread_ids": [r.thread_id for r in failed]})
     new = create_job(user, job.kind, chosen, source_job=job.source_job, parent=job,
@@ -524,6 +537,8 @@ def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
     if refusal is not None:
         return refusal
     database, note = rt.config.database, f"dashboard job {job.pk}"
+    if job.kind == Kind.RECLAIM:
+        return _Outcome(reclaiming.run_one(rt, job))
     if job.kind in _PRUNE_KINDS:
         report, lists = pruning.run_one(rt, result.thread_id, job.retention, dry_run=job.kind == Kind.PRUNE_DRY_RUN,
                                         note=note, retried=result.attempts > 1)

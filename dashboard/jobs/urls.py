@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.jobs import confirm_views, policy_views, prune_views, revert_views, views
+from dashboard.jobs import confirm_views, policy_views, prune_views, reclaim_views, revert_views, views
 
 app_name = "jobs"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("policies/", policy_views.policy_list, name="policies"),
     path("policies/new", policy_views.policy_edit, name="policy-new"),
     path("policies/<int:policy_id>/", policy_views.policy_edit, name="policy-edit"),
+    path("reclaim", reclaim_views.reclaim, name="reclaim"),
     path("workers", views.worker_status, name="workers"),
     path("backups/", views.backup_list, name="backups"),
     path("backups/purge", revert_views.backup_purge, name="purge"),

@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.jobs import charts, compaction, services, stalls
+from dashboard.jobs import charts, compaction, reclaiming, services, stalls
 from dashboard.jobs.errors import JobError, NotADryRun
 from dashboard.jobs.forms import (
     ConfirmCompactForm,
@@ -32,6 +32,7 @@ from dashboard.jobs.forms import (
 )
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
+from dashboard.jobs.selection import check_threads_exist
 from dashboard.jobs.workers import check_delta_workers, job_runnability
 from dashboard.middleware import error_page
 from dashboard.outages import OUTAGES, is_outage
@@ -112,14 +113,14 @@ def job_list(request: HttpRequest) -> HttpResponse:
 def _job_context(job: ConversionJob, **extra) -> dict:
     results = list(job.results.all()[:RESULTS_SHOWN])
     derived = list(job.derived_jobs.all()) + list(job.retries.all())
-    confirm = extra.pop("confirm_form", None) or ConfirmConvertForm(initial={"throttle_delay_s": 0, "max_in_flight": 1})
     stalled = stalls.stalled_rows(settings.DASHBOARD_REQUEUE_AFTER_S, job) if job.state == job.State.RUNNING else 0
     return {"job": job, "progress": progress(job), "results": results, "derived": derived, "stalled": stalled,
             "unrunnable": job_runnability(job),
             "requeue_after_s": settings.DASHBOARD_REQUEUE_AFTER_S,
-            "more_results": job.results.count() > RESULTS_SHOWN, "confirm_form": confirm,
+            "more_results": job.results.count() > RESULTS_SHOWN,
             "convertible": [r for r in results if r.status == "needs_conversion"],
             **_compact_offer(job, results), **_prune_offer(job, results), "act_permission": job_permission(job),
+            "reclaimable": _reclaimable(job, results),
             "over_limit": _over_limit(job, results), **_revert_offer(job, derived), **_charts(job), **extra}
 
 
@@ -174,6 +175,12 @@ def _compact_offer(job: ConversionJob, results) -> dict:
     before, after = sum(r.bytes_before for r in rows), sum(r.bytes_after for r in rows)
     return {"compactable": rows, "full_mode_processes": compaction.full_mode_processes(),
             "compact_totals": {"bytes_before": before, "bytes_after": after, "bytes_freed": before - after}}
+
+
+def _reclaimable(job: ConversionJob, results) -> bool:
+    """A finished compaction or prune that wrote a thread: offer "Reclaim disk space…" (issue 11, item 5)."""
+    return job.kind in reclaiming.OFFERED_AFTER and job.finished and any(r.status in ("compacted", "pruned", "deleted")
+                                                               for r in results)
 
 
 def _over_limit(job: ConversionJob, results) -> bool:
@@ -245,6 +252,7 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
         return _invalid(request, form)
     try:
         extra = {"retention": form.retention()} if hasattr(form, "retention") else {}
+        check_threads_exist(get_runtime(), form.selection().get("thread_ids") or [])  # a clear 400 naming them
         job = services.create_job(request.user, kind, form.selection(),
                                   integrity=not form.cleaned_data["skip_integrity"], **extra)
     except JobError as exc:
@@ -254,20 +262,32 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
 
 
 def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type) -> HttpResponse:
-    """Step 2: the job ``kind`` over what the finished dry run ``job_id`` found; its form errors on that page."""
+    """Step 2: the job ``kind`` over what the finished dry run ``job_id`` found. Invalid fields (400) and a refused
+    job (its status) render the dry run's confirmation page again, with the field errors or the refusal."""
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
     form = form_class(request.POST)
     if not form.is_valid():
-        return _invalid(request, form)
+        if not services.is_finished_dry_run(dry_run, kind):
+            return _invalid(request, form)
+        return _confirm_again(request, dry_run, form, None, 400)
     try:
         job = services.create_job(request.user, kind, source_job=dry_run, **form.options())
     except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
         return error_page(request, exc.page_view())
     except JobError as exc:
-        context = _job_context(dry_run, confirm_form=form, confirm_error=exc.view())
-        return render(request, "jobs/detail.html", context, status=exc.status)
+        return _confirm_again(request, dry_run, form, exc.view(), exc.status)
     services.launch(job)
     return _go(request, _job_url(job))
+
+
+def _confirm_again(request: HttpRequest, dry_run: ConversionJob, form, error, status: int) -> HttpResponse:
+    """The confirmation page of ``dry_run`` once more, with ``form``'s errors or the refusal ``error``."""
+    from dashboard.jobs.confirm_views import confirm_page
+    from dashboard.jobs.prune_views import prune_confirm_page
+
+    page = prune_confirm_page if dry_run.kind == ConversionJob.Kind.PRUNE_DRY_RUN else confirm_page
+    template, context = page(dry_run, form, error)
+    return render(request, template, context, status=status)
 
 
 _ACTIONS = {

@@ -432,6 +432,27 @@ def thread_summary_or_none(rt: DashboardRuntime, thread_id: str) -> inventory.Th
         return None
 
 
+def exact_summary_or_none(rt: DashboardRuntime, thread_id: str) -> inventory.ThreadSummary | None:
+    """The thread's row computed now from its own rows (the summary's copy healed when it differs), or ``None``
+    when the thread has no checkpoints or cannot be read.
+
+    For pages that show a thread's size right after a rewrite that keeps its head (a prune deletes older
+    checkpoints under the same head id, so :func:`thread_summary` would still answer the stored, stale row):
+    the revert and purge confirmations. One indexed aggregate of the thread's rows.
+    """
+    from dashboard.errors import HANDLED
+
+    if not has_sql_tables(rt.saver):
+        return thread_summary_or_none(rt, thread_id)
+    try:
+        live = inventory.get_thread_summary(rt.saver, thread_id)
+        if live is not None:
+            storage.heal_summary(rt, live)
+        return live
+    except HANDLED:
+        return None
+
+
 def head_digest(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -> dict[str, Any]:
     """Materialize the head and describe it: ids, message count, canonical digest, and who read it.
 

@@ -25,7 +25,7 @@ from typing import Any
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
 
-__all__ = ["LANGGRAPH_TABLES", "ReclaimReport", "reclaim_space"]
+__all__ = ["LANGGRAPH_TABLES", "ReclaimReport", "database_sizes", "reclaim_space"]
 
 #: LangGraph's Postgres tables (``langgraph-checkpoint-postgres``).
 LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
@@ -82,6 +82,30 @@ def _postgres_sizes(conn: Any) -> dict[str, int]:
         row = conn.execute("SELECT pg_total_relation_size(to_regclass(%s)) AS b", (table,)).fetchone()
         out[table] = int(row["b"] or 0)
     return out
+
+
+def database_sizes(database: DatabaseConfig) -> dict[str, int]:
+    """The sizes a reclaim reports, now, without vacuuming (bytes).
+
+    Returns:
+        SQLite ``{"file": bytes, "wal": bytes}``; Postgres ``{table: bytes}`` of :data:`LANGGRAPH_TABLES`
+        (``pg_total_relation_size``).
+
+    Raises:
+        ValueError: the memory backend. FileNotFoundError: the SQLite file does not exist.
+        psycopg.Error: Postgres cannot be reached.
+    """
+    if database.backend == "sqlite":
+        path = sqlite_checkpoint_path(database)
+        if not path.is_file():
+            raise FileNotFoundError(f"SQLite checkpoint file {path} does not exist")
+        return _sqlite_sizes(path)
+    if database.backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(database.postgres_url, **postgres_connect_kwargs(database)) as conn:
+            return _postgres_sizes(conn)
+    raise ValueError("reclaiming space needs a persistent backend (sqlite or postgres), not 'memory'")
 
 
 def reclaim_space(database: DatabaseConfig, *, full: bool = False) -> ReclaimReport:

@@ -7,7 +7,7 @@ import pytest
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import purge_backup
 from deerflow.convert.compactor import compact_thread
-from deerflow.convert.reclaim import LANGGRAPH_TABLES, reclaim_space
+from deerflow.convert.reclaim import LANGGRAPH_TABLES, database_sizes, reclaim_space
 
 
 def _compact_and_purge(db) -> None:
@@ -20,10 +20,11 @@ def _compact_and_purge(db) -> None:
 def test_sqlite_vacuum_shrinks_the_file(sqlite_fixture_db_rw):
     db = sqlite_fixture_db_rw
     _compact_and_purge(db)
+    before = database_sizes(db)
     report = reclaim_space(db)
-    assert report.statement == "VACUUM" and set(report.sizes_before) == {"file", "wal"}
+    assert report.statement == "VACUUM" and report.sizes_before == before and set(before) == {"file", "wal"}
     assert report.bytes_after < report.bytes_before and report.bytes_freed > 3_000_000  # full-tools-30t is 3.7 MB
-    assert report.sizes_after["wal"] == 0
+    assert report.sizes_after["wal"] == 0 and database_sizes(db) == report.sizes_after
     assert report.as_dict()["bytes_freed"] == report.bytes_freed
 
 
@@ -31,7 +32,9 @@ def test_sqlite_vacuum_shrinks_the_file(sqlite_fixture_db_rw):
 def test_postgres_vacuum_analyze_then_full(postgres_fixture_db_rw):
     db = postgres_fixture_db_rw
     _compact_and_purge(db)
+    before = database_sizes(db)
     plain = reclaim_space(db)
+    assert plain.sizes_before == before
     assert plain.statement == "VACUUM (ANALYZE)" and set(plain.sizes_before) == set(LANGGRAPH_TABLES)
     # plain VACUUM marks the space reusable; the files keep (about) their size, free-space maps may add a page
     assert abs(plain.bytes_after - plain.bytes_before) < 0.01 * plain.bytes_before and plain.bytes_before > 10_000_000
@@ -46,3 +49,7 @@ def test_bad_requests_are_refused(sqlite_fixture_db_rw, tmp_path):
         reclaim_space(DatabaseConfig(backend="memory"))
     with pytest.raises(FileNotFoundError):
         reclaim_space(DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "none")))
+    with pytest.raises(FileNotFoundError):
+        database_sizes(DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "none")))
+    with pytest.raises(ValueError, match="persistent backend"):
+        database_sizes(DatabaseConfig(backend="memory"))

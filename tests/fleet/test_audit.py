@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from dashboard.fleet.audit import run_audit, thread_census
 from dashboard.fleet.control import LiveCheck
+from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
 from tests.fleet.conftest import NO_LIVE, sha
 from tests.fleet.writes import write_turns
@@ -330,6 +331,29 @@ def test_readiness_checklists(runtime_for, sqlite_fixture_db, process_row):
     to_delta = audit.readiness["to_delta"]
     assert to_delta[0]["ok"]
     assert to_delta[1] == {"ok": True, "text": "processes to restart together with a delta-mode config.yaml: none"}
+
+
+def test_readiness_offers_compacting_legacy_threads_with_the_bytes_it_frees(runtime_for, sqlite_fixture_db):
+    """Item 4 of issue 11: the delta checklist's "compact legacy threads", from the summary and the measured ratio."""
+    from dashboard.jobs.models import ConversionJob
+
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
+    by_class = inventory.storage_by_class(rt.saver)
+    legacy = by_class["full"]["bytes_total"] + by_class["migrated"]["bytes_total"]
+    assert (by_class["full"]["threads"], by_class["migrated"]["threads"]) == (8, 1) and legacy > 0
+    item = run_audit(rt, live=NO_LIVE, hours=1).readiness["to_delta"][2]
+    assert (item["ok"], item["threads"], item["bytes_total"], item["bytes_freed"]) == (False, 9, legacy, None)
+    assert item["text"].endswith("run a compaction dry run of them for the bytes it would free")
+    assert item["link"] == "/threads/?mode=full"
+
+    dry = ConversionJob.objects.create(kind="compact_dry_run", state="succeeded")
+    dry.results.create(thread_id="full-a", status="needs_compaction", bytes_before=1000, bytes_after=250)
+    dry.results.create(thread_id="delta-b", status="already_delta", bytes_before=500, bytes_after=500)
+    done = ConversionJob.objects.create(kind="compact", state="succeeded")
+    done.results.create(thread_id="full-b", status="compacted", bytes_before=3000, bytes_after=750)
+    item = run_audit(rt, live=NO_LIVE, hours=1).readiness["to_delta"][2]
+    assert item["bytes_freed"] == int(legacy * 0.75)  # (4000 - 1000) / 4000 of the legacy bytes
+    assert "would free about" in item["text"] and "(75%, the share the 2 measured compaction(s) freed)" in item["text"]
 
 
 def test_census_counts_every_class(runtime_for, sqlite_fixture_db):

@@ -69,6 +69,10 @@ def test_audit_page_shows_findings_processes_census_and_readiness(rt, staff_clie
     # Readiness links to the threads that still need conversion.
     assert "/threads/?mode=delta" in page.hrefs
     assert "19 thread(s) still need conversion to full" in html
+    # ... and to the legacy threads compaction would shrink (issue 11, item 4).
+    compact = page_item(html, "readiness-compact")
+    assert compact.startswith("✗ compact legacy threads: 9 thread(s) in full storage")
+    assert '<a href="/threads/?mode=full">compact legacy threads' in html
 
 
 def test_census_links_lead_to_the_filtered_list(rt, staff_client):
@@ -95,3 +99,10 @@ def test_empty_registry_says_so(rt, staff_client):
     html = staff_client.get("/audit/").content.decode()
     assert "No process has registered yet." in html
     assert "Live check: 0 worker(s) answered" in html
+
+
+def page_item(html: str, element_id: str) -> str:
+    """The text of the element ``id=element_id`` (tags dropped, spaces collapsed)."""
+    m = re.search(rf'<li[^>]*id="{element_id}"[^>]*>(.*?)</li>', html, re.S)
+    assert m, element_id
+    return " ".join(re.sub(r"<[^>]+>", "", m.group(1)).split())

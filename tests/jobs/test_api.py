@@ -10,6 +10,7 @@ from django.test import Client
 from dashboard.accounts.models import ApiToken
 from dashboard.jobs.api import JOB_BODY_HINT
 from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.services import run_inline
 
 pytestmark = pytest.mark.django_db
 
@@ -145,3 +146,23 @@ def test_a_session_post_needs_the_csrf_token(delta_rt, manager):
 def test_a_token_post_needs_no_csrf_token(delta_rt, manager):
     client = Client(enforce_csrf_checks=True)
     assert _post(client, {"kind": "dry_run", "thread_ids": ["delta-f10-9t"]}, **_bearer(manager)).status_code == 201
+
+
+def test_a_job_over_unknown_thread_ids_is_a_400_naming_them(delta_rt, manager):
+    response = _post(Client(), {"kind": "dry_run", "thread_ids": ["delta-f10-1t", "no-such-thread"]},
+                     **_bearer(manager))
+    body = response.json()
+    assert response.status_code == 400 and body["code"] == "unknown_threads"
+    assert body["detail"] == "No such thread in the checkpoint database: no-such-thread."
+    assert "thread list" in body["hint"]
+    assert not ConversionJob.objects.exists()
+
+
+def test_a_reclaim_job_shows_its_sizes_in_the_api(delta_rt, viewer):
+    from dashboard.jobs import reclaiming
+
+    job = run_inline(reclaiming.create_reclaim_job(None, launched_by="test", runner="inline"))
+    data = Client().get(f"/api/jobs/{job.pk}", headers=_bearer(viewer)).json()
+    assert data["kind"] == "reclaim" and data["reclaim"]["statement"] == "VACUUM"
+    assert data["reclaim"]["bytes_after"] <= data["reclaim"]["bytes_before"]
+    assert [r["status"] for r in data["results"]] == ["reclaimed"]

@@ -15,10 +15,11 @@ from dashboard.accounts.models import ApiToken, AuditEntry
 from dashboard.jobs import services, tasks
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
 from dashboard.jobs.services import run_inline
+from dashboard.threads import storage
 from deerflow import convert, inventory
 from deerflow.savers import open_checkpointer
 from tests.convert.support import open_saver, raw_rows
-from tests.jobs.pages import tags
+from tests.jobs.pages import form_inputs, tags
 
 pytestmark = pytest.mark.django_db
 
@@ -79,6 +80,8 @@ def test_prune_dry_run_then_prune_over_the_api_then_revert(delta_rt, migrated, p
     assert {p["reason"] for p in row["protected"]} >= {"head"}
     assert row["checkpoints_deleted"] == len(row["deleted_checkpoint_ids"]) and row["bytes_after"] < row["bytes_before"]
 
+    storage.refresh_inventory(delta_rt, full=True)  # the summary's row, before the prune
+    stale = inventory.stored_summary(delta_rt.saver, THREAD).bytes_total
     response = _post({"kind": "prune", "estimate_job": dry.pk}, pruner)
     assert response.status_code == 201, response.content
     job = run_inline(ConversionJob.objects.get(pk=response.json()["id"]))
@@ -93,6 +96,9 @@ def test_prune_dry_run_then_prune_over_the_api_then_revert(delta_rt, migrated, p
     assert [a["href"] for a in links] == [f"/jobs/{job.pk}/revert"]
     confirm = pruner_client.get(f"/jobs/{job.pk}/revert")  # the revert is confirmed on its own page
     assert confirm.status_code == 200 and THREAD.encode() in confirm.content
+    live = inventory.get_thread_summary(delta_rt.saver, THREAD).bytes_total
+    assert live < stale  # the prune kept the head: the stored row still describes it, with the old size
+    assert tags(confirm.content, "td", data_bytes_now=str(live))  # the page shows the size now, not the stale row
     assert b'id="revert-job-form"' in confirm.content and b"pruned checkpoints are back" in confirm.content
     refused = manager_client.get(f"/jobs/{job.pk}/revert")  # converting is not pruning
     assert b'id="revert-job-form"' not in refused.content and b"jobs.manage_retention" in refused.content
@@ -167,6 +173,11 @@ def test_launch_from_the_thread_page_then_confirm_and_redirect(delta_rt, migrate
 
     refused = pruner_client.post(f"/jobs/{dry.pk}/prune", {})  # "I have read" not ticked
     assert refused.status_code == 400 and ConversionJob.objects.count() == 1
+    assert tags(refused.content, "li", data_field="understood") and tags(refused.content, "form", id="confirm-prune")
+    refused = pruner_client.post(f"/jobs/{dry.pk}/prune", {"understood": "on", "throttle_delay_s": "-5"})
+    assert refused.status_code == 400 and ConversionJob.objects.count() == 1  # the page again, with the field error
+    assert tags(refused.content, "li", data_field="throttle_delay_s")
+    assert form_inputs(refused.content, "confirm-prune")["throttle_delay_s"] == "-5"
     response = pruner_client.post(f"/jobs/{dry.pk}/prune", {"understood": "on", "no_backup": "on"})
     prune = ConversionJob.objects.get(kind="prune")
     assert response.status_code == 302 and response["Location"] == f"/jobs/{prune.pk}/"

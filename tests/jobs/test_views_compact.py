@@ -47,7 +47,9 @@ def test_compact_from_the_page_then_confirm_then_revert(delta_rt, small_db, mana
     assert (dry.kind, dry.created_by) == ("compact_dry_run", manager)
     run_inline(dry)
     page = manager_client.get(f"/jobs/{dry.pk}/").content.decode()
-    assert 'id="confirm-compact"' in page and 'id="bytes-freed"' in page and "answer 409" in page
+    assert 'id="confirm-compact"' not in page and 'id="bytes-freed"' in page and "answer 409" in page
+    assert f'href="/jobs/{dry.pk}/confirm" id="review-compaction"' in page  # the only way on: the confirmation
+    assert 'id="confirm-compact"' in manager_client.get(f"/jobs/{dry.pk}/confirm").content.decode()
 
     response = manager_client.post(f"/jobs/{dry.pk}/compact", {"throttle_delay_s": "0", "max_in_flight": "1"})
     job = ConversionJob.objects.get(kind="compact")
@@ -66,10 +68,11 @@ def test_a_live_full_mode_process_is_listed_and_refuses_unless_overridden(delta_
     manager_client.post("/jobs/compact/launch", {"thread_id": ["full-short-3t"]})
     dry = run_inline(ConversionJob.objects.get())
     page = manager_client.get(f"/jobs/{dry.pk}/").content.decode()
-    assert "web@old:7" in page and 'name="force_full_fleet"' in page
+    assert "web@old:7" in page and 'name="force_full_fleet"' not in page
+    assert 'name="force_full_fleet"' in manager_client.get(f"/jobs/{dry.pk}/confirm").content.decode()
 
     response = manager_client.post(f"/jobs/{dry.pk}/compact", {"max_in_flight": "1"})
-    assert response.status_code == 409
+    assert response.status_code == 409 and b'id="confirm-error"' in response.content  # the confirmation, again
     assert b"web@old:7" in response.content and not ConversionJob.objects.filter(kind="compact").exists()
     response = manager_client.post(f"/jobs/{dry.pk}/compact", {"max_in_flight": "1", "force_full_fleet": "on"})
     assert response.status_code == 302 and ConversionJob.objects.filter(kind="compact").exists()

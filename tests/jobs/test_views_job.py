@@ -72,7 +72,9 @@ def test_a_finished_dry_run_shows_the_estimate_and_the_confirmation(finished_job
     html = manager_client.get(f"/jobs/{dry.pk}/").content
     assert tags(html, "section", id="estimate")
     assert b"3 threads can be converted" in html
-    inputs = form_inputs(html, "confirm-convert")
+    assert not tags(html, "form", id="confirm-convert")  # the confirmation page is the only way to convert
+    assert tags(html, "a", id="review-conversion")[0]["href"] == f"/jobs/{dry.pk}/confirm"
+    inputs = form_inputs(manager_client.get(f"/jobs/{dry.pk}/confirm").content, "confirm-convert")
     assert "csrfmiddlewaretoken" in inputs and "confirm_size" not in inputs  # under the limit
 
 
@@ -89,7 +91,7 @@ def test_confirming_launches_the_conversion_with_the_estimate(finished_job, mana
 
 def test_an_estimate_above_the_limit_needs_the_size_confirmation(finished_job, manager_client):
     dry = finished_job("dry_run", {"thread_ids": THREE}, size_limit_bytes=1000)
-    assert "confirm_size" in form_inputs(manager_client.get(f"/jobs/{dry.pk}/").content, "confirm-convert")
+    assert "confirm_size" in form_inputs(manager_client.get(f"/jobs/{dry.pk}/confirm").content, "confirm-convert")
 
     refused = manager_client.post(f"/jobs/{dry.pk}/convert", {})
     assert refused.status_code == 409 and b"size_limit_exceeded" not in refused.content
@@ -110,7 +112,7 @@ def test_confirmation_enforces_csrf(finished_job, manager):
     client = Client(enforce_csrf_checks=True)
     client.force_login(manager)
     assert client.post(f"/jobs/{dry.pk}/convert", {}).status_code == 403
-    token = form_inputs(client.get(f"/jobs/{dry.pk}/").content, "confirm-convert")["csrfmiddlewaretoken"]
+    token = form_inputs(client.get(f"/jobs/{dry.pk}/confirm").content, "confirm-convert")["csrfmiddlewaretoken"]
     assert client.post(f"/jobs/{dry.pk}/convert", {"csrfmiddlewaretoken": token}).status_code == 302
 
 
@@ -165,3 +167,16 @@ def test_converting_from_an_unfinished_dry_run_says_why(delta_rt, manager_client
 def test_unknown_jobs_are_404_and_pages_need_staff(delta_rt, viewer_client, django_user_model):
     assert viewer_client.get("/jobs/999/").status_code == 404
     assert Client().get("/jobs/").status_code == 302
+
+
+@pytest.mark.parametrize("throttle", ["-1", "99999", "soon"])
+def test_an_out_of_range_throttle_renders_the_confirmation_again_with_the_field_error(finished_job, manager_client,
+                                                                                       throttle):
+    dry = finished_job("dry_run", {"thread_ids": THREE})
+    response = manager_client.post(f"/jobs/{dry.pk}/convert", {"throttle_delay_s": throttle, "max_in_flight": "1"})
+    html = response.content
+    assert response.status_code == 400 and not ConversionJob.objects.filter(kind="convert").exists()
+    (error,) = tags(html, "li", data_field="throttle_delay_s")
+    assert b"Convert 3 threads to full?" in html and tags(html, "form", id="confirm-convert")  # the page, again
+    assert form_inputs(html, "confirm-convert")["throttle_delay_s"] == throttle  # what was typed, kept
+    assert b"Ensure this value is" in html or b"Enter a number." in html

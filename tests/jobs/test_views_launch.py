@@ -131,3 +131,20 @@ def test_launch_enforces_csrf(delta_rt, manager):
 
 def test_launch_only_accepts_post(delta_rt, manager_client):
     assert manager_client.get("/jobs/launch").status_code == 405
+
+
+@pytest.mark.parametrize("url", ["/jobs/launch", "/jobs/compact/launch", "/jobs/prune/launch"])
+def test_launching_with_unknown_thread_ids_is_a_400_naming_them(delta_rt, manager, url):
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    manager.user_permissions.add(Permission.objects.get(codename="manage_retention"))
+    manager_client = Client()
+    manager_client.force_login(manager)
+    fields = {"thread_id": ["delta-f10-1t", "no-such-a", "no-such-b"], "keep_last": "2", "rule": "keep_last"}
+    response = manager_client.post(url, fields)
+    body = response.content.decode()
+    assert response.status_code == 400 and "unknown_threads" in body
+    assert "No such threads in the checkpoint database: no-such-a, no-such-b." in body
+    assert "delta-f10-1t" not in body.split("No such threads")[1].split(".")[0]
+    assert not ConversionJob.objects.exists()

@@ -46,6 +46,8 @@ def selection_text(selection: dict[str, Any] | None) -> str:
     Filter criteria left empty are omitted; long id lists end with ``… (N more)``.
     """
     selection = selection or {}
+    if selection.get("database"):  # a reclaim job: no threads
+        return f"the whole checkpoint database ({selection['database']})"
     for key, label in _LISTS:
         if selection.get(key):
             ids = list(selection[key])
@@ -81,6 +83,7 @@ STATUS_WORDS = {
     "would_prune": ("would be pruned", "action"),
     "would_delete": ("would be deleted whole", "action"),
     "nothing_to_prune": ("nothing to prune", "success"),
+    "reclaimed": ("space reclaimed", "success"),
     "pruned": ("pruned", "success"),
     "deleted": ("deleted whole", "success"),
     "changed_during_prune": ("changed while pruning: rolled back, retry", "action"),
