@@ -27,7 +27,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from benchmarks.common import Context, median_ms, runtime_for, scratch_database, timed
+from benchmarks.common import Context, median_ms, runtime_for, scratch_database, served, served_ms, timed
 from deerflow import census as census_mod
 from deerflow import inventory, summary
 from deerflow.savers import open_checkpointer
@@ -81,6 +81,17 @@ def _view_ms(rt: Any, query: dict[str, str], repeats: int) -> float:
         return median_ms(call, repeats)
     finally:
         install_runtime(previous)
+
+
+def _served_pages(ctx: Context, rt: Any, k: str, repeats: int) -> None:
+    """``audit_page_ms_<k>``, ``history_page_ms_<k>``, ``list_page_served_ms_<k>``: medians through the test client."""
+    from dashboard.threads.links import thread_url
+
+    largest = inventory.list_threads(rt.saver, limit=1, sort="checkpoints")[0][0].thread_id
+    with served(rt) as client:
+        ctx.results[f"audit_page_ms_{k}"] = served_ms(client, "/audit/", repeats)
+        ctx.results[f"history_page_ms_{k}"] = served_ms(client, thread_url("thread-history", largest), repeats)
+        ctx.results[f"list_page_served_ms_{k}"] = served_ms(client, "/threads/", repeats)
 
 
 def _naive_census(saver: Any) -> dict[str, int]:
@@ -138,11 +149,14 @@ def _measure(ctx: Context, database: Any, n: int) -> None:
         view = [_view_ms(rt, {"limit": str(PAGE)}, repeats)]
         view += [_view_ms(rt, {"limit": str(PAGE), "cursor": c}, repeats) for c in cursors]
         r[f"list_page_view_ms_{k}"] = round(statistics.median(view), 3)
+        _served_pages(ctx, rt, k, repeats)
     finally:
         rt.close()
     ctx.log(f"  {n}: list {r[f'list_page_ms_{k}']} ms (view {r[f'list_page_view_ms_{k}']} ms, worst "
             f"{r[f'list_page_worst_ms_{k}']} ms) vs naive {naive} ms; census {census:.4f} s vs {census_naive:.3f} s; "
-            f"audit cadences {r[f'audit_cadences_ms_{k}']} ms vs scan {r[f'audit_cadences_scan_ms_{k}']} ms")
+            f"audit cadences {r[f'audit_cadences_ms_{k}']} ms vs scan {r[f'audit_cadences_scan_ms_{k}']} ms; served: "
+            f"audit {r[f'audit_page_ms_{k}']} ms, history {r[f'history_page_ms_{k}']} ms, "
+            f"list {r[f'list_page_served_ms_{k}']} ms")
 
 
 def run(ctx: Context) -> None:

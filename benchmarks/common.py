@@ -28,7 +28,7 @@ import yaml
 
 from deerflow.config.database_config import DatabaseConfig
 
-__all__ = ["Context", "machine", "median_ms", "runtime_for", "scratch_database", "timed"]
+__all__ = ["Context", "machine", "median_ms", "runtime_for", "scratch_database", "served", "served_ms", "timed"]
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -129,3 +129,47 @@ def machine(ctx: Context) -> dict[str, Any]:
         **{pkg: _version(pkg) for pkg in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres",
                                           "langgraph-checkpoint-sqlite", "psycopg", "Django")},
     }
+
+
+@contextmanager
+def served(rt: Any) -> Iterator[Any]:
+    """A logged-in staff :class:`django.test.Client` whose requests ``rt`` serves (pages end to end, as served).
+
+    The dashboard's own tables (users, sessions, jobs) live in a scratch test
+    database (Django's ``setup_databases``: in memory for SQLite), created here
+    and dropped on exit; every request runs the whole middleware stack
+    (session and user lookups included). The live check of the audit page is
+    cached like a server's (``DASHBOARD_LIVE_CHECK_MAX_AGE_S`` of an hour), so
+    a timed request never waits for a broadcast.
+
+    Args:
+        rt: a :class:`dashboard.runtime.DashboardRuntime` (e.g. :func:`runtime_for`), installed for the block.
+
+    Yields:
+        the client; ``client.get(path)`` answers as the server would.
+    """
+    from django.contrib.auth import get_user_model
+    from django.test import Client, override_settings
+    from django.test.utils import setup_databases, teardown_databases
+
+    from dashboard.runtime import install_runtime
+
+    # Not setup_test_environment(): its instrumented template rendering would be timed too.
+    names = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+    previous = install_runtime(rt)
+    try:
+        with override_settings(DASHBOARD_LIVE_CHECK_MAX_AGE_S=3600, ALLOWED_HOSTS=["testserver"]):
+            client = Client()
+            client.force_login(get_user_model().objects.create_user("bench", is_staff=True))
+            yield client
+    finally:
+        install_runtime(previous)
+        teardown_databases(names, verbosity=0)
+
+
+def served_ms(client: Any, path: str, repeats: int, **extra: Any) -> float:
+    """Median milliseconds of ``client.get(path)`` (asserting 200) over ``repeats`` requests after one warm-up."""
+    def call() -> None:
+        response = client.get(path, **extra)
+        assert response.status_code == 200, (path, response.status_code, response.content[:300])
+    return median_ms(call, repeats)

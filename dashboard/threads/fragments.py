@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-__all__ = ["FRAGMENT_TTL_S", "fragment_key", "message_items_key", "thread_rows_key"]
+__all__ = ["FRAGMENT_TTL_S", "fragment_key", "history_rows_key", "message_items_key", "thread_rows_key"]
 
 #: Seconds a cached fragment lives (its key already changes with its inputs; this bounds memory).
 FRAGMENT_TTL_S = 600
@@ -48,6 +48,22 @@ def message_items_key(database: Any, thread_id: str, checkpoint_ns: str, checkpo
     """
     return fragment_key("message-items", database, thread_id, checkpoint_ns, checkpoint_id, mpage.q, mpage.role,
                         [_item_parts(item) for item in mpage.items])
+
+
+def history_rows_key(database: Any, thread_id: str, checkpoint_ns: str, tree: list[Any], lanes_after: Any,
+                     next_before: str | None) -> str:
+    """Key of a history page's table and its "older" link: where it was read and every drawn field.
+
+    Args:
+        database: the runtime's ``database:`` block (which store the rows came from).
+        thread_id, checkpoint_ns: the namespace (the links are drawn from them).
+        tree: the :class:`dashboard.threads.tree.TreeRow` list (frozen dataclasses holding their
+            :class:`dashboard.threads.services.CheckpointRow`: ``repr`` lists every field).
+        lanes_after, next_before: what the "older checkpoints" link carries.
+
+    A page with prune marks is not cached (its marks come from a job record); the view passes no key then.
+    """
+    return fragment_key("history-rows", database, thread_id, checkpoint_ns, tree, lanes_after, next_before)
 
 
 def _item_parts(item: Any) -> tuple[Any, ...]:

@@ -110,19 +110,35 @@ def message_item(index: int, message: Any) -> MessageItem:
                        calls=calls)
 
 
-def _groups(messages: list[Any]) -> list[MessageItem]:
-    """Top-level items, each AI message holding the tool results that immediately follow and answer it."""
-    groups: list[MessageItem] = []
+def _call_ids(message: Any) -> set[str]:
+    """The non-empty ids of the message's tool calls (the ids :func:`_calls` lists, without formatting arguments)."""
+    return {call.get("id") or "" for call in getattr(message, "tool_calls", None) or []} - {""}
+
+
+def _index_groups(messages: list[Any]) -> list[list[int]]:
+    """Top-level groups as message positions: an AI message and the tool results that immediately follow
+    and answer it. The grouping rule of :func:`_groups`, read from roles and ids alone (no item built)."""
+    groups: list[list[int]] = []
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
-        item = message_item(index, message)
-        call_id = getattr(message, "tool_call_id", None)
-        if item.role == "tool" and groups and call_id in open_calls:
-            groups[-1].results.append(item)
+        role = getattr(message, "type", "unknown")
+        if role == "tool" and groups and getattr(message, "tool_call_id", None) in open_calls:
+            groups[-1].append(index)
             continue
-        groups.append(item)
-        open_calls = {c["id"] for c in item.calls if c["id"]}
+        groups.append([index])
+        open_calls = _call_ids(message)
     return groups
+
+
+def _group_item(messages: list[Any], group: list[int]) -> MessageItem:
+    item = message_item(group[0], messages[group[0]])
+    item.results = [message_item(i, messages[i]) for i in group[1:]]
+    return item
+
+
+def _groups(messages: list[Any]) -> list[MessageItem]:
+    """Top-level items, each AI message holding the tool results that immediately follow and answer it."""
+    return [_group_item(messages, group) for group in _index_groups(messages)]
 
 
 def _matches(item: MessageItem, message: Any, needle: str) -> tuple[str, str, str] | None:
@@ -185,6 +201,19 @@ def _paginate(items: list[MessageItem], page_size: int) -> list[list[MessageItem
     return pages
 
 
+def _paginate_groups(groups: list[list[int]], page_size: int) -> list[list[list[int]]]:
+    """:func:`_paginate` of index groups (a group counts its messages; never split)."""
+    pages: list[list[list[int]]] = [[]]
+    count = 0
+    for group in groups:
+        if count >= page_size:
+            pages.append([])
+            count = 0
+        pages[-1].append(group)
+        count += len(group)
+    return pages
+
+
 def _flatten_count(items: list[MessageItem]) -> int:
     return sum(1 + len(i.results) for i in items)
 
@@ -204,10 +233,19 @@ def message_page(messages: list[Any], *, page: int = 1, q: str = "", role: str =
         A :class:`MessagePage`. A search lists hits one by one (ungrouped), each
         with the page of the unfiltered list that holds it.
     """
+    needle = q.casefold()
+    if not (needle or role):  # items are built for the page shown only
+        index_pages = _paginate_groups(_index_groups(messages), page_size)
+        number = min(max(page, 1), len(index_pages))
+        before = sum(len(g) for p in index_pages[:number - 1] for g in p)
+        items = [_group_item(messages, group) for group in index_pages[number - 1]]
+        shown = _flatten_count(items)
+        return MessagePage(items=items, total=len(messages), matched=len(messages), page=number,
+                           pages=len(index_pages), first=before + 1 if shown else 0, last=before + shown, q=q,
+                           role=role)
     groups = _groups(messages)
     pages = _paginate(groups, page_size)
     context_pages: dict[int, int] = {}
-    needle = q.casefold()
     if needle or role:
         for number, items in enumerate(pages, start=1):
             for item in items:

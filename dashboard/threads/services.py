@@ -9,7 +9,7 @@ spec's head-only gate would let it through (issue 3, item 6).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.types import StateSnapshot
@@ -27,6 +27,7 @@ from deerflow.errors import (
     ReducerError,
     ThreadNotFoundError,
 )
+from deerflow.history_values import derive_messages
 from deerflow.lineage import LineageGap, find_lineage_gap
 from deerflow.prefetch import reuse_tuple
 from deerflow.replaycheck import find_reducer_failure
@@ -66,6 +67,9 @@ class StateView:
             ``{"kind", "channel", "detail"}``; ``kind`` ``overwrite_in_blob``: the
             channel's stored value was an ``Overwrite`` wrapper (any of LangGraph's
             three forms); ``values`` holds its payload.
+        pending_writes: the raw tuple's ``pending_writes`` as the saver returned them
+            (``[(task_id, channel, value)]``; what :func:`dashboard.threads.writes.pending_writes`
+            shows without reading the checkpoint again), or ``None`` when not read.
     """
 
     thread_id: str
@@ -77,6 +81,7 @@ class StateView:
     values: dict[str, Any]
     next: tuple[str, ...]
     findings: tuple[dict[str, str], ...] = ()
+    pending_writes: list[tuple[str, str, Any]] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -310,6 +315,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         values=values,
         next=pending_nodes(tup.checkpoint),
         findings=findings,
+        pending_writes=list(tup.pending_writes or []),
     )
 
 
@@ -335,29 +341,41 @@ def read_history(
         when ``before`` names no checkpoint of this namespace.
     """
     rt.check_drift()
-    head = _raw_tuple(rt, thread_id, before, checkpoint_ns)
+    if before:  # it must name a checkpoint of this namespace (404 otherwise)
+        _raw_tuple(rt, thread_id, before, checkpoint_ns)
     before_config = _config(thread_id, checkpoint_ns, before) if before else None
     tuples = list(rt.saver.list(_config(thread_id, checkpoint_ns), before=before_config, limit=limit + 1))
     page, more = tuples[:limit], len(tuples) > limit
-    if not page:
+    if not page:  # the thread's 404, or the gate on the checkpoint the empty page starts below
+        head = _raw_tuple(rt, thread_id, before, checkpoint_ns)
         _gate_lineage(rt, thread_id, checkpoint_ns, head.config["configurable"]["checkpoint_id"])
+    # Oldest first: each row's value and lineage follow from its parent's row when that is on the page
+    # (deerflow.history_values); a row that does not follow plainly is read as before.
+    delta = rt.mode == CHECKPOINT_MODE_DELTA
+    known: dict[str, tuple[Any, list[Any] | None, bool]] = {}  # id -> (tuple, messages, whole lineage)
     rows = []
-    for tup in page:
+    for tup in reversed(page):
         cid = tup.config["configurable"]["checkpoint_id"]
-        if rt.mode != CHECKPOINT_MODE_DELTA:
+        if not delta:
             _gate_lineage(rt, thread_id, checkpoint_ns, cid)
-        gap = _lineage_gap(rt, thread_id, checkpoint_ns, cid)
+        parent_id = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+        parent_tup, parent_messages, parent_whole = known.get(parent_id, (None, None, False))
+        # A parent whose replay chain is whole makes the child's whole (the walk continues there).
+        gap = None if parent_whole and parent_id != cid else _lineage_gap(rt, thread_id, checkpoint_ns, cid)
         problem = "history_incomplete" if gap else None
         messages = None
         if not gap:
-            try:
-                messages = _materialize(rt, thread_id, checkpoint_ns, cid).values.get("messages") or []
-            except ReducerError:  # this row cannot be read; the rows before the bad write still are
-                problem = "reducer_error"
+            messages = derive_messages(tup, parent_tup, parent_messages, delta=delta)
+            if messages is None:
+                try:
+                    messages = _materialize(rt, thread_id, checkpoint_ns, cid).values.get("messages") or []
+                except ReducerError:  # this row cannot be read; the rows before the bad write still are
+                    problem = "reducer_error"
+        known[cid] = (tup, messages if isinstance(messages, list) else None, gap is None)
         metadata = tup.metadata or {}
         rows.append(CheckpointRow(
             checkpoint_id=cid,
-            parent_checkpoint_id=tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None,
+            parent_checkpoint_id=parent_id,
             checkpoint_ns=checkpoint_ns,
             step=metadata.get("step"),
             source=metadata.get("source"),
@@ -367,6 +385,7 @@ def read_history(
             message_count=None if problem else (len(messages) if isinstance(messages, list) else 0),
             problem=problem,
         ))
+    rows.reverse()
     next_before = rows[-1].checkpoint_id if more and rows else None
     return rows, next_before
 

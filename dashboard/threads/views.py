@@ -17,7 +17,7 @@ from dashboard.jobs import provenance
 from dashboard.jobs.pruning import checkpoint_marks
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
-from dashboard.threads import services, storage
+from dashboard.threads import fragments, services, storage
 from dashboard.threads.diff import diff_values
 from dashboard.threads.forms import (
     HistoryPageForm,
@@ -151,7 +151,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         # The head just read validates a summary row already shown for it (no query then).
         summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
         namespaces = services.thread_namespaces(rt, thread_id)
-        writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns)
+        writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns, stored=state.pending_writes)
         jobs = provenance.thread_jobs(thread_id)
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
@@ -240,7 +240,10 @@ def _thread_history(request: HttpRequest, thread_id: str) -> HttpResponse:
     tree, lanes_after = draw_tree(rows, parse_lanes(form.cleaned_data["lanes"]), first_page=before is None)
     template = "threads/_history.html" if wants_fragment(request) else "threads/history.html"
     prune_job = form.cleaned_data["prune_job"]
+    history_key = None if prune_job else fragments.history_rows_key(
+        get_runtime().config.database, thread_id, checkpoint_ns, tree, lanes_after, next_before)
     return render(request, template, {
+        "history_key": history_key,
         "thread_id": thread_id, "rows": rows, "tree": tree, "lanes_after": lanes_after,
         "next_before": next_before, "checkpoint_ns": checkpoint_ns, "prune_job": prune_job,
         "prune": checkpoint_marks(prune_job, thread_id) if prune_job else None,

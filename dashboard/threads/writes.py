@@ -51,15 +51,24 @@ def _write(channel: str, value: Any) -> ChannelWrite:
     return ChannelWrite(channel, value=text)
 
 
-def pending_writes(rt: DashboardRuntime, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "") -> list[TaskWrites]:
+def pending_writes(rt: DashboardRuntime, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "", *,
+                   stored: list[tuple[str, str, Any]] | None = None) -> list[TaskWrites]:
     """The pending writes stored against one checkpoint, grouped by task id (tasks in first-write order).
 
     Call it after :func:`dashboard.threads.services.read_state` accepted the
     checkpoint (that is the mode gate). Returns ``[]`` when nothing is stored.
+
+    Args:
+        stored: the checkpoint's raw ``pending_writes`` already read with it
+            (:attr:`dashboard.threads.services.StateView.pending_writes`); ``None`` reads the
+            checkpoint again (``saver.get_tuple``, its blobs included).
     """
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
-    tup = rt.saver.get_tuple(config)
+    if stored is None:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+                                   "checkpoint_id": checkpoint_id}}
+        tup = rt.saver.get_tuple(config)
+        stored = (tup.pending_writes or []) if tup else []
     tasks: dict[str, TaskWrites] = {}
-    for task_id, channel, value in (tup.pending_writes or []) if tup else []:
+    for task_id, channel, value in stored:
         tasks.setdefault(str(task_id), TaskWrites(str(task_id), [])).writes.append(_write(str(channel), value))
     return list(tasks.values())
