@@ -48,6 +48,7 @@ Findings (never silently wrong values):
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,24 +158,65 @@ def _plain_types(messages: list[Any]) -> bool:
     return all(issubclass(t, BaseMessage) and not issubclass(t, _NOT_PLAIN) for t in {type(m) for m in messages})
 
 
+#: Per thread, ``id(list) -> (list, len, ids or None)`` of the last few values :func:`_appended` returned
+#: (or read as bases): the next step of a conversation extends one of them, so its id set is the base's plus
+#: the new ids (one C-level set copy) instead of a Python-level pass over the whole list. ``ids`` is ``None``
+#: when the list is not all plain messages with ids. Bounded; the walk never mutates a value.
+_RECENT = threading.local()
+_RECENT_MAX = 8
+
+
+def _recent() -> dict[int, tuple[list[Any], int, frozenset | None]]:
+    cache = getattr(_RECENT, "cache", None)
+    if cache is None:
+        cache = _RECENT.cache = {}
+    return cache
+
+
+def _base_ids(base: list[Any]) -> frozenset | None:
+    hit = _recent().get(id(base))
+    if hit is not None and hit[0] is base and hit[1] == len(base):
+        return hit[2]
+    ids: frozenset | None = None
+    if _plain_types(base):
+        ids = frozenset(m.id for m in base)
+        if None in ids or "" in ids:
+            ids = None
+    _remember(base, ids)
+    return ids
+
+
+def _remember(value: list[Any], ids: frozenset | None) -> None:
+    cache = _recent()
+    if len(cache) >= _RECENT_MAX:
+        cache.pop(next(iter(cache)))
+    cache[id(value)] = (value, len(value), ids)
+
+
 def _appended(base: list[Any], values: list[Any]) -> list[Any] | None:
     """``base + new messages`` when the writes only append messages with new ids, else ``None``.
 
     That is what :func:`merge_message_writes` returns in that case (every
     message already a plain message with an id, none removed, none replacing
     another): the common step of a conversation, done with set operations
-    instead of rebuilding the reducer's id index in Python.
+    instead of rebuilding the reducer's id index in Python. The id set of
+    ``base`` comes from :data:`_BASE_IDS` when ``base`` is a recent result (:data:`_RECENT`), so
+    a step costs O(new messages) plus one set copy, not a Python-level pass over the list.
     """
     new: list[Any] = []
     for value in values:
         new.extend(value if isinstance(value, list) else [value])
-    if not new or not _plain_types(new) or not _plain_types(base):
+    if not new or not _plain_types(new):
         return None
-    ids = {m.id for m in new}
-    base_ids = {m.id for m in base}
-    if len(ids) != len(new) or None in ids or "" in ids or None in base_ids or "" in base_ids:
+    ids = frozenset(m.id for m in new)
+    if len(ids) != len(new) or None in ids or "" in ids:
         return None
-    return base + new if ids.isdisjoint(base_ids) else None
+    base_ids = _base_ids(base)
+    if base_ids is None or not ids.isdisjoint(base_ids):
+        return None
+    out = base + new
+    _remember(out, base_ids | ids)
+    return out
 
 
 def _order_unknown(node: CheckpointNode) -> bool:
