@@ -12,16 +12,31 @@
 * ``compact_ratio_to_write_floor`` = ``compact_s`` / ``compact_write_floor_s`` (issue 11: <= 2);
 * ``compact_bytes_after_over_before_2000t``: a 2,000-turn plain full thread
   (200 turns at small scale, key ``..._200t``): stored bytes after compaction
-  (checkpoints, blobs, writes) / before; ``compact_2000t_s`` its compaction time.
+  (checkpoints, blobs, writes) / before; ``compact_2000t_s`` its compaction time;
+* peak memory of that compaction, in a fresh subprocess as
+  :mod:`benchmarks.bench_memory` measures the conversion's (peak resident set
+  minus the baseline after imports and warm-up): ``compact_peak_rss_mb_2000t``,
+  against the thread's largest single materialized state
+  ``compact_largest_state_mb_2000t`` (the head read through the accessor):
+  ``compact_peak_over_largest_state_2000t``;
+* ``compact_threads_per_s_1_worker`` / ``_2_workers``: whole compactions of
+  copies of the 1,000-checkpoint thread (integrity check on, the jobs' default)
+  by one process and by two in parallel, each process calling
+  :func:`~deerflow.convert.compactor.compact_thread` (the function the
+  dashboard's Celery thread task calls), started and imported before the clock starts.
 
-All figures on one scratch Postgres database; medians where repeated.
+All figures on scratch Postgres databases; medians where repeated.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
+import time
+from typing import Any
 
 from benchmarks.bench_convert import write_floor
+from benchmarks.bench_memory import measure
 from benchmarks.common import Context, scratch_database, timed
 from deerflow.convert.compactor import compact_thread
 from deerflow.seed import SeedPlan, seed_threads
@@ -36,6 +51,33 @@ def _seed(database, *, threads: int, turns: int, seed: str, tools: bool) -> list
     return [s.thread_id for s in seed_threads(database, plan).samples]
 
 
+def _worker(url: str, thread_ids: list[str], barrier: Any, out: Any) -> None:
+    from deerflow.config.database_config import DatabaseConfig
+
+    database = DatabaseConfig(backend="postgres", postgres_url=url)
+    barrier.wait()
+    statuses = [compact_thread(database, tid, snapshot_frequency=K).status for tid in thread_ids]
+    out.put((time.time(), statuses))
+
+
+def throughput(database: Any, thread_ids: list[str], workers: int) -> float:
+    """Threads compacted per second by ``workers`` processes (started and imported before the clock starts)."""
+    spawn = multiprocessing.get_context("spawn")
+    barrier, out = spawn.Barrier(workers + 1), spawn.Queue()
+    shares = [thread_ids[i::workers] for i in range(workers)]
+    procs = [spawn.Process(target=_worker, args=(database.postgres_url, share, barrier, out)) for share in shares]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    started = time.time()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    statuses = [s for _, batch in results for s in batch]
+    assert statuses == ["compacted"] * len(thread_ids), statuses
+    return len(thread_ids) / (max(t for t, _ in results) - started)
+
+
 def run(ctx: Context) -> None:
     """Seed full threads, compact them, and measure."""
     run_ratio(ctx)
@@ -45,9 +87,10 @@ def run(ctx: Context) -> None:
 def run_ratio(ctx: Context) -> None:
     """``compact_s``, ``compact_write_floor_s`` and ``compact_ratio_to_write_floor`` (medians)."""
     r = ctx.results
-    turns, repeats = (208, 3) if ctx.full else (60, 1)
+    turns, repeats, per_throughput = (208, 3, 2) if ctx.full else (60, 1, 1)
     with scratch_database(ctx, "compact") as database:
-        ids = _seed(database, threads=repeats, turns=turns, seed="bench-compact", tools=True)
+        ids = _seed(database, threads=repeats + 3 * per_throughput, turns=turns, seed="bench-compact", tools=True)
+        rest, ids = ids[repeats:], ids[:repeats]
         times, floors = [], []
         for thread_id in ids:
             seconds, report = timed(lambda tid=thread_id: compact_thread(database, tid, snapshot_frequency=K))
@@ -60,6 +103,10 @@ def run_ratio(ctx: Context) -> None:
         r["compact_s"] = round(statistics.median(times), 2)
         r["compact_write_floor_s"] = round(statistics.median(floors), 3)
         r["compact_ratio_to_write_floor"] = round(r["compact_s"] / r["compact_write_floor_s"], 2)
+        r["compact_threads_per_s_1_worker"] = round(throughput(database, rest[:per_throughput], 1), 4)
+        r["compact_threads_per_s_2_workers"] = round(throughput(database, rest[per_throughput:], 2), 4)
+        ctx.log(f"  throughput: 1 worker {r['compact_threads_per_s_1_worker']} threads/s, "
+                f"2 workers {r['compact_threads_per_s_2_workers']} threads/s")
 
 
 def run_long(ctx: Context) -> None:
@@ -69,14 +116,26 @@ def run_long(ctx: Context) -> None:
     tag = "2000t" if ctx.full else f"{long_turns}t"
     with scratch_database(ctx, "compact-long") as database:
         (thread_id,) = _seed(database, threads=1, turns=long_turns, seed="bench-compact-long", tools=False)
-        seconds, report = timed(lambda: compact_thread(database, thread_id, snapshot_frequency=K, integrity=False))
-        assert report.status == "compacted", report.as_dict()
-    r[f"compact_bytes_after_over_before_{tag}"] = round(report.bytes_after / report.bytes_before, 4)
-    r[f"compact_{tag}_s"] = round(seconds, 1)
-    r[f"compact_{tag}_mb_before"] = round(report.bytes_before / 1e6, 1)
-    r[f"compact_{tag}_mb_after"] = round(report.bytes_after / 1e6, 2)
-    ctx.log(f"  {long_turns}-turn full thread: {report.bytes_before / 1e6:.1f} MB -> {report.bytes_after / 1e6:.2f} MB "
-            f"(x{r[f'compact_bytes_after_over_before_{tag}']}) in {seconds:.0f} s")
+        state = measure("state", database.postgres_url, thread_id)
+        job = measure("compact", database.postgres_url, thread_id)
+    assert job["status"] in ("compacted", "stopped at the cap"), job
+    r[f"compact_largest_state_mb_{tag}"] = round((state["peak_kb"] - state["baseline_kb"]) / 1024, 1)
+    r[f"compact_peak_rss_mb_{tag}"] = round((job["peak_kb"] - job["baseline_kb"]) / 1024, 1)
+    r[f"compact_peak_over_largest_state_{tag}"] = round(
+        r[f"compact_peak_rss_mb_{tag}"] / max(r[f"compact_largest_state_mb_{tag}"], 0.1), 1)
+    r[f"compact_peak_rss_capped_{tag}"] = bool(job.get("capped"))
+    if job.get("capped"):
+        ctx.notes.append(f"The {long_turns}-turn compaction child passed the resident-set cap and was stopped: "
+                         f"compact_peak_rss_mb_{tag} is a lower bound and its bytes were not measured.")
+        return
+    r[f"compact_bytes_after_over_before_{tag}"] = round(job["bytes_after"] / job["bytes_before"], 4)
+    r[f"compact_{tag}_s"] = round(job["seconds"], 1)
+    r[f"compact_{tag}_mb_before"] = round(job["bytes_before"] / 1e6, 1)
+    r[f"compact_{tag}_mb_after"] = round(job["bytes_after"] / 1e6, 2)
+    ctx.log(f"  {long_turns}-turn full thread: {job['bytes_before'] / 1e6:.1f} MB -> {job['bytes_after'] / 1e6:.2f} MB "
+            f"(x{r[f'compact_bytes_after_over_before_{tag}']}) in {job['seconds']:.0f} s; peak "
+            f"{r[f'compact_peak_rss_mb_{tag}']} MB (x{r[f'compact_peak_over_largest_state_{tag}']} the largest "
+            f"state, {r[f'compact_largest_state_mb_{tag}']} MB)")
     if not ctx.full:
-        ctx.notes.append(f"Compaction bytes after/before measured on a {long_turns}-turn thread (small scale), "
-                         f"key compact_bytes_after_over_before_{tag}.")
+        ctx.notes.append(f"Compaction bytes after/before and peak memory measured on a {long_turns}-turn thread "
+                         f"(small scale), keys ending in _{tag}.")

@@ -70,7 +70,7 @@ class _Pass:
 
     def __init__(self, session: ConversionSession, thread_id: str, report: ThreadReport, k: int):
         self.report = report
-        self.walk = Walk(session, thread_id, report, _needs_rewrite)
+        self.walk = Walk(session, thread_id, report, _needs_rewrite, full_storage=True)
         self.planner = SnapshotPlanner(k, self.walk.digest)
         self.walk.on_namespace = self._begin
         self.digests: list[tuple[str, str, str | None]] = []

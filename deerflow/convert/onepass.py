@@ -48,6 +48,7 @@ Findings (never silently wrong values):
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +58,8 @@ from langchain_core.messages import BaseMessage, BaseMessageChunk, RemoveMessage
 from deerflow._langgraph_compat import _DeltaSnapshot, _get_overwrite
 from deerflow.agents.thread_state import merge_message_writes
 
-__all__ = ["CheckpointNode", "Finding", "Materialized", "materialize_namespace", "replay", "stored_seed"]
+__all__ = ["CheckpointNode", "Finding", "Materialized", "SharedPrefix", "materialize_namespace", "replay",
+           "stored_seed"]
 
 MESSAGES = "messages"
 
@@ -99,6 +101,38 @@ class CheckpointNode:
     stored: Any
     writes: list[tuple[str, Any, str | None]] = field(default_factory=list)
     version: Any = None
+
+
+class SharedPrefix:
+    """A stored full ``messages`` list held as the first ``n`` items of a longer list read next to it.
+
+    A full-mode thread stores the whole list at every checkpoint, and a
+    parent's list is (the same decoded objects as) a prefix of its child's;
+    holding each as ``(base, n)`` keeps one list of references per chain
+    instead of one per checkpoint while a namespace waits to be walked
+    (:class:`deerflow.convert.walk.Walk` with ``full_storage=True``).
+    :func:`stored_seed` treats it as the stored list; :meth:`resolve` gives
+    that list (a new one, equal item by item).
+
+    Args:
+        base: the longer list (never mutated).
+        n: how many of its first items this value is (count, ``0 <= n <= len(base)``).
+    """
+
+    __slots__ = ("base", "n")
+
+    def __init__(self, base: list[Any], n: int):
+        self.base, self.n = base, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def resolve(self) -> list[Any]:
+        """The stored list (a new list of the first ``n`` items of ``base``)."""
+        return self.base[:self.n]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.resolve())
 
 
 @dataclass(frozen=True)
@@ -157,24 +191,65 @@ def _plain_types(messages: list[Any]) -> bool:
     return all(issubclass(t, BaseMessage) and not issubclass(t, _NOT_PLAIN) for t in {type(m) for m in messages})
 
 
+#: Per thread, ``id(list) -> (list, len, ids or None)`` of the last few values :func:`_appended` returned
+#: (or read as bases): the next step of a conversation extends one of them, so its id set is the base's plus
+#: the new ids (one C-level set copy) instead of a Python-level pass over the whole list. ``ids`` is ``None``
+#: when the list is not all plain messages with ids. Bounded; the walk never mutates a value.
+_RECENT = threading.local()
+_RECENT_MAX = 8
+
+
+def _recent() -> dict[int, tuple[list[Any], int, frozenset | None]]:
+    cache = getattr(_RECENT, "cache", None)
+    if cache is None:
+        cache = _RECENT.cache = {}
+    return cache
+
+
+def _base_ids(base: list[Any]) -> frozenset | None:
+    hit = _recent().get(id(base))
+    if hit is not None and hit[0] is base and hit[1] == len(base):
+        return hit[2]
+    ids: frozenset | None = None
+    if _plain_types(base):
+        ids = frozenset(m.id for m in base)
+        if None in ids or "" in ids:
+            ids = None
+    _remember(base, ids)
+    return ids
+
+
+def _remember(value: list[Any], ids: frozenset | None) -> None:
+    cache = _recent()
+    if len(cache) >= _RECENT_MAX:
+        cache.pop(next(iter(cache)))
+    cache[id(value)] = (value, len(value), ids)
+
+
 def _appended(base: list[Any], values: list[Any]) -> list[Any] | None:
     """``base + new messages`` when the writes only append messages with new ids, else ``None``.
 
     That is what :func:`merge_message_writes` returns in that case (every
     message already a plain message with an id, none removed, none replacing
     another): the common step of a conversation, done with set operations
-    instead of rebuilding the reducer's id index in Python.
+    instead of rebuilding the reducer's id index in Python. The id set of
+    ``base`` comes from :data:`_BASE_IDS` when ``base`` is a recent result (:data:`_RECENT`), so
+    a step costs O(new messages) plus one set copy, not a Python-level pass over the list.
     """
     new: list[Any] = []
     for value in values:
         new.extend(value if isinstance(value, list) else [value])
-    if not new or not _plain_types(new) or not _plain_types(base):
+    if not new or not _plain_types(new):
         return None
-    ids = {m.id for m in new}
-    base_ids = {m.id for m in base}
-    if len(ids) != len(new) or None in ids or "" in ids or None in base_ids or "" in base_ids:
+    ids = frozenset(m.id for m in new)
+    if len(ids) != len(new) or None in ids or "" in ids:
         return None
-    return base + new if ids.isdisjoint(base_ids) else None
+    base_ids = _base_ids(base)
+    if base_ids is None or not ids.isdisjoint(base_ids):
+        return None
+    out = base + new
+    _remember(out, base_ids | ids)
+    return out
 
 
 def _order_unknown(node: CheckpointNode) -> bool:
@@ -232,7 +307,9 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
         if wrapped:
             yield Finding("overwrite_in_blob", cid, "stored messages value was an Overwrite wrapper", False)
         value: list[Any] | None = inherited
-        if is_seed and isinstance(seed_value, (list, tuple)):
+        if isinstance(seed_value, SharedPrefix):
+            value = seed_value.resolve()
+        elif is_seed and isinstance(seed_value, (list, tuple)):
             value = list(seed_value)
         elif is_seed:
             yield Finding("bad_stored_value", cid,

@@ -16,7 +16,13 @@ from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.encoding import MessageDigester, SharingDecoder
-from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace
+from deerflow.convert.onepass import (
+    CheckpointNode,
+    Finding,
+    Materialized,
+    SharedPrefix,
+    materialize_namespace,
+)
 from deerflow.convert.reading import iter_checkpoints
 from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.convert.storage import ConversionSession, open_session
@@ -61,13 +67,27 @@ class Walk:
     hashes with one :class:`MessageDigester`; keeps the report's counts,
     findings and head digest up to date as checkpoints pass. Iterating twice
     reads the thread twice.
+
+    ``full_storage=True`` (the compactor: threads that store the whole list at
+    every checkpoint) holds each stored list, while its namespace waits to be
+    walked, as a :class:`~deerflow.convert.onepass.SharedPrefix` of the list
+    read just before it (its child's, newest first) where it is one, and reads
+    :data:`FULL_PAGE_SIZE` checkpoints per page: memory holds one list of
+    references per chain and one small page of raw rows, not one list per
+    checkpoint. ``on_namespace`` then sees ``SharedPrefix`` values in
+    ``channel_values["messages"]``; each handed-on entry's tuple has the list back.
     """
 
+    #: Checkpoints per ``saver.list`` page with ``full_storage`` (each row holds a whole message list).
+    FULL_PAGE_SIZE = 8
+
     def __init__(self, session: ConversionSession, thread_id: str, report: ThreadReport,
-                 needs_rewrite: Callable[[Any, list[Any]], bool]):
-        """Args: ``needs_rewrite(tuple, value)``: True when the caller rewrites this checkpoint (``value`` known)."""
+                 needs_rewrite: Callable[[Any, list[Any]], bool], *, full_storage: bool = False):
+        """Args: ``needs_rewrite(tuple, value)``: True when the caller rewrites this checkpoint (``value`` known);
+        ``full_storage``: see the class docstring."""
         self.session, self.thread_id, self.report = session, thread_id, report
         self.needs_rewrite = needs_rewrite
+        self.full_storage = full_storage
         # checkpoint_id -> the messages write values stored under it, of the namespace being walked
         self.writes: dict[str, list[Any]] = {}
         share_decoded_messages(session)
@@ -83,11 +103,16 @@ class Walk:
         tuples: dict[str, Any] = {}
         nodes: list[CheckpointNode] = []
         self.writes = {}
-        for tup in iter_checkpoints(self.session.saver, self.thread_id, ns):
+        newer: SharedPrefix | None = None  # the last stored list read (newest first), as a SharedPrefix
+        pages = {"page_size": self.FULL_PAGE_SIZE} if self.full_storage else {}
+        for tup in iter_checkpoints(self.session.saver, self.thread_id, ns, **pages):
             if self.on_read is not None:
                 self.on_read(ns, tup)
             cid = tup.config["configurable"]["checkpoint_id"]
             values = tup.checkpoint["channel_values"]
+            stored = values.get("messages")
+            if self.full_storage and type(stored) is list:
+                newer = values["messages"] = _shared(stored, newer)
             writes = [(w[0], w[2], paths.get((ns, cid, w[0])))
                       for w in tup.pending_writes or [] if w[1] == "messages"]
             tuples[cid] = tup._replace(pending_writes=None)
@@ -121,6 +146,8 @@ class Walk:
                     continue
                 assert isinstance(item, Materialized)
                 tup = tuples.pop(item.checkpoint_id)
+                if isinstance(tup.checkpoint["channel_values"].get("messages"), SharedPrefix):
+                    tup.checkpoint["channel_values"]["messages"] = item.messages  # the stored list, equal item by item
                 rewrite = item.messages is not None and self.needs_rewrite(tup, item.messages)
                 digest = None if item.messages is None else self.digest(item.messages)
                 report.checkpoints_total += 1
@@ -135,6 +162,15 @@ class Walk:
         if blocking:
             raise Abort("blocked", f"{len(blocking)} blocking finding(s); first: {blocking[0]['detail']}",
                          "The thread's history cannot be replayed completely; it stays in delta mode.")
+
+
+def _shared(stored: list[Any], newer: SharedPrefix | None) -> SharedPrefix:
+    """``stored`` as a prefix of ``newer``'s base when it is one (the same objects), else as its own base."""
+    n = len(stored)
+    if newer is not None and n <= len(newer.base) and (not n or stored[-1] is newer.base[n - 1]) \
+            and stored == newer.base[:n]:
+        return SharedPrefix(newer.base, n)
+    return SharedPrefix(stored, n)
 
 
 def check_watermark(session: ConversionSession, thread_id: str, mark: tuple[int, str | None]) -> None:
