@@ -37,6 +37,7 @@ from typing import Any
 
 from deerflow._langgraph_compat import MISSING, _delta_channels_to_replay
 from deerflow.convert.delta_reader import delta_accessor, read_digest
+from deerflow.convert.onepass import SharedPrefix
 from deerflow.convert.reading import iter_checkpoints
 from deerflow.convert.storage import ConversionSession
 
@@ -60,6 +61,13 @@ class RuleRead:
     checkpoint_id: str
     digest: str | None
     error: str | None = None
+
+
+def _stored(values: dict[str, Any]) -> Any:
+    """The stored ``messages`` value (``MISSING`` when absent); a compaction walk's
+    :class:`~deerflow.convert.onepass.SharedPrefix` is the list it stands for."""
+    value = values.get(MESSAGES, MISSING)
+    return value.resolve() if isinstance(value, SharedPrefix) else value
 
 
 def _seed_rule(saver: Any) -> Callable[[dict[str, Any]], bool]:
@@ -137,14 +145,14 @@ class LangGraphRule:
             if replays[cid]:
                 yield self._read(ns, cid, inherited, error)
             else:
-                yield self._read(ns, cid, self.spec.from_checkpoint(values.get(MESSAGES, MISSING)), None)
+                yield self._read(ns, cid, self.spec.from_checkpoint(_stored(values)), None)
             kids = sorted(children.get(cid, []), reverse=True)
             if not any(inherits[k] for k in kids):
                 stack.extend((kid, None, None) for kid in kids)  # every child reads its own stored value
                 continue
             down, down_error = inherited, error
             if self.is_seed(values):
-                down, down_error = self.spec.from_checkpoint(values[MESSAGES]), None
+                down, down_error = self.spec.from_checkpoint(_stored(values)), None
             if writes and down_error is None:
                 down = down.copy()
                 try:
