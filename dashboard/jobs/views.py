@@ -246,7 +246,8 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
     try:
         extra = {"retention": form.retention()} if hasattr(form, "retention") else {}
         job = services.create_job(request.user, kind, form.selection(),
-                                  integrity=not form.cleaned_data["skip_integrity"], **extra)
+                                  integrity=not form.cleaned_data["skip_integrity"],
+                                  acknowledge_branch_ambiguous=form.cleaned_data["acknowledge_branch_ambiguous"], **extra)
     except JobError as exc:
         return error_page(request, exc.view())
     services.launch(job)

@@ -42,11 +42,15 @@ def read_digest(accessor: CheckpointStateAccessor, thread_id: str, ns: str, chec
 
 
 def check_against_langgraph(session: ConversionSession, thread_id: str,
-                            digests: Iterable[tuple[str, str, str | None]]) -> None:
+                            digests: Iterable[tuple[str, str, str | None] | tuple[str, str, str | None, str | None]]
+                            ) -> None:
     """The integrity check: every checkpoint's one-pass digest against LangGraph's own delta reader.
 
     Args:
-        digests: ``[(checkpoint_ns, checkpoint_id, one-pass digest)]`` in walk order.
+        digests: ``[(checkpoint_ns, checkpoint_id, one-pass digest[, differs])]`` in walk order;
+            ``differs`` (:attr:`deerflow.convert.onepass.Materialized.differs`) marks a checkpoint
+            where the replay rule knowingly departs from LangGraph's reader (a stored ``None``, the
+            input child of a fork); a difference there is expected (reported as a finding), not a mismatch.
 
     Raises:
         Abort: ``integrity_mismatch`` at the first checkpoint (walk order) where the
@@ -56,7 +60,9 @@ def check_against_langgraph(session: ConversionSession, thread_id: str,
             raised or returned something that is not a message list).
     """
     accessor = delta_accessor(session.saver)
-    for ns, cid, ours in digests:
+    for ns, cid, ours, *rest in digests:
+        if rest and rest[0] is not None:
+            continue
         theirs, error = read_digest(accessor, thread_id, ns, cid)
         if theirs != ours:
             difference = {"checkpoint_id": cid, "checkpoint_ns": ns, "onepass_sha256": ours,
