@@ -148,8 +148,28 @@ def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]
                 for r in cur.fetchall()]
 
 
+#: Parents whose stored ``messages`` writes a child may not have consumed: two or more children, or
+#: an ``input`` child (its input step abandoned the parent's pending tasks); ``{meta}`` reads ``source``.
+_BRANCH_SQL = """
+    SELECT parent_checkpoint_id AS p FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
+      AND parent_checkpoint_id IS NOT NULL GROUP BY parent_checkpoint_id HAVING COUNT(*) > 1
+    UNION
+    SELECT c.parent_checkpoint_id AS p FROM checkpoints c
+    WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.parent_checkpoint_id IS NOT NULL AND {meta} = 'input'
+      AND EXISTS (SELECT 1 FROM {writes} w WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+                  AND w.checkpoint_id = c.parent_checkpoint_id AND w.channel = 'messages')
+"""
+
+
 def branch_points(saver: Any, thread_id: str, checkpoint_ns: str) -> frozenset[str]:
-    """The checkpoints of one namespace with two or more children (one grouped scan of the thread's rows).
+    """The checkpoints of one namespace whose ``messages`` writes some child may not have consumed.
+
+    Those with two or more children (LangGraph #8443), and those with an
+    ``input`` child (``metadata.source``) that store ``messages`` writes
+    (DeerFlow #4458): the second kind is decided by the stored data alone,
+    so deleting a sibling (retention) does not change which checkpoints the
+    replay rule and LangGraph's reader are compared at. One grouped scan of
+    the thread's rows plus one scan of its ``input`` checkpoints.
 
     Args:
         saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: empty).
@@ -157,16 +177,17 @@ def branch_points(saver: Any, thread_id: str, checkpoint_ns: str) -> frozenset[s
     Returns:
         Their ids.
     """
-    sql = ("SELECT parent_checkpoint_id AS p FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-           "AND parent_checkpoint_id IS NOT NULL GROUP BY parent_checkpoint_id HAVING COUNT(*) > 1")
     conn = getattr(saver, "conn", None)
     if conn is None:
         return frozenset()
+    params = (thread_id, checkpoint_ns, thread_id, checkpoint_ns)
     if isinstance(conn, sqlite3.Connection):
+        sql = _BRANCH_SQL.format(meta="json_extract(CAST(c.metadata AS TEXT), '$.source')", writes="writes")
         with saver.lock:
-            return frozenset(r[0] for r in conn.execute(sql, (thread_id, checkpoint_ns)))
+            return frozenset(r[0] for r in conn.execute(sql, params))
+    sql = _BRANCH_SQL.format(meta="c.metadata ->> 'source'", writes="checkpoint_writes").replace("?", "%s")
     with saver._cursor() as cur:
-        cur.execute(sql.replace("?", "%s"), (thread_id, checkpoint_ns))
+        cur.execute(sql, params)
         return frozenset(r["p"] for r in cur.fetchall())
 
 

@@ -7,10 +7,11 @@ accessor). Two stored shapes make that reading differ from the replay rule of
 * a stored ``messages = None`` between the anchor and the checkpoint: no seed
   for the rule (the walk goes on past it); LangGraph's base and SQLite readers
   restart from ``[]`` there and read a shorter list (LangGraph #8686);
-* a branch point (a checkpoint with several children) holding ``messages``
-  writes: LangGraph's reader replays every one of them into every seedless
-  child (LangGraph #8443, DeerFlow #4458). An ``input`` child consumed none of
-  them; where two or more children may have consumed them, nothing stored says
+* a checkpoint holding ``messages`` writes with several children, or with an
+  ``input`` child (:func:`deerflow.lineage.branch_points`): LangGraph's reader
+  replays every write into every seedless child (LangGraph #8443, DeerFlow
+  #4458). An ``input`` child consumed none of them, however many siblings it
+  has; where two or more children may have consumed them, nothing stored says
   which write is whose (``branch_ambiguous``).
 
 :func:`needs_comparison` is the cheap test (the replay chain the gap check
@@ -38,8 +39,8 @@ MESSAGES = "messages"
 REASONS = {
     "stored_none": ("a checkpoint on the way stores messages = None: the replay rule walks past it to the "
                     "stored snapshot, LangGraph's reader restarts from an empty list there (LangGraph #8686)"),
-    "fork_input": ("this branch starts with an input checkpoint forked from a branch point that also stores "
-                   "the writes of a sibling's turn: the replay rule leaves them out (the fork never ran that "
+    "fork_input": ("this branch starts with an input checkpoint forked from a checkpoint that also stores "
+                   "the writes of another turn: the replay rule leaves them out (the fork never ran that "
                    "turn), LangGraph's reader replays them in (DeerFlow #4458)"),
 }
 

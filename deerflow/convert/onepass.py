@@ -48,11 +48,13 @@ Findings (never silently wrong values):
   walk goes on past it), but LangGraph's base and SQLite readers restart from
   ``[]`` there (LangGraph #8686), so they read it and its seedless descendants
   differently (:attr:`Materialized.differs`).
-* ``fork_input``: a branch point holds writes and one of its children is an
-  ``input`` checkpoint (``metadata.source``): LangGraph's input step applies the
-  new input to the parent's values and abandons the parent's pending tasks,
-  so that child consumed none of the writes stored there (DeerFlow #4458);
-  LangGraph's reader replays them into it anyway (:attr:`Materialized.differs`).
+* ``fork_input``: a checkpoint holds ``messages`` writes and a seedless child
+  of it is an ``input`` checkpoint (``metadata.source``): LangGraph's input
+  step applies the new input to the parent's values and abandons the parent's
+  pending tasks, so that child consumed none of the writes stored there
+  (DeerFlow #4458); LangGraph's reader replays them into it anyway
+  (:attr:`Materialized.differs`). Decided from the child's stored data alone,
+  however many siblings it has (so pruning a sibling changes nothing).
 * ``branch_ambiguous``: a branch point holds writes and two or more of its
   seedless children may have consumed them (any source but ``input``): the
   stored data does not say which write belongs to which child (LangGraph
@@ -287,15 +289,17 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
         consumers = _consumers(node, [by_id[k] for k in kids])
         for kid in sorted(kids, reverse=True):
             child = by_id[kid]
-            if node.writes and len(kids) > 1 and not stored_seed(child.stored)[0]:
+            if node.writes and not stored_seed(child.stored)[0]:
+                # classified from the child's own stored data, whatever its siblings: deleting a sibling
+                # (retention's safe_only) must not change what the remaining child reads
                 if child.source == "input":
                     yield Finding("fork_input", kid,
-                                  f"an input checkpoint forked from branch point {cid}: it consumed none of the "
-                                  "writes stored there; LangGraph's reader replays them into it (DeerFlow #4458)",
+                                  f"an input checkpoint forked from {cid}, which stores messages writes: it "
+                                  "consumed none of them; LangGraph's reader replays them into it (DeerFlow #4458)",
                                   False)
                     stack.append((kid, value, "fork_input"))
                     continue
-                if len(consumers) > 1:
+                if len(kids) > 1 and len(consumers) > 1:
                     yield Finding("branch_ambiguous", kid,
                                   f"branch point {cid} stores the messages writes of {len(consumers)} children "
                                   f"({', '.join(sorted(c.checkpoint_id for c in consumers))}) under its own id and "

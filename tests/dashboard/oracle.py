@@ -118,9 +118,10 @@ class Expected:
 def fork_input_checkpoints(cps: list[dict[str, Any]]) -> set[tuple[str, str]]:
     """``(ns, id)`` of the checkpoints the replay rule reads differently from LangGraph's reader (DeerFlow #4458).
 
-    An ``input`` checkpoint forked from a branch point with pending tasks (``next`` not empty, so writes are
-    stored under it) consumed none of those writes; it and its descendants up to the next stored value read
-    without them under the replay rule, LangGraph's reader replays them in (the manifest's values).
+    An ``input`` checkpoint whose parent has pending tasks (``next`` not empty, so writes are stored under
+    it) consumed none of those writes, however many siblings it has; it and its descendants up to the next
+    stored value read without them under the replay rule, LangGraph's reader replays them in (the
+    manifest's values).
     """
     by_key = {(c["checkpoint_ns"], c["checkpoint_id"]): c for c in cps}
     children: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -128,7 +129,7 @@ def fork_input_checkpoints(cps: list[dict[str, Any]]) -> set[tuple[str, str]]:
         if c["parent_checkpoint_id"]:
             children.setdefault((c["checkpoint_ns"], c["parent_checkpoint_id"]), []).append(c)
     found: set[tuple[str, str]] = set()
-    stack = [k for key, kids in children.items() if len(kids) > 1 and by_key[key]["next"]
+    stack = [k for key, kids in children.items() if by_key[key]["next"]
              for k in kids if k["source"] == "input" and k["messages_stored"] == "absent"]
     while stack:
         cp = stack.pop()

@@ -387,3 +387,45 @@ def test_the_history_fragment_shows_both_counts_and_the_ambiguity(db, runtime_fo
     runtime_for(db, "delta")
     fragment = staff_client.get(f"/history/{thread}/").content.decode()
     assert "(LangGraph&#x27;s reader: 3)" in fragment or "(LangGraph's reader: 3)" in fragment
+
+
+def _fork_input_thread(db: DatabaseConfig) -> tuple[str, str, str, str]:
+    """:func:`_sibling_thread` with an ``input`` c2 and a turn on it: c2 -[h3]-> c3 (the head)."""
+    s, c1, c2, thread = _sibling_thread(db, second_source="input")
+    with open_saver(db) as saver:
+        w = Writer(saver, thread)
+        w.count = 10
+        w.version = saver.get_tuple(config_for(thread, c2)).checkpoint["channel_versions"]["messages"]
+        w.writes(c2, "__start__", [HumanMessage("q3", id="h3")])
+        c3 = w.checkpoint(c2, counters=2)
+    return c1, c2, c3, thread
+
+
+def _reading(client, thread_id: str, checkpoint_id: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    body = client.get(f"/api/threads/{thread_id}/state?checkpoint_id={checkpoint_id}").json()
+    flagged = [(f["reason"], f["message_count"], f["langgraph_message_count"])
+               for f in body["findings"] if f["kind"] == "reader_disagreement"]
+    return [m["id"] for m in body["values"]["messages"]], flagged
+
+
+def test_pruning_the_sibling_of_an_input_fork_keeps_what_the_fork_reads(db, runtime_for, staff_client):
+    """Retention (a): the input child is classified from its own stored data, so deleting its sibling
+    (safe_only) changes neither our reading nor the flag; (b): a keep_last rebase stores the replay rule's
+    value, which LangGraph's reader then reads (the verification expects it), and the flag goes."""
+    from deerflow.retention import keep_last, safe_only
+    from tests.retention.support import all_keys, read
+
+    c1, c2, c3, thread = _fork_input_thread(db)
+    runtime_for(db, "delta")
+    assert _reading(staff_client, thread, c2) == (["h0"], [("fork_input", 1, 3)])
+    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [("fork_input", 2, 4)])
+    report = safe_only(db, thread)
+    assert (report.status, report.deleted_checkpoint_ids) == ("pruned", [c1]), report.error
+    assert _reading(staff_client, thread, c2) == (["h0"], [("fork_input", 1, 3)])
+    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [("fork_input", 2, 4)])
+    assert read(db, thread, [("", c3)])[("", c3)][0] == 4  # LangGraph's reader: every write of the fork point
+    report = keep_last(db, thread, 1)
+    assert (report.status, report.rebased_checkpoint_ids) == ("pruned", [c3]), (report.error, report.first_difference)
+    assert {cid for _ns, cid in all_keys(db, thread)} == {c3}
+    assert read(db, thread, [("", c3)])[("", c3)][0] == 2  # now the replay rule's value, stored as a snapshot
+    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [])
