@@ -12,6 +12,7 @@
     ├── CheckpointDecodeError               a stored checkpoint value cannot be decoded (HTTP 422)
     ├── IncompleteHistoryError              a delta checkpoint's replay chain is broken (HTTP 422)
     ├── ReducerError                        a stored write the messages reducer refuses (HTTP 422)
+    ├── BranchAmbiguousError                sibling forks: which child consumed the branch point's writes is unknown (HTTP 422)
     ├── InvalidCursorError                  (deerflow.inventory) a thread-list cursor does not decode
     ├── BackupNotFoundError                 (deerflow.convert.backups) no active backup with this id
     │   └── BackupAlreadyPurgedError        the backup was purged before
@@ -45,6 +46,7 @@ LangGraph's and reach the caller as the driver raised them.
 from __future__ import annotations
 
 __all__ = [
+    "BranchAmbiguousError",
     "CheckpointDecodeError",
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
@@ -236,6 +238,35 @@ class ReducerError(DeerFlowError, ValueError):
         self.write_checkpoint_id = write_checkpoint_id
         self.task_id = task_id
         self.missing_ids = missing_ids
+
+
+class BranchAmbiguousError(DeerFlowError, LookupError):
+    """A delta checkpoint's messages depend on writes that may belong to a sibling fork.
+
+    Raised by the dashboard when the replay walk of a checkpoint passes a
+    branch point (a checkpoint with several children) whose ``messages``
+    writes two or more seedless children may have consumed: the shape older
+    LangGraph releases left (LangGraph #8443, DeerFlow #4458). LangGraph's
+    reader replays every one of those writes into every child, a mixed list;
+    nothing stored says which write is whose, so no list is shown as
+    complete (:func:`deerflow.readercompare.replay_reading`; the converter
+    reports the same shape as its ``branch_ambiguous`` finding).
+
+    Attributes:
+        thread_id, checkpoint_id, checkpoint_ns: the checkpoint read.
+        branch_point: the checkpoint whose writes are ambiguous.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "", *, branch_point: str,
+                 reason: str = ""):
+        where = f" in namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        super().__init__(f"Thread {thread_id!r}: the messages of checkpoint {checkpoint_id!r}{where} cannot be "
+                         f"told apart from a sibling fork's: branch point {branch_point!r} "
+                         f"{reason or 'stores the writes of several children under its own id'}.")
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_ns = checkpoint_ns
+        self.branch_point = branch_point
 
 
 class NoSqlTablesError(DeerFlowError, TypeError):

@@ -8,9 +8,12 @@ at a checkpoint that stores a ``messages`` value, whatever its metadata says
 (a checkpoint with neither delta counters nor a stored value is walked past,
 as the reader walks past it):
 
-* SQLite: ``"messages"`` is a key of the stored checkpoint's
-  ``channel_values`` (the saver's serializer decodes the row, as its reader
-  does; a stored ``None`` counts, as it does for that reader).
+* SQLite: the stored checkpoint's ``channel_values["messages"]`` is not
+  ``None`` (the saver's serializer decodes the row, as its reader does). A
+  stored ``None`` is walked past: it is no seed for the replay rule
+  (:mod:`deerflow.convert.onepass`), although LangGraph's SQLite reader
+  restarts from ``[]`` there; :func:`replay_chain` reports it so the caller
+  can compare both readings (:mod:`deerflow.readercompare`).
 * Postgres: a ``checkpoint_blobs`` row (type not ``empty``) at the
   checkpoint's ``messages`` version, or a non-null inline value in its
   ``channel_values`` (the saver's stage-1 probe).
@@ -30,7 +33,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LineageGap", "find_lineage_gap"]
+__all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,21 @@ class LineageGap:
 
 MESSAGES = "messages"
 
+
+@dataclass(frozen=True)
+class ReplayChain:
+    """The replay walk from a checkpoint to its anchor, as :func:`replay_chain` found it.
+
+    Attributes:
+        gap: the break the walk ran into, or ``None`` when it is whole.
+        checkpoint_ids: the checkpoint and its ancestors walked, nearest first (the anchor last).
+        stored_none: those of ``checkpoint_ids`` that store ``messages = None`` (walked past).
+    """
+
+    gap: LineageGap | None
+    checkpoint_ids: tuple[str, ...]
+    stored_none: frozenset[str]
+
 #: Postgres: one row per ancestor with ``stored`` computed as the saver's stage-1 probe does.
 _POSTGRES_SQL = """
     WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, stored) AS (
@@ -79,10 +97,13 @@ _POSTGRES_SQL = """
           ON p.thread_id = %s AND p.checkpoint_ns = %s AND p.checkpoint_id = chain.parent_checkpoint_id
         WHERE NOT chain.stored
     )
-    SELECT checkpoint_id, parent_checkpoint_id, stored FROM chain
+    SELECT chain.checkpoint_id, chain.parent_checkpoint_id, chain.stored,
+           jsonb_typeof(k.checkpoint -> 'channel_values' -> 'messages') = 'null' AS stored_none
+    FROM chain JOIN checkpoints k
+      ON k.thread_id = %s AND k.checkpoint_ns = %s AND k.checkpoint_id = chain.checkpoint_id
 """
 _POSTGRES_STORED = """(
-    COALESCE(jsonb_typeof({a}.checkpoint -> 'channel_values' -> 'messages'), 'null') <> 'null'
+    COALESCE(jsonb_typeof({a}.checkpoint -> 'channel_values' -> 'messages'), 'null') NOT IN ('null')
     OR EXISTS (SELECT 1 FROM checkpoint_blobs b
                WHERE b.thread_id = {a}.thread_id AND b.checkpoint_ns = {a}.checkpoint_ns
                  AND b.channel = 'messages' AND b.version = {a}.checkpoint -> 'channel_versions' ->> 'messages'
@@ -103,11 +124,11 @@ _SQLITE_SQL = """
 """
 
 
-def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool]]:
-    """``[(checkpoint_id, parent_id, stores_messages)]`` from the checkpoint up to (and with) its anchor."""
+def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]]:
+    """``[(checkpoint_id, parent_id, stores_messages, stores_none)]`` from the checkpoint up to (and with) its anchor."""
     conn = saver.conn
     if isinstance(conn, sqlite3.Connection):
-        out: list[tuple[str, str | None, bool]] = []
+        out: list[tuple[str, str | None, bool, bool]] = []
         seen: set[str] = set()
         with saver.lock:
             for cid, parent, type_tag, blob in conn.execute(_SQLITE_SQL, params):
@@ -115,14 +136,59 @@ def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool]]:
                     break
                 seen.add(cid)
                 values = saver.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
-                out.append((cid, parent, MESSAGES in values))
+                none = MESSAGES in values and values[MESSAGES] is None
+                out.append((cid, parent, MESSAGES in values and not none, none))
                 if out[-1][2]:
                     break
         return out
     sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"), stored_p=_POSTGRES_STORED.format(a="p"))
     with saver._cursor() as cur:  # the saver's own pool/connection handling
+        cur.execute(sql, (*params, params[0], params[1]))
+        return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"]), bool(r["stored_none"]))
+                for r in cur.fetchall()]
+
+
+#: Parents whose stored ``messages`` writes a child may not have consumed: two or more children, or
+#: an ``input`` child (its input step abandoned the parent's pending tasks); ``{meta}`` reads ``source``.
+_BRANCH_SQL = """
+    SELECT parent_checkpoint_id AS p FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
+      AND parent_checkpoint_id IS NOT NULL GROUP BY parent_checkpoint_id HAVING COUNT(*) > 1
+    UNION
+    SELECT c.parent_checkpoint_id AS p FROM checkpoints c
+    WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.parent_checkpoint_id IS NOT NULL AND {meta} = 'input'
+      AND EXISTS (SELECT 1 FROM {writes} w WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+                  AND w.checkpoint_id = c.parent_checkpoint_id AND w.channel = 'messages')
+"""
+
+
+def branch_points(saver: Any, thread_id: str, checkpoint_ns: str) -> frozenset[str]:
+    """The checkpoints of one namespace whose ``messages`` writes some child may not have consumed.
+
+    Those with two or more children (LangGraph #8443), and those with an
+    ``input`` child (``metadata.source``) that store ``messages`` writes
+    (DeerFlow #4458): the second kind is decided by the stored data alone,
+    so deleting a sibling (retention) does not change which checkpoints the
+    replay rule and LangGraph's reader are compared at. One grouped scan of
+    the thread's rows plus one scan of its ``input`` checkpoints.
+
+    Args:
+        saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: empty).
+
+    Returns:
+        Their ids.
+    """
+    conn = getattr(saver, "conn", None)
+    if conn is None:
+        return frozenset()
+    params = (thread_id, checkpoint_ns, thread_id, checkpoint_ns)
+    if isinstance(conn, sqlite3.Connection):
+        sql = _BRANCH_SQL.format(meta="json_extract(CAST(c.metadata AS TEXT), '$.source')", writes="writes")
+        with saver.lock:
+            return frozenset(r[0] for r in conn.execute(sql, params))
+    sql = _BRANCH_SQL.format(meta="c.metadata ->> 'source'", writes="checkpoint_writes").replace("?", "%s")
+    with saver._cursor() as cur:
         cur.execute(sql, params)
-        return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"])) for r in cur.fetchall()]
+        return frozenset(r["p"] for r in cur.fetchall())
 
 
 def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
@@ -148,25 +214,45 @@ def find_lineage_gap(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_
         checkpoint (or ``checkpoint_id`` is not stored); else the
         :class:`LineageGap` the walk ran into.
     """
+    return replay_chain(saver, thread_id, checkpoint_ns, checkpoint_id).gap
+
+
+def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> ReplayChain:
+    """The walk :func:`find_lineage_gap` makes, with the checkpoints it passed.
+
+    Args:
+        saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: an empty chain, no gap).
+        thread_id, checkpoint_ns, checkpoint_id: the checkpoint to reconstruct.
+
+    Returns:
+        A :class:`ReplayChain`.
+    """
     if getattr(saver, "conn", None) is None:
-        return None
+        return ReplayChain(None, (), frozenset())
     rows = _chain(saver, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
-    links = {cid: (parent, stored) for cid, parent, stored in rows}
+    links = {cid: (parent, stored) for cid, parent, stored, _none in rows}
+    nones = frozenset(cid for cid, _parent, _stored, none in rows if none)
     seen: list[str] = []
     current = checkpoint_id
+
+    def done(gap: LineageGap | None) -> ReplayChain:
+        return ReplayChain(gap, tuple(seen), nones)
+
     while current in links:
         parent, stored = links[current]
         if stored:
-            return None  # an anchor: the reader seeds from the value stored here
+            seen.append(current)
+            return done(None)  # an anchor: the reader seeds from the value stored here
         if parent is None:
+            seen.append(current)
             if current == _first_id(saver, thread_id, checkpoint_ns):
-                return None  # the root
-            return LineageGap("null_parent", checkpoint_id, current, None, len(seen))
+                return done(None)  # the root
+            return done(LineageGap("null_parent", checkpoint_id, current, None, len(seen) - 1))
         if parent in seen or parent == current:
-            return LineageGap("cycle", checkpoint_id, current, parent, len(seen))
+            return done(LineageGap("cycle", checkpoint_id, current, parent, len(seen)))
         seen.append(current)
         current = parent
     if not seen:
-        return None  # checkpoint_id itself is not stored: the caller reports that
-    return LineageGap("missing_parent", checkpoint_id, seen[-1], current, len(seen) - 1)
+        return done(None)  # checkpoint_id itself is not stored: the caller reports that
+    return done(LineageGap("missing_parent", checkpoint_id, seen[-1], current, len(seen) - 1))
 

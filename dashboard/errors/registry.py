@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from dashboard.errors.outages import OUTAGES, describe_outage
 from deerflow.errors import (
+    BranchAmbiguousError,
     CheckpointDecodeError,
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
@@ -73,6 +74,12 @@ CODES: dict[str, Code] = {
         "messages cannot be shown; nothing was changed. The checkpoints before that write read "
         "normally (see the history). A conversion reports the same write as its reducer_error "
         "finding; restore the thread from a database backup to read past it.")),
+    "branch_ambiguous": Code(422, (
+        "Sibling forks left by an older LangGraph release store all their messages writes under the "
+        "branch point, and nothing stored says which child consumed which write; LangGraph's reader "
+        "would show both branches' messages mixed, so none are shown. Nothing was changed. The "
+        "checkpoints up to the branch point read normally (see the history). A conversion refuses "
+        "the thread unless the operator acknowledges it (convert_threads --acknowledge-branch-ambiguous).")),
     "invalid_cursor": Code(400, "Drop the cursor parameter to start from the first page."),
     "config_error": Code(503, "Fix config.yaml and restart the process."),
     "job_not_found": Code(404, "Open the job from the Jobs page, which lists every job; check the number in the address."),
@@ -152,6 +159,7 @@ _BY_CLASS: tuple[tuple[type[Exception], str], ...] = (
     (CheckpointDecodeError, "checkpoint_undecodable"),
     (IncompleteHistoryError, "history_incomplete"),
     (ReducerError, "reducer_error"),
+    (BranchAmbiguousError, "branch_ambiguous"),
     (InvalidCursorError, "invalid_cursor"),
     (ConfigError, "config_error"),
 )
@@ -164,6 +172,7 @@ HANDLED = (
     CheckpointDecodeError,
     IncompleteHistoryError,
     ReducerError,
+    BranchAmbiguousError,
     InvalidCursorError,
     ConfigError,
 )

@@ -41,8 +41,8 @@ _PRUNE_FIELDS = ("kept_checkpoint_ids", "deleted_checkpoint_ids", "protected_che
 #: What a job body holds (said with every 400 of ``POST /api/jobs``).
 JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run, compact, prune_dry_run or "
                  "prune); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, throttle_delay_s, "
-                 "max_in_flight, integrity, force_full_fleet; for prune kinds rule, keep_last, protect, backup "
-                 "(docs/operations.md, Conversion jobs; docs/retention.md).")
+                 "max_in_flight, integrity, force_full_fleet, acknowledge_branch_ambiguous; for prune kinds rule, "
+                 "keep_last, protect, backup (docs/operations.md, Conversion jobs; docs/retention.md).")
 
 
 def _iso(value) -> str | None:
@@ -57,6 +57,7 @@ def job_json(job: ConversionJob) -> dict[str, Any]:
         "started_at": _iso(job.started_at), "finished_at": _iso(job.finished_at),
         "throttle_delay_s": job.throttle_delay_s, "max_in_flight": job.max_in_flight, "confirmed": job.confirmed,
         "size_limit_bytes": job.size_limit_bytes, "integrity": job.integrity,
+        "acknowledge_branch_ambiguous": job.acknowledge_branch_ambiguous,
         "source_job": job.source_job_id, "parent": job.parent_id, "progress": progress(job).as_dict(),
         "retention": job.retention or None, "reclaim": job.reclaim or None,
     }

@@ -58,6 +58,7 @@ class LaunchForm(forms.Form):
     updated_before = forms.DateTimeField(required=False)
     updated_after = forms.DateTimeField(required=False)
     skip_integrity = forms.BooleanField(required=False)
+    acknowledge_branch_ambiguous = forms.BooleanField(required=False)
 
     def selection(self) -> dict[str, Any]:
         """The job selection (see :mod:`dashboard.jobs.selection`).
@@ -189,8 +190,9 @@ class ApiJobForm(forms.Form):
 
     ``{"kind", "thread_ids" | "filter" | "backup_ids", "estimate_job", "confirmed",
     "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes", "force_full_fleet",
-    "rule", "keep_last", "protect", "backup", "dry_run"}``
-    (``force_full_fleet``: ``compact`` although live full-mode processes are registered; ``rule``,
+    "rule", "keep_last", "protect", "backup", "dry_run", "acknowledge_branch_ambiguous"}``
+    (``force_full_fleet``: ``compact`` although live full-mode processes are registered;
+    ``acknowledge_branch_ambiguous``: convert sibling forks as LangGraph's reader reads them; ``rule``,
     ``keep_last``, ``protect``, ``backup``: prune kinds only, validated by
     :func:`dashboard.jobs.pruning.normalize_retention`; ``"kind": "prune", "dry_run": true`` is
     ``"kind": "prune_dry_run"``).
@@ -207,6 +209,7 @@ class ApiJobForm(forms.Form):
     integrity = JsonBooleanField(required=False)
     size_limit_bytes = forms.IntegerField(min_value=1, required=False)
     force_full_fleet = JsonBooleanField(required=False)
+    acknowledge_branch_ambiguous = JsonBooleanField(required=False)
     rule = forms.Field(required=False)
     keep_last = forms.Field(required=False)
     protect = forms.Field(required=False)
@@ -234,7 +237,8 @@ class ApiJobForm(forms.Form):
         return {"confirmed": bool(data["confirmed"]), "throttle_delay_s": data["throttle_delay_s"] or 0.0,
                 "max_in_flight": data["max_in_flight"] or 1,
                 "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"],
-                "force_full_fleet": bool(data.get("force_full_fleet")), **self._retention()}
+                "force_full_fleet": bool(data.get("force_full_fleet")),
+                "acknowledge_branch_ambiguous": bool(data.get("acknowledge_branch_ambiguous")), **self._retention()}
 
     def _retention(self) -> dict[str, Any]:
         data = self.cleaned_data

@@ -47,6 +47,8 @@ class ConversionJob(models.Model):
         size_limit_bytes: refuse a conversion whose estimated bytes after exceed this, unless ``confirmed``.
         confirmed: the operator accepted an estimate above the size limit.
         integrity: compare the one-pass materialization with LangGraph's reader before writing.
+        acknowledge_branch_ambiguous: the operator accepted sibling forks whose writes are all stored under
+            the branch point (``branch_ambiguous``): they are converted as LangGraph's reader reads them.
         launched_by: who launched it, as text (a username, or ``cli:<os user>``); survives user deletion.
         runner: ``celery`` (fanned out to workers) or ``inline`` (the management command).
         retention: prune kinds only, the rule as :func:`dashboard.jobs.pruning.normalize_retention` gives it:
@@ -104,6 +106,7 @@ class ConversionJob(models.Model):
     integrity = models.BooleanField(default=True)
     retention = models.JSONField(default=dict, blank=True)
     reclaim = models.JSONField(default=dict, blank=True)
+    acknowledge_branch_ambiguous = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -78,7 +78,7 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
                throttle_delay_s: float = 0.0, max_in_flight: int = 1, integrity: bool = True,
                confirmed: bool = False, size_limit_bytes: int | None = None, runner: str = "celery",
                launched_by: str = "", force_full_fleet: bool = False,
-               retention: dict[str, Any] | None = None) -> ConversionJob:
+               retention: dict[str, Any] | None = None, acknowledge_branch_ambiguous: bool = False) -> ConversionJob:
     """Create a job and its pending result rows (does not start it; see :func:`launch`).
 
     A Celery job selecting threads by filter (without a source job) is created ``resolving`` and without rows:
@@ -152,7 +152,10 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
             created_by=user, launched_by=launched_by or getattr(user, "username", ""), runner=runner,
             throttle_delay_s=throttle_delay_s, max_in_flight=max_in_flight, integrity=integrity,
             confirmed=confirmed, size_limit_bytes=limit, retention=retention,
-            state=State.RESOLVING if deferred else State.QUEUED)
+            state=State.RESOLVING if deferred else State.QUEUED,
+            # a conversion keeps the acknowledgement of the dry run it was confirmed from
+            acknowledge_branch_ambiguous=acknowledge_branch_ambiguous or bool(
+                kind in _WRITES and source_job is not None and source_job.acknowledge_branch_ambiguous))
         Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets],
                                    batch_size=resolving.BATCH)
     return job
@@ -352,7 +355,8 @@ def retry(job: ConversionJob, user: Any) -> ConversionJob:
     new = create_job(user, job.kind, chosen, source_job=job.source_job, parent=job,
                      throttle_delay_s=job.throttle_delay_s, max_in_flight=job.max_in_flight,
                      integrity=job.integrity, confirmed=job.confirmed, size_limit_bytes=job.size_limit_bytes,
-                     retention=job.retention or None, launched_by=job.launched_by if user is None else "")
+                     retention=job.retention or None, launched_by=job.launched_by if user is None else "",
+                     acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous)
     launch(new)
     return new
 
@@ -550,10 +554,12 @@ def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
         return _Outcome(compaction.run_one(rt, result.thread_id, dry_run=job.kind == Kind.COMPACT_DRY_RUN,
                                            integrity=job.integrity, note=note, retried=result.attempts > 1))
     if job.kind == Kind.DRY_RUN:
-        return _Outcome(convert.dry_run_thread(database, result.thread_id, integrity=job.integrity))
+        return _Outcome(convert.dry_run_thread(database, result.thread_id, integrity=job.integrity,
+                                               acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous))
     if job.kind == Kind.REVERT:
         return _Outcome(convert.revert_thread(database, result.backup_id))
-    report = convert.convert_thread(database, result.thread_id, integrity=job.integrity, note=note)
+    report = convert.convert_thread(database, result.thread_id, integrity=job.integrity, note=note,
+                                    acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous)
     return _Outcome(_recover_committed(rt, result, report, note))
 
 

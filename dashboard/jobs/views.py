@@ -254,7 +254,8 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
         extra = {"retention": form.retention()} if hasattr(form, "retention") else {}
         check_threads_exist(get_runtime(), form.selection().get("thread_ids") or [])  # a clear 400 naming them
         job = services.create_job(request.user, kind, form.selection(),
-                                  integrity=not form.cleaned_data["skip_integrity"], **extra)
+                                  integrity=not form.cleaned_data["skip_integrity"],
+                                  acknowledge_branch_ambiguous=form.cleaned_data["acknowledge_branch_ambiguous"], **extra)
     except JobError as exc:
         return error_page(request, exc.view())
     services.launch(job)

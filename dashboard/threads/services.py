@@ -21,6 +21,7 @@ from deerflow._langgraph_compat import _DeltaSnapshot, _get_overwrite
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.errors import (
     MISMATCH_MESSAGE,
+    BranchAmbiguousError,
     CheckpointModeMismatchError,
     CheckpointNotFoundError,
     IncompleteHistoryError,
@@ -28,8 +29,9 @@ from deerflow.errors import (
     ThreadNotFoundError,
 )
 from deerflow.history_values import derive_messages
-from deerflow.lineage import LineageGap, find_lineage_gap
+from deerflow.lineage import ReplayChain, branch_points, replay_chain
 from deerflow.prefetch import reuse_tuple
+from deerflow.readercompare import REASONS, needs_comparison, replay_reading
 from deerflow.replaycheck import find_reducer_failure
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
@@ -66,7 +68,10 @@ class StateView:
         findings: what the stored data says that a plain reading would hide, each
             ``{"kind", "channel", "detail"}``; ``kind`` ``overwrite_in_blob``: the
             channel's stored value was an ``Overwrite`` wrapper (any of LangGraph's
-            three forms); ``values`` holds its payload.
+            three forms); ``values`` holds its payload; ``reader_disagreement``: LangGraph's
+            reader reads this checkpoint's ``messages`` differently from the replay rule
+            shown (also ``reason`` (a :data:`deerflow.readercompare.REASONS` key),
+            ``message_count``, ``langgraph_message_count``).
         pending_writes: the raw tuple's ``pending_writes`` as the saver returned them
             (``[(task_id, channel, value)]``; what :func:`dashboard.threads.writes.pending_writes`
             shows without reading the checkpoint again), or ``None`` when not read.
@@ -80,7 +85,7 @@ class StateView:
     metadata: dict[str, Any]
     values: dict[str, Any]
     next: tuple[str, ...]
-    findings: tuple[dict[str, str], ...] = ()
+    findings: tuple[dict[str, Any], ...] = ()
     pending_writes: list[tuple[str, str, Any]] | None = field(default=None, repr=False, compare=False)
 
 
@@ -91,8 +96,12 @@ class CheckpointRow:
     ``message_count`` is ``None`` when the checkpoint's messages cannot be
     reconstructed; ``problem`` then says why, with the error code its state
     read answers: ``history_incomplete`` (a delta replay chain with a missing
-    link: see :mod:`deerflow.lineage`) or ``reducer_error`` (a stored write
-    the reducer refuses: see :mod:`deerflow.replaycheck`).
+    link: see :mod:`deerflow.lineage`), ``reducer_error`` (a stored write
+    the reducer refuses: see :mod:`deerflow.replaycheck`) or
+    ``branch_ambiguous`` (sibling forks' writes: see :mod:`deerflow.readercompare`).
+    ``disagreement`` (a :data:`deerflow.readercompare.REASONS` key) and
+    ``langgraph_message_count`` are set where LangGraph's reader counts
+    differently from ``message_count`` (the replay rule's).
     """
 
     checkpoint_id: str
@@ -105,6 +114,8 @@ class CheckpointRow:
     messages_stored: str
     message_count: int | None
     problem: str | None = None
+    disagreement: str | None = None
+    langgraph_message_count: int | None = None
 
 
 def _config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -216,11 +227,55 @@ def _thread_exists(rt: DashboardRuntime, thread_id: str) -> bool:
     return rt.saver.get_tuple(_config(thread_id)) is not None
 
 
-def _lineage_gap(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> LineageGap | None:
-    """Delta mode: the break in the checkpoint's replay chain, if any (full mode replays nothing)."""
+def _replay_chain(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> ReplayChain:
+    """Delta mode: the checkpoint's replay walk and its break, if any (full mode replays nothing)."""
     if rt.mode != CHECKPOINT_MODE_DELTA:
+        return ReplayChain(None, (), frozenset())
+    return replay_chain(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
+
+
+class _Branches:
+    """The namespace's branch points, queried once per request and only when a replay chain is longer than one."""
+
+    def __init__(self, rt: DashboardRuntime, thread_id: str, checkpoint_ns: str):
+        self.rt, self.thread_id, self.ns, self._found = rt, thread_id, checkpoint_ns, None
+
+    def get(self) -> frozenset[str]:
+        if self._found is None:
+            self._found = branch_points(self.rt.saver, self.thread_id, self.ns)
+        return self._found
+
+
+def _replay_rule(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, chain: ReplayChain,
+                 branches: _Branches, theirs: Any) -> tuple[list[Any], dict[str, Any]] | None:
+    """Where the shape allows LangGraph's reader (``theirs``) to differ from the replay rule: the rule's value.
+
+    Returns:
+        ``None`` when the shape rules a difference out or both agree; else ``(messages, finding)``
+        with a ``reader_disagreement`` finding giving both counts and the reason.
+
+    Raises:
+        BranchAmbiguousError: the walk passes sibling forks whose writes nothing stored attributes.
+    """
+    if len(chain.checkpoint_ids) < 2 or not needs_comparison(chain, branches.get()):
         return None
-    return find_lineage_gap(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
+    reading = replay_reading(rt.saver, thread_id, checkpoint_ns, chain, branches.get())
+    cid = chain.checkpoint_ids[0]
+    if reading is None:
+        return None
+    if reading.ambiguous is not None:
+        point = reading.branch_point or "?"
+        raise BranchAmbiguousError(thread_id, cid, checkpoint_ns, branch_point=point,
+                                   reason=reading.ambiguous.detail.removeprefix(f"branch point {point} "))
+    ours = reading.messages
+    theirs = theirs if isinstance(theirs, list) else []
+    if ours is None or ours == theirs:
+        return None
+    reason = REASONS.get(reading.differs or "", "the replay rule and LangGraph's reader replay different writes")
+    return ours, {"kind": "reader_disagreement", "channel": "messages", "reason": reading.differs,
+                  "message_count": len(ours), "langgraph_message_count": len(theirs),
+                  "detail": f"LangGraph's reader reads {len(theirs)} messages at this checkpoint, the replay rule "
+                            f"{len(ours)} (shown): {reason}"}
 
 
 def _gate_lineage(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> None:
@@ -282,20 +337,27 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
         ThreadNotFoundError / CheckpointNotFoundError: nothing stored there (404).
         IncompleteHistoryError: delta mode and the replay chain is broken (422).
         ReducerError: a stored write on the way is refused by the messages reducer (422).
+        BranchAmbiguousError: the replay walk passes sibling forks whose writes nothing stored
+            attributes to one child (422).
     """
     rt.check_drift()
     tup = _raw_tuple(rt, thread_id, checkpoint_id, checkpoint_ns)
     resolved_id = tup.config["configurable"]["checkpoint_id"]
     _gate_lineage(rt, thread_id, checkpoint_ns, resolved_id)
-    gap = _lineage_gap(rt, thread_id, checkpoint_ns, resolved_id)
-    if gap is not None:  # never show the messages after a break as the whole conversation
-        raise IncompleteHistoryError(thread_id, resolved_id, checkpoint_ns, reason=gap.describe())
+    chain = _replay_chain(rt, thread_id, checkpoint_ns, resolved_id)
+    if chain.gap is not None:  # never show the messages after a break as the whole conversation
+        raise IncompleteHistoryError(thread_id, resolved_id, checkpoint_ns, reason=chain.gap.describe())
     # Materialize the checkpoint that was gated, even if a newer head appeared meanwhile.
     # ... from the tuple already fetched above (LangGraph would fetch it, blobs and all, a second time).
     snapshot: StateSnapshot = _materialize(rt, thread_id, checkpoint_ns, resolved_id, tup)
     values = dict(snapshot.values or {})
     values.update(unknown_channels(rt, tup.checkpoint))
     findings = _unwrap_overwrites(values)
+    rule = _replay_rule(rt, thread_id, checkpoint_ns, chain, _Branches(rt, thread_id, checkpoint_ns),
+                        values.get("messages"))
+    if rule is not None:  # never present LangGraph's reading as the truth where the replay rule differs
+        values["messages"] = rule[0]
+        findings = (*findings, rule[1])
     if isinstance(values.get("messages"), _DeltaSnapshot):
         # Old LangGraph readers hand a full-mode process the raw snapshot object.
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
@@ -352,26 +414,34 @@ def read_history(
     # Oldest first: each row's value and lineage follow from its parent's row when that is on the page
     # (deerflow.history_values); a row that does not follow plainly is read as before.
     delta = rt.mode == CHECKPOINT_MODE_DELTA
-    known: dict[str, tuple[Any, list[Any] | None, bool]] = {}  # id -> (tuple, messages, whole lineage)
+    known: dict[str, tuple[Any, list[Any] | None]] = {}  # id -> (tuple, LangGraph's reading of messages)
     rows = []
+    branches = _Branches(rt, thread_id, checkpoint_ns)
     for tup in reversed(page):
         cid = tup.config["configurable"]["checkpoint_id"]
         if not delta:
             _gate_lineage(rt, thread_id, checkpoint_ns, cid)
         parent_id = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-        parent_tup, parent_messages, parent_whole = known.get(parent_id, (None, None, False))
-        # A parent whose replay chain is whole makes the child's whole (the walk continues there).
-        gap = None if parent_whole and parent_id != cid else _lineage_gap(rt, thread_id, checkpoint_ns, cid)
-        problem = "history_incomplete" if gap else None
-        messages = None
-        if not gap:
-            messages = derive_messages(tup, parent_tup, parent_messages, delta=delta)
-            if messages is None:
-                try:
-                    messages = _materialize(rt, thread_id, checkpoint_ns, cid).values.get("messages") or []
-                except ReducerError:  # this row cannot be read; the rows before the bad write still are
-                    problem = "reducer_error"
-        known[cid] = (tup, messages if isinstance(messages, list) else None, gap is None)
+        parent_tup, parent_theirs = known.get(parent_id, (None, None)) if parent_id != cid else (None, None)
+        chain = _replay_chain(rt, thread_id, checkpoint_ns, cid)
+        problem = "history_incomplete" if chain.gap else None
+        messages = theirs = None
+        disagreement: dict[str, Any] | None = None
+        if not chain.gap:
+            try:
+                # LangGraph's reading: derived from the parent row's reading when it follows plainly
+                theirs = derive_messages(tup, parent_tup, parent_theirs, delta=delta)
+                if theirs is None:
+                    theirs = _materialize(rt, thread_id, checkpoint_ns, cid).values.get("messages") or []
+                messages = theirs
+                rule = _replay_rule(rt, thread_id, checkpoint_ns, chain, branches, theirs)
+                if rule is not None:  # shown: the replay rule's value, flagged
+                    messages, disagreement = rule
+            except ReducerError:  # this row cannot be read; the rows before the bad write still are
+                problem = "reducer_error"
+            except BranchAmbiguousError:
+                problem = "branch_ambiguous"
+        known[cid] = (tup, theirs if isinstance(theirs, list) and problem is None else None)
         metadata = tup.metadata or {}
         rows.append(CheckpointRow(
             checkpoint_id=cid,
@@ -384,6 +454,8 @@ def read_history(
             messages_stored=messages_stored(tup.checkpoint.get("channel_values") or {}),
             message_count=None if problem else (len(messages) if isinstance(messages, list) else 0),
             problem=problem,
+            disagreement=disagreement["reason"] if disagreement else None,
+            langgraph_message_count=disagreement["langgraph_message_count"] if disagreement else None,
         ))
     rows.reverse()
     next_before = rows[-1].checkpoint_id if more and rows else None

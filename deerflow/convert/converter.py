@@ -77,7 +77,8 @@ def _both(first: Callable[[str, dict], None], second: Callable[[str, dict], None
     return hook
 
 
-def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool = True) -> ThreadReport:
+def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool = True,
+                   acknowledge_branch_ambiguous: bool = False) -> ThreadReport:
     """Analyze one thread without writing: what conversion would rewrite and cost.
 
     Reads one consistent snapshot and takes no lock, so DeerFlow keeps
@@ -93,7 +94,7 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
         ``blocked``, ``integrity_mismatch`` or ``not_found``; ``bytes_after`` is an estimate.
     """
     started = time.monotonic()
-    report = ThreadReport(thread_id=thread_id)
+    report = ThreadReport(thread_id=thread_id, acknowledged=_acknowledged(acknowledge_branch_ambiguous))
     with open_session(database, write=False) as session:
         report.attempts = 1
         try:
@@ -108,7 +109,7 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
                     check.compare(e)
                 if e.rewrite:
                     estimate.add(e)
-            walk.raise_if_blocked()
+            walk.raise_if_blocked(frozenset(report.acknowledged))
             if not report.checkpoints_to_rewrite:
                 report.status, report.bytes_after = "already_full", report.bytes_before
             else:
@@ -130,6 +131,7 @@ def convert_thread(
     max_attempts: int = 3,
     note: str = "",
     before_commit: Callable[[ConversionSession], None] | None = None,
+    acknowledge_branch_ambiguous: bool = False,
 ) -> ThreadReport:
     """Convert one thread from delta to full storage, verified, in one transaction.
 
@@ -144,15 +146,28 @@ def convert_thread(
         max_attempts: transactions to try when new checkpoints arrive meanwhile (count).
         note: stored with the backup (e.g. the job id).
         before_commit: test hook called with the session just before commit.
+        acknowledge_branch_ambiguous: the operator accepts sibling forks whose writes are all
+            stored under the branch point (``branch_ambiguous`` findings): those children are
+            written as LangGraph's reader reads them (every write of the branch point) and the
+            report lists ``acknowledged: ["branch_ambiguous"]``. Without it such a thread
+            ends ``branch_ambiguous``, nothing written.
 
     Returns:
         A :class:`ThreadReport`: ``converted`` (with ``backup_id``), ``already_full``
         (nothing written, rows byte-identical), or a failure status with
         ``error`` and ``hint``; on failure nothing was written.
     """
-    return run_attempts(database, thread_id, lambda session, report: _convert_once(
-        session, thread_id, report, integrity=integrity, note=note, before_commit=before_commit),
-        max_attempts=max_attempts)
+    acknowledged = _acknowledged(acknowledge_branch_ambiguous)
+
+    def once(session: ConversionSession, report: ThreadReport) -> None:
+        report.acknowledged = list(acknowledged)
+        _convert_once(session, thread_id, report, integrity=integrity, note=note, before_commit=before_commit)
+
+    return run_attempts(database, thread_id, once, max_attempts=max_attempts)
+
+
+def _acknowledged(branch_ambiguous: bool) -> list[str]:
+    return ["branch_ambiguous"] if branch_ambiguous else []
 
 
 def _convert_once(session: ConversionSession, thread_id: str, report: ThreadReport, *, integrity: bool,
@@ -176,7 +191,7 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
                 check.compare(e)
             if e.rewrite:
                 writer.write(e)
-    walk.raise_if_blocked()  # a blocking finding met while writing: the rollback undoes every write
+    walk.raise_if_blocked(frozenset(report.acknowledged))  # met while writing: the rollback undoes every write
     if not report.checkpoints_to_rewrite:
         report.status, report.bytes_after = "already_full", report.bytes_before
         return
@@ -230,7 +245,7 @@ def revert_thread(database: DatabaseConfig, backup_id: str) -> ThreadReport:
                                  "Nothing was changed (rolled back).",
                                  {"checkpoint_id": key[1], "checkpoint_ns": key[0],
                                   "converted_sha256": converted[key], "restored_sha256": e.digest})
-            walk.raise_if_blocked()
+            walk.raise_if_blocked(frozenset({"branch_ambiguous"}))  # restoring the original rows is always allowed
             report.bytes_after = session.stored_bytes(info.thread_id)
             report.status = "reverted"
             session.commit()

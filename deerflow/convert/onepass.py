@@ -33,7 +33,8 @@ Findings (never silently wrong values):
   (pruned writes); it and its seedless descendants get no value.
 * ``branch_point``: a parent with several children stores all their writes
   under its own id, so a child without its own seed sees its siblings'
-  writes too (LangGraph reads it that way; reported, value kept as LangGraph reads it).
+  writes too (LangGraph reads it that way; reported). Which children
+  consumed them is decided by ``fork_input`` and ``branch_ambiguous`` below.
 * ``order_unknown``: writes of several tasks at one checkpoint carry no
   ``task_path``, so their live order is unknown (sorted by ``task_id``).
 * ``overwrite_in_blob``: a stored value was an ``Overwrite`` wrapper; unwrapped.
@@ -43,6 +44,23 @@ Findings (never silently wrong values):
 * ``reducer_error``: replaying the writes stored under a parent raised (e.g.
   ``RemoveMessage`` of an unknown id); reported on each child without its
   own seed, which (with its seedless descendants) gets no value.
+* ``stored_none``: a checkpoint stores ``messages = None``; it is no seed (the
+  walk goes on past it), but LangGraph's base and SQLite readers restart from
+  ``[]`` there (LangGraph #8686), so they read it and its seedless descendants
+  differently (:attr:`Materialized.differs`).
+* ``fork_input``: a checkpoint holds ``messages`` writes and a seedless child
+  of it is an ``input`` checkpoint (``metadata.source``): LangGraph's input
+  step applies the new input to the parent's values and abandons the parent's
+  pending tasks, so that child consumed none of the writes stored there
+  (DeerFlow #4458); LangGraph's reader replays them into it anyway
+  (:attr:`Materialized.differs`). Decided from the child's stored data alone,
+  however many siblings it has (so pruning a sibling changes nothing).
+* ``branch_ambiguous``: a branch point holds writes and two or more of its
+  seedless children may have consumed them (any source but ``input``): the
+  stored data does not say which write belongs to which child (LangGraph
+  #8443). Reported on each such child (the detail names the branch point),
+  blocking; the value kept is LangGraph's reading (every write), for a caller
+  that acknowledges it.
 """
 
 from __future__ import annotations
@@ -70,8 +88,8 @@ class Finding:
 
     Attributes:
         kind: ``dangling_parent``, ``cycle``, ``null_parent``, ``missing_writes``,
-            ``branch_point``, ``order_unknown``, ``overwrite_in_blob``, ``bad_stored_value``
-            or ``reducer_error``.
+            ``branch_point``, ``order_unknown``, ``overwrite_in_blob``, ``bad_stored_value``,
+            ``reducer_error``, ``stored_none``, ``fork_input`` or ``branch_ambiguous``.
         checkpoint_id: the checkpoint concerned.
         detail: one human-readable sentence.
         blocking: True when the value at ``checkpoint_id`` cannot be trusted.
@@ -94,6 +112,8 @@ class CheckpointNode:
             checkpoint, in the saver's order (``task_path`` may be ``None`` if unknown).
         version: ``channel_versions.get("messages")`` (``None``: never written, or
             unknown; then the ``missing_writes`` check is skipped for this checkpoint).
+        stored_none: ``messages`` is a key of the stored ``channel_values`` with the value ``None``.
+        source: ``metadata["source"]`` (``input``, ``loop``, ``update``, ...; ``None`` if unknown).
     """
 
     checkpoint_id: str
@@ -101,6 +121,8 @@ class CheckpointNode:
     stored: Any
     writes: list[tuple[str, Any, str | None]] = field(default_factory=list)
     version: Any = None
+    stored_none: bool = False
+    source: str | None = None
 
 
 class SharedPrefix:
@@ -137,11 +159,17 @@ class SharedPrefix:
 
 @dataclass(frozen=True)
 class Materialized:
-    """One checkpoint's one-pass value (``None`` when a blocking finding prevents it)."""
+    """One checkpoint's one-pass value (``None`` when a blocking finding prevents it).
+
+    ``differs`` names why LangGraph's reader may read this checkpoint
+    differently (``"stored_none"`` or ``"fork_input"``, inherited by seedless
+    descendants), else ``None``.
+    """
 
     checkpoint_id: str
     messages: list[Any] | None
     from_seed: bool
+    differs: str | None = None
 
 
 def stored_seed(stored: Any) -> tuple[bool, Any, bool]:
@@ -288,19 +316,19 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
         if _order_unknown(by_id[parent]):
             yield Finding("order_unknown", parent,
                           "writes of several tasks without task_path: replay order is by task_id", False)
-    stack: list[tuple[str, list[Any] | None]] = []
+    stack: list[tuple[str, list[Any] | None, str | None]] = []
     first_root = min(roots) if roots else None
     for root in sorted(roots, reverse=True):
         if root == first_root:
-            stack.append((root, []))
+            stack.append((root, [], None))
             continue
         yield Finding("null_parent", root,
                       "no parent_checkpoint_id although older checkpoints exist in this namespace: "
                       "the history before it is unknown", True)
-        stack.append((root, None))
+        stack.append((root, None, None))
     visited: set[str] = set()
     while stack:
-        cid, inherited = stack.pop()
+        cid, inherited, differs = stack.pop()
         visited.add(cid)
         node = by_id[cid]
         is_seed, seed_value, wrapped = stored_seed(node.stored)
@@ -317,7 +345,14 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
                           + (" (a Postgres snapshot marker whose blob row is missing)" if seed_value is True else ""),
                           True)
             value = None
-        yield Materialized(cid, value, is_seed)
+        if is_seed:
+            differs = None
+        elif node.stored_none:
+            differs = "stored_none"
+            yield Finding("stored_none", cid,
+                          "stores messages = None: not a seed, the replay goes on past it; LangGraph's base and "
+                          "SQLite readers restart from [] here and read a shorter list (LangGraph #8686)", False)
+        yield Materialized(cid, value, is_seed, differs)
         kids = children.get(cid, [])
         if not kids:
             continue
@@ -328,8 +363,24 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
                 passed = replay(value, [v for _task, v, _path in node.writes])
             except Exception as exc:  # noqa: BLE001 - any reducer failure is a finding, not a crash
                 error = exc
+        consumers = _consumers(node, [by_id[k] for k in kids])
         for kid in sorted(kids, reverse=True):
             child = by_id[kid]
+            if node.writes and not stored_seed(child.stored)[0]:
+                # classified from the child's own stored data, whatever its siblings: deleting a sibling
+                # (retention's safe_only) must not change what the remaining child reads
+                if child.source == "input":
+                    yield Finding("fork_input", kid,
+                                  f"an input checkpoint forked from {cid}, which stores messages writes: it "
+                                  "consumed none of them; LangGraph's reader replays them into it (DeerFlow #4458)",
+                                  False)
+                    stack.append((kid, value, "fork_input"))
+                    continue
+                if len(kids) > 1 and len(consumers) > 1:
+                    yield Finding("branch_ambiguous", kid,
+                                  f"branch point {cid} stores the messages writes of {len(consumers)} children "
+                                  f"({', '.join(sorted(c.checkpoint_id for c in consumers))}) under its own id and "
+                                  "nothing stored tells which child consumed which write (LangGraph #8443)", True)
             if value is not None and not stored_seed(child.stored)[0]:
                 if error is not None:
                     yield Finding("reducer_error", kid,
@@ -339,12 +390,17 @@ def materialize_namespace(nodes: Iterable[CheckpointNode]) -> Iterator[Materiali
                     yield Finding("missing_writes", kid,
                                   f"messages version changed from {node.version!r} to {child.version!r} "
                                   f"but parent {cid} stores no messages write", True)
-                    stack.append((kid, None))
+                    stack.append((kid, None, None))
                     continue
-            stack.append((kid, passed))
+            stack.append((kid, passed, differs))
     for cid in by_id:
         if cid not in visited and by_id[cid].parent_id in by_id:
             yield _unreachable(cid, by_id)
+
+
+def _consumers(node: CheckpointNode, kids: list[CheckpointNode]) -> list[CheckpointNode]:
+    """The seedless children that may have consumed ``node``'s writes: every source but ``input``."""
+    return [k for k in kids if k.source != "input" and not stored_seed(k.stored)[0]]
 
 
 def _unreachable(cid: str, by_id: dict[str, CheckpointNode]) -> Finding:

@@ -12,6 +12,8 @@ __all__ = ["STATUSES", "Abort", "ThreadReport", "record"]
 
 STATUSES = ("already_full", "needs_conversion", "blocked", "integrity_mismatch", "converted", "reverted",
             "verification_failed", "changed_during_conversion", "not_found",
+            # sibling forks whose writes may belong to either child (onepass ``branch_ambiguous``), not acknowledged
+            "branch_ambiguous",
             # full -> delta compaction (deerflow.convert.compactor)
             "already_delta", "needs_compaction", "compacted")
 
@@ -42,6 +44,8 @@ class ThreadReport:
         attempts: transactions tried (count).
         duration_s: wall time (seconds).
         error, hint: what went wrong and what to do, for non-success statuses.
+        acknowledged: blocking finding kinds the operator accepted for this run (``["branch_ambiguous"]``
+            or ``[]``); their checkpoints are written as LangGraph's reader reads them.
     """
 
     thread_id: str
@@ -60,6 +64,7 @@ class ThreadReport:
     duration_s: float = 0.0
     error: str | None = None
     hint: str | None = None
+    acknowledged: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy."""

@@ -39,6 +39,7 @@ class Entry:
     value: list[Any] | None
     rewrite: bool
     digest: str | None = None  # messages_sha256(value); None when the value is unknown
+    differs: str | None = None  # why LangGraph's reader reads this checkpoint differently (onepass.Materialized)
 
     @property
     def checkpoint_id(self) -> str:
@@ -124,6 +125,8 @@ class Walk:
                 stored=values.get("messages"),
                 writes=writes,
                 version=(tup.checkpoint.get("channel_versions") or {}).get("messages"),
+                stored_none="messages" in values and values["messages"] is None,
+                source=(tup.metadata or {}).get("source"),
             ))
         return tuples, nodes
 
@@ -154,11 +157,26 @@ class Walk:
                 report.checkpoints_to_rewrite += rewrite
                 if ns == "" and item.checkpoint_id == head:
                     report.head_messages_sha256 = digest
-                yield Entry(ns, tup, item.messages, rewrite, digest)
+                yield Entry(ns, tup, item.messages, rewrite, digest, item.differs)
 
-    def raise_if_blocked(self) -> None:
-        """Raises ``Abort("blocked")`` when the last pass reported a blocking finding."""
-        blocking = [f for f in self.report.findings if f["blocking"]]
+    def raise_if_blocked(self, acknowledged: frozenset[str] = frozenset()) -> None:
+        """Raises ``Abort`` when the last pass reported a blocking finding not in ``acknowledged``.
+
+        Args:
+            acknowledged: finding kinds the operator accepted (only ``branch_ambiguous`` may be:
+                its value is LangGraph's reading, every write of the branch point).
+
+        Raises:
+            Abort: ``branch_ambiguous`` when that is the only kind blocking (the hint names the
+                acknowledgement), else ``blocked``.
+        """
+        blocking = [f for f in self.report.findings if f["blocking"] and f["kind"] not in acknowledged]
+        if blocking and all(f["kind"] == "branch_ambiguous" for f in blocking):
+            raise Abort("branch_ambiguous", f"{len(blocking)} checkpoint(s) of sibling forks read writes that "
+                        f"may belong to a sibling; first: {blocking[0]['detail']}",
+                        "Inspect the branch on the thread page. To convert with LangGraph's reading (every write of "
+                        "the branch point, as DeerFlow reads it today), acknowledge it: convert_threads "
+                        "--acknowledge-branch-ambiguous, or the job option 'Acknowledge ambiguous branches'.")
         if blocking:
             raise Abort("blocked", f"{len(blocking)} blocking finding(s); first: {blocking[0]['detail']}",
                          "The thread's history cannot be replayed completely; it stays in delta mode.")

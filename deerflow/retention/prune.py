@@ -18,7 +18,9 @@ Per thread (:func:`prune_thread`; a Celery task calls it with one thread id):
 6. verify: every kept checkpoint reads as before through our walk and
    through LangGraph's reader, no writes row of a deleted checkpoint and no
    blob only deleted ones used remains, each namespace head is the planned
-   one and reads the same; otherwise roll back;
+   one and reads the same (where the replay rule and LangGraph's reader
+   disagreed, LangGraph's may now read the replay rule's value: the rebase
+   stored it); otherwise roll back;
 7. compare the watermark (a thread that got a new checkpoint meanwhile is
    rolled back and retried) and commit.
 
@@ -252,7 +254,11 @@ def _check_watermark(store: Any, thread_id: str, mark: tuple[int, str | None], p
 
 def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], before: dict[_Key, Any],
             garbage: set[tuple[str, str, str]], digest: Any) -> None:
-    """Every kept checkpoint reads as before (ours and LangGraph's); no orphaned rows; heads as planned."""
+    """Every kept checkpoint reads as before (ours and LangGraph's); no orphaned rows; heads as planned.
+
+    LangGraph's reader may instead read the replay rule's value at a checkpoint where the two readers
+    disagreed before the prune (``Entry.differs``): a rebase on its chain stored that value.
+    """
     def fail(error: str, difference: dict[str, Any]) -> RetentionAbort:
         return RetentionAbort("verification_failed", error, "Nothing was changed (rolled back). Report the thread shape.",
                               difference)
@@ -268,7 +274,10 @@ def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], be
                        {"checkpoint_ns": k[0], "checkpoint_id": k[1], "before_sha256": want, "after_sha256": got})
     after = read_through_langgraph(store.saver, thread_id, sorted(plan.kept), digest)
     for k in sorted(plan.kept):
-        if after[k] != before[k]:
+        # where the readers disagreed (a fork_input / stored_none reading, onepass.Materialized.differs), a
+        # rebase stores the replay rule's value, which LangGraph's reader then reads: that is no difference
+        now_replay = entries[k].differs is not None and after[k] == (entries[k].digest, before[k][1])
+        if after[k] != before[k] and not now_replay:
             raise fail(f"checkpoint {k[1]} reads differently after the prune (LangGraph's reader)",
                        {"checkpoint_ns": k[0], "checkpoint_id": k[1], "before": list(before[k]),
                         "after": list(after[k])})

@@ -1,10 +1,14 @@
 """The integrity check: the one-pass materialization against LangGraph's own delta reader.
 
-A real divergence: a checkpoint in the middle of a delta thread is re-stored
-with ``messages = None``. LangGraph's reader restarts that checkpoint from
-``[]``; the one-pass (a stored ``None`` is no seed) carries the value
-through. The check reports the first differing checkpoint with both digests
-and nothing is written until an operator decides (``integrity=False``).
+A checkpoint in the middle of a delta thread is re-stored with ``messages =
+None``. LangGraph's reader restarts that checkpoint from ``[]``; the
+one-pass (a stored ``None`` is no seed) carries the value through. That is a
+known departure (issue 13, item 3): reported as the ``stored_none`` finding,
+expected by the check, converted with the replay rule's value. Any other
+difference stops the conversion: the check reports the first differing
+checkpoint with both digests and nothing is written until an operator
+decides (``integrity=False``) -- e.g. a stored ``Overwrite`` wrapper, which
+LangGraph's reader takes as the value itself.
 
 The check reads every checkpoint by LangGraph's read rule replayed along the
 tree and a sample through ``get_state``: each disagreement is caught whether
@@ -18,7 +22,7 @@ import pytest
 
 from deerflow.convert import convert_thread, dry_run_thread, integrity
 from deerflow.convert.langgraph_rule import LangGraphRule, RuleRead, sample_points
-from deerflow.digest import EMPTY_MESSAGES_SHA256, messages_sha256
+from deerflow.digest import messages_sha256
 from tests.convert.support import (
     agent_graph,
     all_rows,
@@ -56,9 +60,22 @@ def _corrupted(db, at: float = 0.5, *, stored: object = None) -> tuple[str, list
     return victim.config["configurable"]["checkpoint_id"], truth
 
 
-def test_integrity_check_reports_the_first_difference_and_writes_nothing(db):
+def test_a_stored_none_is_an_expected_difference_and_converts_with_the_replay_rule(db):
     victim, truth = _corrupted(db)
     assert messages_at(db, THREAD, victim, mode="delta") == []  # what LangGraph's reader now shows
+
+    dry = dry_run_thread(db, THREAD)
+    report = convert_thread(db, THREAD)
+
+    for r in (dry, report):
+        assert r.first_difference is None, (r.status, r.error)
+        assert [f["checkpoint_id"] for f in r.findings if f["kind"] == "stored_none"] == [victim]
+    assert dry.status == "needs_conversion" and report.status == "converted"
+    assert [m.id for m in messages_at(db, THREAD, victim, mode="full")] == [m.id for m in truth]
+
+
+def test_integrity_check_reports_the_first_difference_and_writes_nothing(db):
+    victim, truth = _corrupted(db, stored="overwrite")
     before = all_rows(db)
 
     dry = dry_run_thread(db, THREAD)
@@ -66,9 +83,9 @@ def test_integrity_check_reports_the_first_difference_and_writes_nothing(db):
 
     for r in (dry, report):
         assert r.status == "integrity_mismatch", (r.status, r.error)
-        assert r.first_difference == {"checkpoint_id": victim, "checkpoint_ns": "",
-                                      "onepass_sha256": messages_sha256(truth),
-                                      "langgraph_sha256": EMPTY_MESSAGES_SHA256}
+        assert r.first_difference["checkpoint_id"] == victim and r.first_difference["checkpoint_ns"] == ""
+        assert r.first_difference["onepass_sha256"] == messages_sha256(truth)
+        assert r.first_difference["langgraph_sha256"] != messages_sha256(truth)
         assert victim in r.error and r.hint
         assert r.backup_id is None
     assert all_rows(db) == before
@@ -99,15 +116,25 @@ def _sampled(db, thread_id: str) -> list[str]:
 
 @pytest.mark.parametrize("at", [0.3, 0.85])
 def test_a_difference_away_from_the_sampled_checkpoints_is_caught_by_the_rule(db, at):
-    victim, truth = _corrupted(db, at)
+    victim, truth = _corrupted(db, at, stored="overwrite")
     assert victim not in _sampled(db, THREAD)  # only the replayed rule reads it
     before = all_rows(db)
     for r in (dry_run_thread(db, THREAD), convert_thread(db, THREAD)):
         assert r.status == "integrity_mismatch", (r.status, r.error)
-        assert r.first_difference == {"checkpoint_id": victim, "checkpoint_ns": "",
-                                      "onepass_sha256": messages_sha256(truth),
-                                      "langgraph_sha256": EMPTY_MESSAGES_SHA256}
+        assert r.first_difference["checkpoint_id"] == victim
+        assert r.first_difference["onepass_sha256"] == messages_sha256(truth)
+        assert r.first_difference["langgraph_sha256"] != messages_sha256(truth)
     assert all_rows(db) == before and backup_ids(db) == []
+
+
+@pytest.mark.parametrize("at", [0.3, 0.85])
+def test_a_stored_none_away_from_the_sample_is_the_expected_finding_not_a_mismatch(db, at):
+    victim, truth = _corrupted(db, at)
+    assert victim not in _sampled(db, THREAD)
+    report = convert_thread(db, THREAD)
+    assert report.status == "converted" and report.first_difference is None, (report.status, report.error)
+    assert [f["checkpoint_id"] for f in report.findings if f["kind"] == "stored_none"] == [victim]
+    assert [m.id for m in messages_at(db, THREAD, victim, mode="full")] == [m.id for m in truth]
 
 
 def test_a_stored_overwrite_wrapper_reads_differently_through_langgraph(db):

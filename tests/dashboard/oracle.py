@@ -105,10 +105,44 @@ class Expected:
     message_count: int | None
     why: str
     next: tuple[str, ...] = ()
+    # delta mode, issue 13 item 4: LangGraph's reading (the manifest's) is flagged, the replay rule's shown;
+    # its digest where the manifest recorded the live run's state there, else None
+    reader_disagreement: bool = False
+    live_messages_sha256: str | None = None
 
     def describe(self) -> str:
         ns = f" ns={self.checkpoint_ns!r}" if self.checkpoint_ns else ""
         return f"{self.thread_id} @ {self.checkpoint_id}{ns} (expected {self.status}: {self.why})"
+
+
+def fork_input_checkpoints(cps: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """``(ns, id)`` of the checkpoints the replay rule reads differently from LangGraph's reader (DeerFlow #4458).
+
+    An ``input`` checkpoint whose parent has pending tasks (``next`` not empty, so writes are stored under
+    it) consumed none of those writes, however many siblings it has; it and its descendants up to the next
+    stored value read without them under the replay rule, LangGraph's reader replays them in (the
+    manifest's values).
+    """
+    by_key = {(c["checkpoint_ns"], c["checkpoint_id"]): c for c in cps}
+    children: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for c in cps:
+        if c["parent_checkpoint_id"]:
+            children.setdefault((c["checkpoint_ns"], c["parent_checkpoint_id"]), []).append(c)
+    found: set[tuple[str, str]] = set()
+    stack = [k for key, kids in children.items() if by_key[key]["next"]
+             for k in kids if k["source"] == "input" and k["messages_stored"] == "absent"]
+    while stack:
+        cp = stack.pop()
+        found.add((cp["checkpoint_ns"], cp["checkpoint_id"]))
+        stack.extend(k for k in children.get((cp["checkpoint_ns"], cp["checkpoint_id"]), [])
+                     if k["messages_stored"] == "absent")
+    return found
+
+
+def live_digests(t: dict[str, Any], backend: str) -> dict[str, str]:
+    """The live run's messages digest at each turn's head checkpoint (manifest ``write_events``)."""
+    return {e["head_checkpoint_id"]: e["live_messages_sha256"] for e in t["backends"][backend]["write_events"]
+            if e.get("op") == "turn" and e.get("live_messages_sha256")}
 
 
 def expected_answers(backend: str, mode: str) -> Iterator[Expected]:
@@ -117,12 +151,17 @@ def expected_answers(backend: str, mode: str) -> Iterator[Expected]:
         tid = t["thread_id"]
         cps = t["backends"][backend]["checkpoints"]
         by_key = {(c["checkpoint_ns"], c["checkpoint_id"]): c for c in cps}
+        differ = fork_input_checkpoints(cps) if mode == "delta" else set()
+        live = live_digests(t, backend) if differ else {}
         for cp in cps:
             common = {"thread_id": tid, "checkpoint_id": cp["checkpoint_id"], "checkpoint_ns": cp["checkpoint_ns"],
                       "next": tuple(sorted(cp["next"]))}
             if mode == "delta":
+                flagged = (cp["checkpoint_ns"], cp["checkpoint_id"]) in differ
                 yield Expected(**common, status=200, messages_sha256=cp["messages_sha256"],
-                               message_count=cp["message_count"], why="delta-mode digest")
+                               message_count=cp["message_count"], why="delta-mode digest",
+                               reader_disagreement=flagged,
+                               live_messages_sha256=live.get(cp["checkpoint_id"]) if flagged else None)
                 continue
             if lineage_has_delta(cp, by_key):
                 yield Expected(**common, status=409, messages_sha256=None, message_count=None,

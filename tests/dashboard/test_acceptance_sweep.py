@@ -3,7 +3,13 @@
 On both the restored Postgres dump and the SQLite file, in both modes:
 
 * delta mode: the canonical digest of the returned messages equals the
-  manifest's ``messages_sha256`` for every checkpoint;
+  manifest's ``messages_sha256`` for every checkpoint, except where the
+  replay rule knowingly departs from LangGraph's reader (the manifest's
+  reader; issue 13, item 4: the input child of a fork and its descendants,
+  :func:`oracle.fork_input_checkpoints`): there the answer carries a
+  ``reader_disagreement`` finding whose ``langgraph_message_count`` is the
+  manifest's count, and the messages shown are the live run's where the
+  manifest recorded them; everywhere else no such finding;
 * full mode: each checkpoint answers as the manifest's ``full_mode_accessor``
   says, except that a raw ``_DeltaSnapshot`` (DeerFlow's locked reader) and a
   lineage with delta evidence (issue 3, item 6) are refused with the exact 409.
@@ -45,6 +51,16 @@ def _check(client, expected: oracle.Expected) -> str | None:
         return f"{expected.describe()}: next {body['next']!r}, manifest {list(expected.next)!r}"
     messages = body["values"].get("messages") or []
     digest = oracle.digest_from_json(messages)
+    flags = [f for f in body.get("findings", []) if f["kind"] == "reader_disagreement"]
+    if expected.reader_disagreement:
+        if [(f["reason"], f["langgraph_message_count"], f["message_count"]) for f in flags] != [
+                ("fork_input", expected.message_count, len(messages))]:
+            return f"{expected.describe()}: expected one fork_input reader_disagreement, got {flags!r}"
+        if expected.live_messages_sha256 not in (None, digest):
+            return f"{expected.describe()}: shows {digest}, the live run had {expected.live_messages_sha256}"
+        return None
+    if flags:
+        return f"{expected.describe()}: unexpected reader_disagreement {flags!r}"
     if digest != expected.messages_sha256 or len(messages) != expected.message_count:
         return (f"{expected.describe()}: got {len(messages)} messages sha256 {digest}, "
                 f"manifest {expected.message_count} messages sha256 {expected.messages_sha256}")

@@ -11,7 +11,7 @@ from tests.dashboard import oracle
 pytestmark = pytest.mark.django_db
 
 ROW_KEYS = {"checkpoint_id", "parent_checkpoint_id", "checkpoint_ns", "step", "source", "created_at", "mode",
-            "messages_stored", "message_count", "problem"}
+            "messages_stored", "message_count", "problem", "disagreement", "langgraph_message_count"}
 
 
 def history_url(thread_id: str) -> str:
@@ -39,8 +39,16 @@ def walk(client, thread_id: str, limit: int, checkpoint_ns: str = "") -> list[li
 def assert_rows_match_manifest(rows: list[dict], expected: list[dict], backend: str, thread_id: str) -> None:
     assert [r["checkpoint_id"] for r in rows] == [c["checkpoint_id"] for c in expected], \
         f"{thread_id}@{backend}: history is not the manifest's newest-first order"
+    # the replay rule departs from LangGraph's reader (the manifest's) at a fork's input checkpoint and its
+    # descendants (issue 13, item 4): the row carries LangGraph's count beside the rule's
+    differ = {cid for _ns, cid in oracle.fork_input_checkpoints(oracle.checkpoints(thread_id, backend))}
     for row, cp in zip(rows, expected, strict=True):
         where = f"{thread_id}@{backend} {cp['checkpoint_id']}"
+        if cp["checkpoint_id"] in differ:
+            assert (row["disagreement"], row["langgraph_message_count"]) == ("fork_input", cp["message_count"]), where
+            assert row["message_count"] < cp["message_count"], where
+            continue
+        assert (row["disagreement"], row["langgraph_message_count"]) == (None, None), where
         assert set(row) == ROW_KEYS, where
         assert row["parent_checkpoint_id"] == cp["parent_checkpoint_id"], where
         assert row["checkpoint_ns"] == cp["checkpoint_ns"], where

@@ -203,6 +203,9 @@ def test_history_tree_shows_parents_forks_and_branch_tips(fixture_backend, runti
     assert {r["checkpoint_id"] for r in rows if "branch-tip" in r["classes"]} == tips
     # Rows of a second branch are drawn in the second column until they meet the fork point.
     assert any(r["graph"].index("●") > 0 for r in rows)
+    differ = {cid for _ns, cid in oracle.fork_input_checkpoints(oracle.checkpoints(thread_id, backend))}
+    assert {r["checkpoint_id"]: r["langgraph_message_count"] for r in rows if r["langgraph_message_count"]} == {
+        c["checkpoint_id"]: c["message_count"] for c in expected if c["checkpoint_id"] in differ}
     kinds = {"delta_snapshot": "kind-snapshot", "plain": "kind-full-value"}
     for r, c in zip(rows, expected, strict=True):
         assert kinds.get(c["messages_stored"], "kind-delta-step" if r["mode"] == "delta" else "kind-no-messages") \

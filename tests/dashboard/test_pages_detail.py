@@ -72,7 +72,10 @@ def history_rows(html) -> list[dict]:
             "source": cells[4].text,
             "mode": cells[6].text,
             "stored": cells[7].find("span", cls="stored").text,
-            "message_count": int(cells[8].text.replace(",", "")),
+            "message_count": int(cells[8].text.split(" (")[0].replace(",", "")),
+            # where LangGraph's reader counts differently (issue 13): its count, shown beside the rule's
+            "langgraph_message_count": next((int(n.attrs["data-count"])
+                                             for n in cells[8].find_all("span", cls="reader-disagreement")), None),
         })
     return out
 

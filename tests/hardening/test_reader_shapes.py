@@ -246,3 +246,186 @@ def test_overwrite_wrappers_in_any_channel_show_the_payload_and_are_flagged(db, 
     assert page.count("stored as an Overwrite wrapper") == 3 and "__overwrite__" not in page
     plain = staff_client.get(f"/api/threads/wrapped/state?checkpoint_id={head.config['configurable']['checkpoint_id']}")
     assert {f["channel"] for f in plain.json()["findings"]} == {"todos"}
+
+
+# -- item 3: a stored None between the seed and the target -----------------------------------
+
+
+def _stored_none_thread(db: DatabaseConfig) -> tuple[str, str, str]:
+    """s (stores [h0]) -[a0]-> n (stores messages = None) -[h1]-> t: the rule reads [h0, a0, h1]."""
+    with open_saver(db) as saver:
+        w = Writer(saver, "stored-none")
+        s = w.checkpoint(None, messages=[HumanMessage("q0", id="h0")])
+        w.writes(s, "agent", [AIMessage("a0", id="a0")])
+        n = w.checkpoint(s, messages=None, counters=1)
+        w.writes(n, "input", [HumanMessage("q1", id="h1")])
+        t = w.checkpoint(n, counters=2)
+    return s, n, t
+
+
+def test_a_stored_none_is_no_seed_and_a_disagreement_is_flagged(db, runtime_for, staff_client):
+    from deerflow.convert import convert_thread
+    from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+
+    s, n, t = _stored_none_thread(db)
+    with open_saver(db) as saver:
+        theirs = CheckpointStateAccessor.for_saver(saver, mode="delta").get(config_for("stored-none", t))
+        langgraph_ids = [m.id for m in theirs.values["messages"]]
+    assert langgraph_ids == (["h1"] if db.backend == "sqlite" else ["h0", "a0", "h1"])  # LangGraph #8686 on SQLite
+    runtime_for(db, "delta")
+    body = staff_client.get("/api/threads/stored-none/state").json()
+    assert [m["id"] for m in body["values"]["messages"]] == ["h0", "a0", "h1"]
+    flagged = [f for f in body["findings"] if f["kind"] == "reader_disagreement"]
+    if db.backend == "sqlite":
+        assert [(f["reason"], f["message_count"], f["langgraph_message_count"]) for f in flagged] == [
+            ("stored_none", 3, 1)]
+        assert "LangGraph's reader reads 1 messages at this checkpoint, the replay rule 3" in flagged[0]["detail"]
+        page = staff_client.get("/threads/stored-none/").content.decode()
+        assert "reader_disagreement" in page and "LangGraph #8686" in page
+    else:
+        assert flagged == []  # Postgres's reader walks past an inline null too: both agree
+    rows = _history(staff_client, "stored-none")
+    assert [(rows[c]["message_count"], rows[c]["langgraph_message_count"]) for c in (t, n, s)] == (
+        [(3, 1), (2, 0), (1, None)] if db.backend == "sqlite" else [(3, None), (2, 0), (1, None)])  # n itself: both
+
+    report = convert_thread(db, "stored-none")
+    assert report.status == "converted", (report.error, report.first_difference)
+    assert {f["kind"] for f in report.findings} >= {"stored_none"}
+    with open_saver(db) as saver:
+        full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for("stored-none", t))
+        assert [m.id for m in full.values["messages"]] == ["h0", "a0", "h1"]
+
+
+# -- item 4: sibling forks whose writes are all keyed to the branch point --------------------
+
+
+def _sibling_thread(db: DatabaseConfig, *, second_source: str) -> tuple[str, str, str, str]:
+    """s (stores [h0]) with writes [a1] (task one) and [a2] (task two); children c1 (loop) and c2 (second_source)."""
+    with open_saver(db) as saver:
+        w = Writer(saver, "siblings")
+        s = w.checkpoint(None, messages=[HumanMessage("q0", id="h0")])
+        w.writes(s, "one", [AIMessage("a1", id="a1")])
+        w.writes(s, "two", [AIMessage("a2", id="a2")])
+        c1 = w.checkpoint(s, counters=1)
+        c2 = w.checkpoint(s, counters=1)
+        if second_source != "loop":
+            tup = saver.get_tuple(config_for("siblings", c2))
+            saver.put(config_for("siblings", s), tup.checkpoint, {**tup.metadata, "source": second_source},
+                      {"messages": tup.checkpoint["channel_versions"]["messages"]})
+    return s, c1, c2, "siblings"
+
+
+def test_sibling_forks_that_cannot_be_told_apart_are_branch_ambiguous(db, runtime_for, staff_client):
+    from deerflow.convert import convert_thread, dry_run_thread
+
+    s, c1, c2, thread = _sibling_thread(db, second_source="loop")
+    runtime_for(db, "delta")
+    before = all_rows(db)
+    response = staff_client.get(f"/api/threads/{thread}/state")
+    assert response.status_code == 422, response.content[:300]
+    body = response.json()
+    assert body["code"] == "branch_ambiguous" and f"branch point {s!r}" in body["detail"] and "values" not in body
+    page = staff_client.get(f"/threads/{thread}/")
+    assert page.status_code == 422 and "branch point" in page.content.decode()
+    rows = _history(staff_client, thread)
+    assert {c: (r["message_count"], r["problem"]) for c, r in rows.items()} == {
+        c2: (None, "branch_ambiguous"), c1: (None, "branch_ambiguous"), s: (1, None)}
+    assert all_rows(db) == before
+
+    refused = convert_thread(db, thread)
+    assert refused.status == "branch_ambiguous" and "--acknowledge-branch-ambiguous" in refused.hint
+    assert all_rows(db) == before
+    assert dry_run_thread(db, thread).status == "branch_ambiguous"
+    assert dry_run_thread(db, thread, acknowledge_branch_ambiguous=True).status == "needs_conversion"
+    done = convert_thread(db, thread, acknowledge_branch_ambiguous=True)
+    assert done.status == "converted" and done.acknowledged == ["branch_ambiguous"]
+
+
+def test_an_input_child_of_a_fork_consumed_none_of_the_branch_points_writes(db, runtime_for, staff_client):
+    from deerflow.convert import convert_thread
+    from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+
+    s, c1, c2, thread = _sibling_thread(db, second_source="input")
+    runtime_for(db, "delta")
+    body = staff_client.get(f"/api/threads/{thread}/state?checkpoint_id={c2}").json()
+    assert [m["id"] for m in body["values"]["messages"]] == ["h0"]
+    flagged = [f for f in body["findings"] if f["kind"] == "reader_disagreement"]
+    assert [(f["reason"], f["message_count"], f["langgraph_message_count"]) for f in flagged] == [("fork_input", 1, 3)]
+    one = staff_client.get(f"/api/threads/{thread}/state?checkpoint_id={c1}").json()
+    assert [m["id"] for m in one["values"]["messages"]] == ["h0", "a1", "a2"] and not [
+        f for f in one["findings"] if f["kind"] == "reader_disagreement"]
+    assert "DeerFlow #4458" in staff_client.get(f"/threads/{thread}/?checkpoint_id={c2}").content.decode()
+    rows = _history(staff_client, thread)
+    assert (rows[c2]["message_count"], rows[c2]["langgraph_message_count"], rows[c2]["disagreement"]) == (
+        1, 3, "fork_input")
+    report = convert_thread(db, thread)
+    assert report.status == "converted", (report.error, report.first_difference)
+    with open_saver(db) as saver:
+        full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for(thread, c2))
+        assert [m.id for m in full.values["messages"]] == ["h0"]
+
+
+def test_convert_threads_refuses_ambiguous_forks_unless_acknowledged_and_records_it(db, runtime_for):
+    from django.core.management import CommandError, call_command
+
+    from dashboard.jobs.models import ConversionJob
+
+    _sibling_thread(db, second_source="loop")
+    runtime_for(db, "delta")
+    before = all_rows(db)
+    with pytest.raises(CommandError, match="failed"):
+        call_command("convert_threads", "--to", "full", "--thread", "siblings", "--yes")
+    assert all_rows(db) == before
+    assert ConversionJob.objects.get(kind="dry_run").results.get().status == "branch_ambiguous"
+    call_command("convert_threads", "--to", "full", "--thread", "siblings", "--yes", "--acknowledge-branch-ambiguous")
+    job = ConversionJob.objects.filter(kind="convert").get()
+    assert job.acknowledge_branch_ambiguous and job.results.get().status == "converted"
+
+
+def test_the_history_fragment_shows_both_counts_and_the_ambiguity(db, runtime_for, staff_client):
+    s, c1, c2, thread = _sibling_thread(db, second_source="input")
+    runtime_for(db, "delta")
+    fragment = staff_client.get(f"/history/{thread}/").content.decode()
+    assert "(LangGraph&#x27;s reader: 3)" in fragment or "(LangGraph's reader: 3)" in fragment
+
+
+def _fork_input_thread(db: DatabaseConfig) -> tuple[str, str, str, str]:
+    """:func:`_sibling_thread` with an ``input`` c2 and a turn on it: c2 -[h3]-> c3 (the head)."""
+    s, c1, c2, thread = _sibling_thread(db, second_source="input")
+    with open_saver(db) as saver:
+        w = Writer(saver, thread)
+        w.count = 10
+        w.version = saver.get_tuple(config_for(thread, c2)).checkpoint["channel_versions"]["messages"]
+        w.writes(c2, "__start__", [HumanMessage("q3", id="h3")])
+        c3 = w.checkpoint(c2, counters=2)
+    return c1, c2, c3, thread
+
+
+def _reading(client, thread_id: str, checkpoint_id: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    body = client.get(f"/api/threads/{thread_id}/state?checkpoint_id={checkpoint_id}").json()
+    flagged = [(f["reason"], f["message_count"], f["langgraph_message_count"])
+               for f in body["findings"] if f["kind"] == "reader_disagreement"]
+    return [m["id"] for m in body["values"]["messages"]], flagged
+
+
+def test_pruning_the_sibling_of_an_input_fork_keeps_what_the_fork_reads(db, runtime_for, staff_client):
+    """Retention (a): the input child is classified from its own stored data, so deleting its sibling
+    (safe_only) changes neither our reading nor the flag; (b): a keep_last rebase stores the replay rule's
+    value, which LangGraph's reader then reads (the verification expects it), and the flag goes."""
+    from deerflow.retention import keep_last, safe_only
+    from tests.retention.support import all_keys, read
+
+    c1, c2, c3, thread = _fork_input_thread(db)
+    runtime_for(db, "delta")
+    assert _reading(staff_client, thread, c2) == (["h0"], [("fork_input", 1, 3)])
+    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [("fork_input", 2, 4)])
+    report = safe_only(db, thread)
+    assert (report.status, report.deleted_checkpoint_ids) == ("pruned", [c1]), report.error
+    assert _reading(staff_client, thread, c2) == (["h0"], [("fork_input", 1, 3)])
+    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [("fork_input", 2, 4)])
+    assert read(db, thread, [("", c3)])[("", c3)][0] == 4  # LangGraph's reader: every write of the fork point
+    report = keep_last(db, thread, 1)
+    assert (report.status, report.rebased_checkpoint_ids) == ("pruned", [c3]), (report.error, report.first_difference)
+    assert {cid for _ns, cid in all_keys(db, thread)} == {c3}
+    assert read(db, thread, [("", c3)])[("", c3)][0] == 2  # now the replay rule's value, stored as a snapshot
+    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [])

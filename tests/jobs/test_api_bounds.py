@@ -128,3 +128,37 @@ def test_bad_result_pages_are_400(finished_job, viewer, query):
     response = Client().get(f"/api/jobs/{job.pk}?{query}", headers=_bearer(viewer))
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_parameters" and "results_limit <= 1000" in response.json()["hint"]
+
+
+@pytest.mark.parametrize(("value", "stored"), [(True, True), (False, False), (None, False)])
+def test_the_branch_ambiguity_acknowledgement_is_recorded_on_the_job(delta_rt, manager, value, stored):
+    response = _post({"kind": "dry_run", "thread_ids": ["delta-f10-1t"], "acknowledge_branch_ambiguous": value},
+                     manager)
+    assert response.status_code == 201
+    job = ConversionJob.objects.get()
+    assert job.acknowledge_branch_ambiguous is stored
+    assert response.json()["acknowledge_branch_ambiguous"] is stored
+
+
+def test_the_branch_ambiguity_acknowledgement_is_strict(delta_rt, manager):
+    body = _refused(_post({"kind": "dry_run", "thread_ids": ["delta-f10-1t"], "acknowledge_branch_ambiguous": "yes"},
+                          manager), "invalid_parameters")
+    assert "acknowledge_branch_ambiguous: must be true or false" in body["detail"]
+
+
+def test_the_launch_form_records_the_acknowledgement_and_the_conversion_keeps_it(delta_rt, manager_client, manager):
+    from dashboard.jobs import services
+
+    response = manager_client.post("/jobs/launch", {"thread_id": ["delta-f10-1t"],
+                                                    "acknowledge_branch_ambiguous": "on"})
+    assert response.status_code == 302
+    dry = ConversionJob.objects.get(kind="dry_run")
+    assert dry.acknowledge_branch_ambiguous is True
+    assert "ambiguous branches" in manager_client.get(f"/jobs/{dry.pk}/").content.decode()
+    plain = manager_client.post("/jobs/launch", {"thread_id": ["delta-f10-1t"]})
+    assert plain.status_code == 302 and ConversionJob.objects.latest("pk").acknowledge_branch_ambiguous is False
+    dry.state = ConversionJob.State.SUCCEEDED
+    dry.save()
+    dry.results.update(status="needs_conversion")
+    convert = services.create_job(manager, ConversionJob.Kind.CONVERT, source_job=dry)
+    assert convert.acknowledge_branch_ambiguous is True

@@ -87,6 +87,7 @@ STATUS_WORDS = {
     "pruned": ("pruned", "success"),
     "deleted": ("deleted whole", "success"),
     "changed_during_prune": ("changed while pruning: rolled back, retry", "action"),
+    "branch_ambiguous": ("ambiguous sibling forks: refused unless acknowledged", "action"),
 }
 
 

@@ -77,6 +77,9 @@ class Command(DashboardCommand):
         parser.add_argument("--dry-run", action="store_true", help="estimate and check only; write nothing")
         parser.add_argument("--yes", action="store_true", help="no confirmation prompt (also accepts the size limit)")
         parser.add_argument("--no-integrity", action="store_true", help="skip the comparison with LangGraph's reader")
+        parser.add_argument("--acknowledge-branch-ambiguous", action="store_true",
+                            help="convert sibling forks whose writes are all stored under the branch point "
+                                 "(status branch_ambiguous) as LangGraph's reader reads them; recorded on the job")
         parser.add_argument("--throttle", type=float, default=0.0, metavar="S", help="seconds between threads")
         parser.add_argument("--force-full-fleet", action="store_true",
                             help="--to delta: compact although live full-mode processes are registered "
@@ -100,6 +103,7 @@ class Command(DashboardCommand):
             return CompactCommand(self).handle(rt, opts)
         selection = {"thread_ids": opts["thread"]} if opts["thread"] else {"filter": {"mode": "delta"}}
         common = {"integrity": not opts["no_integrity"], "throttle_delay_s": opts["throttle"], "runner": "inline",
+                  "acknowledge_branch_ambiguous": opts["acknowledge_branch_ambiguous"],
                   "launched_by": f"cli:{getpass.getuser()}"}
         dry = self._run("dry run", self._create(ConversionJob.Kind.DRY_RUN, selection, **common))
         if opts["dry_run"] or not dry.results.filter(status="needs_conversion").exists():
