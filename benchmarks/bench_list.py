@@ -28,6 +28,7 @@ from collections import Counter
 from typing import Any
 
 from benchmarks.common import Context, median_ms, runtime_for, scratch_database, served, served_ms, timed
+from benchmarks.naive_list import list_threads_naive, naive_sql
 from deerflow import census as census_mod
 from deerflow import inventory, summary
 from deerflow.savers import open_checkpointer
@@ -96,8 +97,8 @@ def _served_pages(ctx: Context, rt: Any, k: str, repeats: int) -> None:
 
 def _naive_census(saver: Any) -> dict[str, int]:
     reader = inventory.reader_for(saver)
-    rows = reader.query(inventory._naive_sql(reader, ""))  # the pre-summary aggregate, once
-    counts = Counter(inventory._to_summary(r).thread_class for r in rows)
+    rows = reader.query(naive_sql(reader, ""))  # the pre-summary aggregate, once
+    counts = Counter(inventory.summary_from_row(r).thread_class for r in rows)
     return {c: counts.get(c, 0) for c in inventory.THREAD_CLASSES}
 
 
@@ -130,7 +131,7 @@ def _measure(ctx: Context, database: Any, n: int) -> None:
                               {"sort": "checkpoints"}, {"mode": "full", "sort": "bytes"})]
         r[f"list_page_ms_{k}"] = round(statistics.median(pages), 3)
         r[f"list_page_worst_ms_{k}"] = max(pages + variants)
-        naive = median_ms(lambda: inventory.list_threads_naive(saver, limit=PAGE), naive_repeats, warmup=0)
+        naive = median_ms(lambda: list_threads_naive(saver, limit=PAGE), naive_repeats, warmup=0)
         r[f"list_naive_ms_{k}"] = naive
         r[f"list_speedup_vs_naive_{k}"] = round(naive / r[f"list_page_ms_{k}"], 1)
         assert inventory.class_counts(saver) == _naive_census(saver), "census disagrees with the naive aggregate"

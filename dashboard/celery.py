@@ -36,7 +36,6 @@ def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
     """Freeze this worker from config.yaml (before forking) and subscribe to its mode queue."""
     from django.conf import settings
 
-    from dashboard.fleet import control  # noqa: F401 - registers the deerflow_facts control command
     from dashboard.fleet.registry import register
     from dashboard.runtime import startup
     from deerflow.errors import ConfigError

@@ -6,3 +6,7 @@ class FleetConfig(AppConfig):
 
     name = "dashboard.fleet"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Register the ``deerflow_facts`` remote-control command (workers answer the live check with it)."""
+        from dashboard.fleet import control_command  # noqa: F401 - registration is the import

@@ -20,8 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from celery.worker.control import control_command
 from django.core.cache import cache
+
+from dashboard.fleet.control_command import deerflow_facts
 
 log = logging.getLogger("dashboard.fleet")
 
@@ -32,18 +33,6 @@ LIVE_CHECK_KEY, _REFRESHING_KEY = "fleet:live_check", "fleet:live_check:refreshi
 #: A cached check older than this many times its maximum age is not shown at all (the next page waits for a new one).
 _STALE_LIMIT = 10
 _refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-check")
-
-
-@control_command()
-def deerflow_facts(state) -> dict[str, Any]:
-    """Remote-control command: this worker's frozen mode, cadence, config and versions."""
-    from dashboard.fleet.facts import process_facts
-    from dashboard.runtime import get_runtime
-
-    queues = [q.name for q in state.consumer.task_consumer.queues] if state.consumer.task_consumer else []
-    facts = process_facts(get_runtime(), role="worker", queues=queues)
-    facts["instance_id"] = getattr(state.consumer.app, "deerflow_instance_id", "")
-    return facts
 
 
 @dataclass

@@ -11,11 +11,12 @@ from dashboard.jobs.models import ConversionJob, RetentionPolicy
 from dashboard.jobs.pruning import MAX_KEEP_LAST
 from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import THREAD_CLASSES
+from deerflow.runtime.checkpoint_mode import CheckpointMode
 
 __all__ = ["ApiJobForm", "ConfirmConvertForm", "ConfirmPruneForm", "JobActionForm", "JobResultsPageForm",
            "LaunchForm", "LaunchPruneForm", "PurgeBackupForm", "ReclaimForm", "RetentionPolicyForm"]
 
-_MODES = [("", "any"), ("full", "full"), ("delta", "delta")]
+_MODES = [("", "any")] + [(m.value, m.value) for m in CheckpointMode]
 _CLASSES = [("", "any")] + [(c, c) for c in THREAD_CLASSES]
 
 

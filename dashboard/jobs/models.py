@@ -15,6 +15,8 @@ Result lifecycle::
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -124,6 +126,18 @@ class ConversionJob(models.Model):
         return self.state in self.FINAL_STATES
 
 
+class ResultStatus(StrEnum):
+    """A result row's own lifecycle statuses (the report statuses come from ``deerflow.convert`` and
+    ``deerflow.retention``); the values are the strings stored in ``ThreadResult.status``."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SKIPPED = "skipped"
+    REFUSED = "refused"
+    ERROR = "error"
+
+
 class ThreadResult(models.Model):
     """One thread of a job: the work item a worker claims, then the conversion report.
 
@@ -153,11 +167,12 @@ class ThreadResult(models.Model):
             again (:func:`dashboard.jobs.stalls.requeue_stalled`).
     """
 
-    PENDING, QUEUED, RUNNING = "pending", "queued", "running"
-    SKIPPED, REFUSED, ERROR = "skipped", "refused", "error"
+    Status = ResultStatus
+    PENDING, QUEUED, RUNNING = ResultStatus.PENDING.value, ResultStatus.QUEUED.value, ResultStatus.RUNNING.value
+    SKIPPED, REFUSED, ERROR = ResultStatus.SKIPPED.value, ResultStatus.REFUSED.value, ResultStatus.ERROR.value
     IN_FLIGHT = (QUEUED, RUNNING)
     OPEN = (PENDING, QUEUED, RUNNING)
-    STATUSES = tuple(dict.fromkeys((PENDING, QUEUED, RUNNING, SKIPPED, REFUSED, ERROR, *REPORT_STATUSES,
+    STATUSES = tuple(dict.fromkeys((*(s.value for s in ResultStatus), *REPORT_STATUSES,
                                     *PRUNE_STATUSES, "reclaimed")))
 
     job = models.ForeignKey(ConversionJob, on_delete=models.CASCADE, related_name="results")

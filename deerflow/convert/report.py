@@ -4,18 +4,36 @@ ends an attempt with one of them (shared by :mod:`deerflow.convert.converter` an
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from deerflow.errors import DeerFlowError
 
-__all__ = ["STATUSES", "Abort", "ThreadReport", "record"]
+__all__ = ["Abort", "ReportStatus", "STATUSES", "ThreadReport", "record"]
 
-STATUSES = ("already_full", "needs_conversion", "blocked", "integrity_mismatch", "converted", "reverted",
-            "verification_failed", "changed_during_conversion", "not_found",
-            # sibling forks whose writes may belong to either child (onepass ``branch_ambiguous``), not acknowledged
-            "branch_ambiguous",
-            # full -> delta compaction (deerflow.convert.compactor)
-            "already_delta", "needs_compaction", "compacted")
+
+class ReportStatus(StrEnum):
+    """A conversion or compaction status of one thread; the values are stored in ``ThreadResult.status`` and sent in JSON."""
+
+    ALREADY_FULL = "already_full"
+    NEEDS_CONVERSION = "needs_conversion"
+    BLOCKED = "blocked"
+    INTEGRITY_MISMATCH = "integrity_mismatch"
+    CONVERTED = "converted"
+    REVERTED = "reverted"
+    VERIFICATION_FAILED = "verification_failed"
+    CHANGED_DURING_CONVERSION = "changed_during_conversion"
+    NOT_FOUND = "not_found"
+    # sibling forks whose writes may belong to either child (onepass ``branch_ambiguous``), not acknowledged
+    BRANCH_AMBIGUOUS = "branch_ambiguous"
+    # full -> delta compaction (deerflow.convert.compactor)
+    ALREADY_DELTA = "already_delta"
+    NEEDS_COMPACTION = "needs_compaction"
+    COMPACTED = "compacted"
+
+
+#: Every status value as a plain string, in the order above.
+STATUSES = tuple(s.value for s in ReportStatus)
 
 
 @dataclass

@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from deerflow.convert.report import Abort
 
-__all__ = ["FAILED", "PruneReport", "RetentionAbort", "STATUSES"]
+__all__ = ["FAILED", "PruneReport", "PruneStatus", "RetentionAbort", "STATUSES"]
 
-STATUSES = ("would_prune", "pruned", "nothing_to_prune", "would_delete", "deleted", "not_found", "blocked",
-            "verification_failed", "changed_during_prune", "reverted")
+class PruneStatus(StrEnum):
+    """A prune status of one thread; the values are stored in ``ThreadResult.status`` and sent in JSON."""
+
+    WOULD_PRUNE = "would_prune"
+    PRUNED = "pruned"
+    NOTHING_TO_PRUNE = "nothing_to_prune"
+    WOULD_DELETE = "would_delete"
+    DELETED = "deleted"
+    NOT_FOUND = "not_found"
+    BLOCKED = "blocked"
+    VERIFICATION_FAILED = "verification_failed"
+    CHANGED_DURING_PRUNE = "changed_during_prune"
+    REVERTED = "reverted"
+
+
+#: Every status value as a plain string, in the order above.
+STATUSES = tuple(s.value for s in PruneStatus)
 FAILED = ("not_found", "blocked", "verification_failed", "changed_during_prune")
 
 

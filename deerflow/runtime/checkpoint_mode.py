@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from deerflow.errors import (
@@ -38,6 +39,7 @@ __all__ = [
     "CHECKPOINT_MODE_FULL",
     "CHECKPOINT_MODE_METADATA_KEY",
     "COUNTERS_METADATA_KEY",
+    "CheckpointMode",
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
     "DEFAULT_SNAPSHOT_FREQUENCY",
@@ -67,8 +69,19 @@ CHECKPOINT_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 INTERNAL_CHECKPOINT_MODE_KEY = "__deerflow_checkpoint_channel_mode"
 #: LangGraph's checkpoint metadata key for ``DeltaChannel`` counters.
 COUNTERS_METADATA_KEY = "counters_since_delta_snapshot"
-CHECKPOINT_MODE_FULL = "full"
-CHECKPOINT_MODE_DELTA = "delta"
+
+
+class CheckpointMode(StrEnum):
+    """A checkpoint channel mode (spec "Checkpoint channel mode"); the values are the strings stored
+    in checkpoint metadata and config.yaml's ``checkpoint_channel_mode``."""
+
+    FULL = "full"
+    DELTA = "delta"
+
+
+#: The mode values as plain strings (they are written into checkpoint metadata).
+CHECKPOINT_MODE_FULL = CheckpointMode.FULL.value
+CHECKPOINT_MODE_DELTA = CheckpointMode.DELTA.value
 CHECKPOINT_MODES = (CHECKPOINT_MODE_FULL, CHECKPOINT_MODE_DELTA)
 #: DeerFlow's default ``checkpoint_delta.snapshot_frequency`` (updates per snapshot).
 DEFAULT_SNAPSHOT_FREQUENCY = 10

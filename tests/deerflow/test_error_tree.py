@@ -36,9 +36,9 @@ def _defined_exceptions() -> dict[str, type[BaseException]]:
 
 def test_the_walk_finds_the_package_errors():
     found = _defined_exceptions()
-    # The walk reaches subpackages: these live in deerflow.convert, deerflow.seed and deerflow.inventory.
-    for name in ("deerflow.convert.backups.BackupNotFoundError", "deerflow.seed.ThreadExistsError",
-                 "deerflow.seed.target.SeedTargetError", "deerflow.inventory.InvalidCursorError",
+    # The walk reaches subpackages: these live in deerflow.convert, deerflow.seed and deerflow.cursors.
+    for name in ("deerflow.convert.backups.BackupNotFoundError", "deerflow.seed.plan.ThreadExistsError",
+                 "deerflow.seed.target.SeedTargetError", "deerflow.cursors.InvalidCursorError",
                  "deerflow.errors.StorageError"):
         assert name in found
 
@@ -46,7 +46,7 @@ def test_the_walk_finds_the_package_errors():
 #: Outside the tree by design (drawn in deerflow.errors' docstring with the reason).
 BY_DESIGN = {
     "deerflow.pool.ServerUnreachable": "a psycopg_pool.PoolTimeout, as LangGraph's saver callers expect",
-    "deerflow.seed.SeedInterrupted": "a KeyboardInterrupt, which except Exception must not catch",
+    "deerflow.seed.plan.SeedInterrupted": "a KeyboardInterrupt, which except Exception must not catch",
 }
 
 

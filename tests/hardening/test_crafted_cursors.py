@@ -16,6 +16,7 @@ import json
 
 import pytest
 
+from benchmarks.naive_list import list_threads_naive
 from deerflow import inventory
 from deerflow.savers import open_checkpointer
 from tests.dashboard.html import parse
@@ -88,7 +89,7 @@ def test_list_threads_rejects_crafted_cursors_on_both_backends(request, backend)
                 inventory.list_threads(saver, sort=sort, cursor=cursor, limit=5)
         for cursor in BAD["updated"]:
             with pytest.raises(inventory.InvalidCursorError):
-                inventory.list_threads_naive(saver, cursor=cursor, limit=5)
+                list_threads_naive(saver, cursor=cursor, limit=5)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.naive_list import list_threads_naive
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.seed import SeedPlan, SeedReport, seed_threads
@@ -68,8 +69,8 @@ def walk(saver: Any, *, limit: int = 1000, **filters: Any) -> list[inventory.Thr
 
 def naive_all(saver: Any) -> list[inventory.ThreadSummary]:
     """Every thread from the per-request ``GROUP BY`` (the oracle), newest update first."""
-    rows, cursor = inventory.list_threads_naive(saver, limit=1000)
+    rows, cursor = list_threads_naive(saver, limit=1000)
     while cursor:
-        more, cursor = inventory.list_threads_naive(saver, limit=1000, cursor=cursor)
+        more, cursor = list_threads_naive(saver, limit=1000, cursor=cursor)
         rows += more
     return rows

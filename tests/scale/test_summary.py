@@ -1,6 +1,6 @@
 """``deerflow.summary``: the stored rows equal the naive per-request aggregate, before and after changes.
 
-The oracle is :func:`deerflow.inventory.list_threads_naive` (``GROUP BY
+The oracle is :func:`benchmarks.naive_list.list_threads_naive` (``GROUP BY
 thread_id`` over every checkpoint, classified in Python), an independent
 code path from the summary's SQL. Checked on the real fixture and on seeded
 data, after incremental refreshes (new checkpoints on old threads, new

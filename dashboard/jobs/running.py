@@ -1,0 +1,244 @@
+"""Run one thread of a job: claim its row, convert / revert / prune it, record the outcome (:func:`run_thread`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from celery.exceptions import TimeLimitExceeded
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from dashboard.errors import describe
+from dashboard.jobs import compaction, owners, pruning, reclaiming
+from dashboard.jobs.creation import _PRUNE_KINDS
+from dashboard.jobs.errors import (
+    UNEXPECTED_ERROR_HINT,
+    WORKER_FULL_MODE_HINT,
+    TransientDatabaseError,
+    is_transient,
+)
+from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.runtime import DashboardRuntime, get_runtime
+from deerflow import convert, inventory
+from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
+
+__all__ = ["Run", "record_failure", "run_thread", "unqueue"]
+
+log = logging.getLogger("dashboard.jobs")
+Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
+
+
+# -- one thread ---------------------------------------------------------------
+class Run(NamedTuple):
+    """:func:`run_thread`'s answer: the row as it is now, and whether this call ran the thread."""
+
+    result: ThreadResult
+    ran: bool
+
+
+@dataclass
+class _Outcome:
+    report: convert.ThreadReport
+    code: str = ""
+    prune: dict[str, Any] = field(default_factory=dict)
+
+
+def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") -> Run:
+    """Claim one result row, run its dry run / conversion / revert, and record the outcome on the row.
+
+    Args:
+        result_id: the :class:`ThreadResult` to run.
+        reclaim: the caller is a redelivery of a task whose worker died
+            (the row may be stuck in ``running``); claim it anyway.
+        worker_node: the Celery node name, recorded with host, pid, mode and cadence.
+
+    Returns:
+        :class:`Run`; ``ran`` is false when another process holds the row,
+        the row already finished, or the job is not running (paused/cancelled) and the row is no dead
+        worker's started thread.
+
+    Raises:
+        TransientDatabaseError: a retryable database error; the row is back to ``queued``.
+        ThreadResult.DoesNotExist: no such row.
+    """
+    rt = get_runtime()
+    token = _claim(rt, result_id, reclaim=reclaim, worker_node=worker_node)
+    result = Result.objects.select_related("job").get(pk=result_id)
+    if token is None:
+        return Run(result, False)
+    try:
+        outcome = _execute(rt, result)
+    except Exception as exc:
+        if is_transient(exc):
+            Result.objects.filter(pk=result_id, attempts=token).update(status=Result.QUEUED)
+            raise TransientDatabaseError(f"{type(exc).__name__}: {exc}") from exc
+        log.exception("job %s: thread %r failed", result.job_id, result.thread_id)
+        outcome = _error_outcome(result.thread_id, exc)
+    _record(result_id, token, outcome)
+    result.refresh_from_db()
+    return Run(result, True)
+
+
+def _identity(rt: DashboardRuntime, worker_node: str) -> dict[str, Any]:
+    return {"worker_host": socket.gethostname(), "worker_node": worker_node, "worker_pid": os.getpid(),
+            "worker_mode": rt.mode, "worker_snapshot_frequency": rt.snapshot_frequency}
+
+
+def _claim(rt: DashboardRuntime, result_id: int, *, reclaim: bool, worker_node: str) -> int | None:
+    """The claim number (``attempts``) if this process won the row, else ``None``.
+
+    A queued row is claimed while its job runs. A ``running`` row is taken
+    over only from an owner that is gone (:func:`dashboard.jobs.owners.owner_alive`):
+    a process of this host that no longer exists, or, for a redelivered task
+    (``reclaim``: the broker believes the worker was lost), an owner that is
+    not found running it. Such a row is claimed while the job runs, is paused
+    or is being cancelled: that thread had started, and pause and cancel let
+    started threads finish, so the redelivered task finishes it instead of
+    leaving it ``running`` for ever. A redelivery whose owner still runs the
+    thread (its worker only lost the broker connection for a moment, and
+    Kombu restored the message) does nothing: the owner records the thread
+    and moves the job on.
+    """
+    claim = {"status": Result.RUNNING, "attempts": F("attempts") + 1, "started_at": timezone.now(),
+             "finished_at": None, **_identity(rt, worker_node)}
+    with transaction.atomic():
+        if Result.objects.filter(pk=result_id, status=Result.QUEUED, job__state=State.RUNNING).update(**claim):
+            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
+    owner = Result.objects.filter(pk=result_id, status=Result.RUNNING).values(
+        "worker_host", "worker_pid", "worker_node", "attempts").first()
+    if owner is None or not _owner_gone(owner, result_id, reclaim=reclaim):  # may ask another host (seconds)
+        return None
+    with transaction.atomic():
+        if Result.objects.filter(pk=result_id, status=Result.RUNNING, attempts=owner["attempts"], job__state__in=(
+                State.RUNNING, State.PAUSED, State.CANCELLING)).update(**claim):
+            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
+    return None
+
+
+def _owner_gone(owner: dict[str, Any], result_id: int, *, reclaim: bool) -> bool:
+    """A redelivery takes over unless the owner is seen running the row; otherwise only from a dead local pid."""
+    if reclaim:
+        return owners.owner_alive(owner, result_id) is not True
+    return owner["worker_host"] == socket.gethostname() and owners.owner_alive(owner, result_id) is False
+
+
+def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
+    job = result.job
+    refusal = _refusal(rt, result)
+    if refusal is not None:
+        return refusal
+    database, note = rt.config.database, f"dashboard job {job.pk}"
+    if job.kind == Kind.RECLAIM:
+        return _Outcome(reclaiming.run_one(rt, job))
+    if job.kind in _PRUNE_KINDS:
+        report, lists = pruning.run_one(rt, result.thread_id, job.retention, dry_run=job.kind == Kind.PRUNE_DRY_RUN,
+                                        note=note, retried=result.attempts > 1)
+        return _Outcome(report, prune=lists)
+    if job.kind == Kind.REVERT and pruning.is_prune_backup(result.backup_id):
+        report, lists = pruning.revert_one(rt, result.backup_id)
+        return _Outcome(report, prune=lists)
+    if job.kind in (Kind.COMPACT_DRY_RUN, Kind.COMPACT):
+        return _Outcome(compaction.run_one(rt, result.thread_id, dry_run=job.kind == Kind.COMPACT_DRY_RUN,
+                                           integrity=job.integrity, note=note, retried=result.attempts > 1))
+    if job.kind == Kind.DRY_RUN:
+        return _Outcome(convert.dry_run_thread(database, result.thread_id, integrity=job.integrity,
+                                               acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous))
+    if job.kind == Kind.REVERT:
+        return _Outcome(convert.revert_thread(database, result.backup_id))
+    report = convert.convert_thread(database, result.thread_id, integrity=job.integrity, note=note,
+                                    acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous)
+    return _Outcome(_recover_committed(rt, result, report, note))
+
+
+def _refusal(rt: DashboardRuntime, result: ThreadResult) -> _Outcome | None:
+    """A 503 when config.yaml drifted; the spec's 409 when this full-mode process would need a delta reader."""
+    try:
+        rt.check_drift()
+    except CheckpointModeReconfigurationError as exc:
+        view = describe(exc)
+        return _refused(result.thread_id, view.detail, view.hint, view.code)
+    if rt.mode == "delta" or (result.job.kind not in (Kind.COMPACT_DRY_RUN, Kind.COMPACT, *_PRUNE_KINDS)
+                              and not _needs_delta_reader(rt, result)):
+        return None
+    view = describe(CheckpointModeMismatchError(thread_id=result.thread_id))
+    return _refused(result.thread_id, view.detail, WORKER_FULL_MODE_HINT, view.code)
+
+
+def _needs_delta_reader(rt: DashboardRuntime, result: ThreadResult) -> bool:
+    if result.job.kind == Kind.REVERT:
+        return True  # the restored rows are delta rows, verified by replaying them
+    summary = inventory.get_thread_summary(rt.saver, result.thread_id)
+    return summary is not None and summary.mode == "delta"
+
+
+def _refused(thread_id: str, detail: str, hint: str, code: str) -> _Outcome:
+    return _Outcome(convert.ThreadReport(thread_id=thread_id, status=Result.REFUSED, error=detail, hint=hint),
+                    code)
+
+
+TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME_LIMIT_S, kept below the broker's "
+                   "timeout) and its process was stopped; its conversion rolled back. Raise both limits together, then retry "
+                   "the job (docs/reliability.md, 'Brokers').")
+
+
+def _error_outcome(thread_id: str, exc: Exception) -> _Outcome:
+    report = convert.ThreadReport(thread_id=thread_id, status=Result.ERROR,
+                                  error=f"{type(exc).__name__}: {exc}", hint=UNEXPECTED_ERROR_HINT)
+    return _Outcome(report, "unexpected_error")
+
+
+def _recover_committed(rt: DashboardRuntime, result: ThreadResult, report: convert.ThreadReport,
+                       note: str) -> convert.ThreadReport:
+    """A retried row whose earlier attempt committed but died before recording: report that conversion."""
+    if report.status != "already_full" or result.attempts < 2:
+        return report
+    mine = [b for b in convert.list_backups(rt.config.database, result.thread_id)
+            if b.note == note and b.status == "active"]
+    if mine:
+        report.status, report.backup_id = "converted", mine[0].backup_id
+        report.hint = "Converted by an earlier attempt of this job whose worker stopped before recording it."
+    return report
+
+
+def _record(result_id: int, token: int, outcome: _Outcome) -> bool:
+    r = outcome.report
+    fields: dict[str, Any] = {
+        "status": r.status, "checkpoints_total": r.checkpoints_total,
+        "checkpoints_rewritten": r.checkpoints_to_rewrite, "bytes_before": r.bytes_before,
+        "bytes_after": r.bytes_after, "head_messages_sha256": r.head_messages_sha256 or "",
+        "first_difference": r.first_difference, "findings": r.findings, "error": r.error or "",
+        "hint": r.hint or "", "error_code": outcome.code, "duration_s": r.duration_s,
+        "finished_at": timezone.now(), "prune": outcome.prune,
+    }
+    if r.backup_id:
+        fields["backup_id"] = r.backup_id
+    n = Result.objects.filter(pk=result_id, status=Result.RUNNING, attempts=token).update(**fields)
+    if not n:
+        log.warning("result %s: attempt %s was superseded; its outcome %s is not recorded", result_id, token, r.status)
+    return bool(n)
+
+
+def record_failure(result_id: int, exc: BaseException) -> int | None:
+    """Record a task that failed for good (retries exhausted) as an error on its row, if still in flight.
+
+    Returns:
+        The row's job id, or ``None`` when there is no such row.
+    """
+    timed_out = isinstance(exc, TimeLimitExceeded)
+    Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
+        status=Result.ERROR, error=f"{type(exc).__name__}: {exc}",
+        error_code="time_limit" if timed_out else "task_failed",
+        hint=TIME_LIMIT_HINT if timed_out else
+        "The task failed after its retries (database unreachable or locked). Retry the job later.",
+        finished_at=timezone.now())
+    return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
+
+
+def unqueue(result_id: int) -> None:
+    """Put a queued row back to pending (its task could not be sent); the next dispatch picks it up."""
+    Result.objects.filter(pk=result_id, status=Result.QUEUED).update(status=Result.PENDING)
