@@ -37,5 +37,5 @@ from langgraph._internal._typing import MISSING
 from langgraph.channels.binop import _get_overwrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-__all__ = ["CONFIG_KEY_CHECKPOINTER", "DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", "MISSING", "_DeltaSnapshot", "_algo",
-           "_get_overwrite"]
+__all__ = ["CONFIG_KEY_CHECKPOINTER", "DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", "MISSING", "_DeltaSnapshot",
+           "_algo", "_get_overwrite"]

@@ -159,9 +159,10 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
 
 #: The kinds that write threads -> (the dry-run kind that estimates them, the dry run's "would write" status,
 #: the status of a written thread).
-_WRITES = {Kind.CONVERT: (Kind.DRY_RUN, ("needs_conversion",), ("converted",)),
-           Kind.COMPACT: (Kind.COMPACT_DRY_RUN, ("needs_compaction",), ("compacted",)),
-           Kind.PRUNE: (Kind.PRUNE_DRY_RUN, ("would_prune", "would_delete"), pruning.WRITTEN)}
+_WRITES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    Kind.CONVERT: (Kind.DRY_RUN, ("needs_conversion",), ("converted",)),
+    Kind.COMPACT: (Kind.COMPACT_DRY_RUN, ("needs_compaction",), ("compacted",)),
+    Kind.PRUNE: (Kind.PRUNE_DRY_RUN, ("would_prune", "would_delete"), pruning.WRITTEN)}
 _DRY_RUNS = (Kind.DRY_RUN, Kind.COMPACT_DRY_RUN, Kind.PRUNE_DRY_RUN)
 _PRUNE_KINDS = (Kind.PRUNE_DRY_RUN, Kind.PRUNE)
 

@@ -177,6 +177,12 @@ def _null_write_error(accumulated: bool) -> ValueError:
     )
 
 
+def _id(message: BaseMessage) -> str:
+    """The id of a message that went through ``_MessageLog._with_ids`` (every such message has one)."""
+    assert message.id is not None, "message ids are filled in by _with_ids first"
+    return message.id
+
+
 class _MessageLog:
     """A message list with tombstones and an id index: O(1) replace/remove per message.
 
@@ -214,8 +220,9 @@ class _MessageLog:
     def _append(self, message: BaseMessage) -> None:
         position = len(self.items)
         self.items.append(message)
-        self.latest[message.id] = position
-        self.positions.setdefault(message.id, []).append(position)
+        mid = _id(message)
+        self.latest[mid] = position
+        self.positions.setdefault(mid, []).append(position)
         self.live += 1
 
     def apply(self, write: list[BaseMessage]) -> None:
@@ -230,12 +237,12 @@ class _MessageLog:
                 return
         to_remove: set[str] = set()
         for m in write:
-            pos = self.latest.get(m.id)
+            pos = self.latest.get(_id(m))
             if pos is not None:
                 if isinstance(m, RemoveMessage):
-                    to_remove.add(m.id)
+                    to_remove.add(_id(m))
                 else:
-                    to_remove.discard(m.id)
+                    to_remove.discard(_id(m))
                     self.items[pos] = m
             elif isinstance(m, RemoveMessage):
                 raise ValueError(
@@ -253,7 +260,7 @@ class _MessageLog:
         return [m for m in self.items if m is not None]
 
 
-def merge_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
+def merge_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[BaseMessage]:
     """The linear-time ``add_messages``-equivalent reducer for the delta ``messages`` channel.
 
     Spec, "State schemas" (``merge_message_writes(state, writes)``). It is
@@ -366,7 +373,7 @@ THREAD_STATE_REDUCER_FIELDS: frozenset[str] = frozenset(
 def _with_messages_field(schema: type, name: str, field: Any) -> type:
     hints = get_type_hints(schema, include_extras=True)
     hints["messages"] = field
-    new = TypedDict(name, hints)  # type: ignore[operator]
+    new = TypedDict(name, hints)  # type: ignore[misc]  # built at run time: the name is not a literal
     new.__doc__ = schema.__doc__
     return new
 
