@@ -29,6 +29,7 @@ from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.abc import CT  # the pool's connection type (default Connection[TupleRow])
 
 __all__ = ["FailFastConnectionPool", "ServerUnreachable", "check_if_told"]
 
@@ -63,7 +64,7 @@ class ServerUnreachable(PoolTimeout):
         self.reason = reason
 
 
-class FailFastConnectionPool(ConnectionPool):
+class FailFastConnectionPool(ConnectionPool[CT]):
     """``psycopg_pool.ConnectionPool`` that fails at once for ``cooldown_s`` seconds after an outage was seen.
 
     Args:
@@ -115,7 +116,10 @@ class FailFastConnectionPool(ConnectionPool):
     def _direct_connection_error(self) -> str | None:
         """The first line of libpq's error for one direct connection attempt, or ``None`` if it connects."""
         try:
-            with psycopg.connect(self.conninfo, connect_timeout=self.probe_timeout_s, **(self.kwargs or {})):
+            # psycopg_pool 3.3 takes conninfo and kwargs as values or as callables that make them.
+            conninfo = self.conninfo if isinstance(self.conninfo, str) else self.conninfo()
+            kwargs = self.kwargs() if callable(self.kwargs) else self.kwargs
+            with psycopg.connect(conninfo, connect_timeout=self.probe_timeout_s, **(kwargs or {})):
                 return None
         except psycopg.Error as exc:
             return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

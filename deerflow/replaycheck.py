@@ -98,7 +98,7 @@ def _chain_writes(saver: Any, target: Any) -> tuple[Any, list[tuple[str, str, in
 
 
 def _ids(messages: list[Any]) -> set[str]:
-    return {getattr(m, "id", None) for m in messages} - {None}
+    return {mid for m in messages if (mid := getattr(m, "id", None)) is not None}
 
 
 def find_reducer_failure(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> ReducerFailure | None:
@@ -132,7 +132,7 @@ def find_reducer_failure(saver: Any, thread_id: str, checkpoint_ns: str, checkpo
         except ValueError as exc:
             items = write if isinstance(write, (list, tuple)) else [write]
             present = _ids(value)
-            missing = tuple(m.id for m in items if isinstance(m, RemoveMessage)
+            missing = tuple(m.id for m in items if isinstance(m, RemoveMessage) and m.id is not None
                             and m.id != REMOVE_ALL_MESSAGES and m.id not in present)
             return ReducerFailure(checkpoint_id, write_cid, task_id, index, missing, str(exc))
     return None

@@ -158,20 +158,24 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
             conn.close()
         return
     from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import DictRow
 
     from deerflow.pool import FailFastConnectionPool
 
     # A pooled session ended by a server restart is replaced when lent, instead of failing the next
     # request (deerflow.pool.check_if_told: no round trip for a healthy connection).
-    pool = FailFastConnectionPool(
-        database.postgres_url, min_size=1, max_size=pool_size, timeout=timeout,
+    # connection_class names the row type for the checker (postgres_connect_kwargs sets row_factory=dict_row).
+    pool: FailFastConnectionPool[Connection[DictRow]] = FailFastConnectionPool(
+        database.postgres_url or "", connection_class=Connection[DictRow], min_size=1, max_size=pool_size,
+        timeout=timeout,
         kwargs=postgres_connect_kwargs(database), open=True, cooldown_s=unreachable_cooldown_s,
     )
     try:
-        saver = PostgresSaver(pool)
+        pg_saver = PostgresSaver(pool)
         if create:
-            saver.setup()
-        yield saver
+            pg_saver.setup()
+        yield pg_saver
     finally:
         pool.close()
 
@@ -201,17 +205,19 @@ async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = Fa
             await conn.close()
         return
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow
     from psycopg_pool import AsyncConnectionPool
 
     pool = AsyncConnectionPool(
-        database.postgres_url, min_size=1, max_size=pool_size,
+        database.postgres_url or "", connection_class=AsyncConnection[DictRow], min_size=1, max_size=pool_size,
         kwargs=postgres_connect_kwargs(database), open=False, check=AsyncConnectionPool.check_connection,
     )
     await pool.open()
     try:
-        saver = AsyncPostgresSaver(pool)
+        apg_saver = AsyncPostgresSaver(pool)
         if create:
-            await saver.setup()
-        yield saver
+            await apg_saver.setup()
+        yield apg_saver
     finally:
         await pool.close()

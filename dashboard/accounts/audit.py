@@ -40,7 +40,7 @@ def record(request: HttpRequest, response: HttpResponse) -> None:
     token = getattr(request, "api_token", None)
     AuditEntry.objects.create(
         user=user, username=user.get_username(), via="token" if token else "session",
-        token_prefix=token.prefix if token else "", method=request.method[:8], path=request.path[:2048],
+        token_prefix=token.prefix if token else "", method=(request.method or "")[:8], path=request.path[:2048],
         action=action[:100], status=response.status_code, remote_addr=(client_ip(request) or "")[:64])
 
 

@@ -42,8 +42,7 @@ def api_staff_required(view: Callable) -> Callable:
             if user is None:
                 return json_error(ErrorView(401, "invalid_token", "Invalid or revoked API token.",
                                             "Create a new token with: python manage.py create_api_token <username>"))
-            request.user = user
-            request._dont_enforce_csrf_checks = True
+            request.user = user  # CSRF: BearerTokenCsrfMiddleware exempted this request already
         elif not request.user.is_authenticated:
             return json_error(ErrorView(401, "authentication_required", "Authentication required.",
                                         "Log in as a staff user or send Authorization: Bearer <token>."))

@@ -26,7 +26,7 @@ class ApiTokenBackend:
         if token is None:
             return None
         if request is not None:
-            request.api_token = token
+            request.api_token = token  # type: ignore[attr-defined]  # read back by audit and scope checks
         return token.user
 
     def get_user(self, user_id):

@@ -242,5 +242,8 @@ def is_transient(exc: BaseException) -> bool:
             text = str(exc).lower()
             if "locked" in text or "busy" in text:
                 return True
-        exc = exc.__cause__ or exc.__context__
+        cause = exc.__cause__ or exc.__context__
+        if cause is None:
+            return False
+        exc = cause
     return False

@@ -10,12 +10,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 
 from dashboard.errors.rendering import RETRY_AFTER_S, error_answer, log
 
-__all__ = ["DamagedCheckpointMiddleware", "MethodNotAllowedMiddleware", "OutageMiddleware"]
+if TYPE_CHECKING:
+    from dashboard.errors.registry import ErrorView
+
+__all__ = ["DamagedCheckpointMiddleware", "MethodNotAllowedMiddleware", "OutageMiddleware", "not_allowed_view"]
 
 
 class OutageMiddleware:
@@ -106,15 +110,23 @@ class MethodNotAllowedMiddleware:
         if not isinstance(response, HttpResponseNotAllowed) or response.content:
             return response
         allowed = [m.strip() for m in response.get("Allow", "").split(",") if m.strip()]
-        answer = error_answer(request, _not_allowed(request, allowed))
+        answer = error_answer(request, not_allowed_view(request, allowed))
         answer["Allow"] = ", ".join(allowed)
         return answer
 
 
-def _not_allowed(request: HttpRequest, allowed: list[str]):
-    """The ``method_not_allowed`` :class:`~dashboard.errors.ErrorView` for ``request`` (``allowed``: methods)."""
-    from dashboard.errors.registry import ErrorView
+def not_allowed_view(request: HttpRequest, allowed: list[str], hint: str | None = None) -> ErrorView:
+    """The ``method_not_allowed`` :class:`~dashboard.errors.ErrorView` for ``request``: the one 405 of the site.
 
+    Args:
+        allowed: the methods the route takes (the ``Allow`` header).
+        hint: a route's own advice in place of the generic one (the thread API's "read-only; use GET").
+    """
+    from dashboard.errors.registry import ErrorView  # noqa: F811 - at run time (registry imports rendering)
+
+    detail = f"Method {request.method} is not allowed at {request.path}."
+    if hint is not None:
+        return ErrorView(405, "method_not_allowed", detail, hint)
     methods = " or ".join(allowed) or "no method"
     if request.path.startswith("/api/"):
         hint = f"Send {methods} to this route (docs/api.md lists each route's methods)."
@@ -123,4 +135,4 @@ def _not_allowed(request: HttpRequest, allowed: list[str]):
                 "and submit it there.")
     else:
         hint = f"This address only takes {methods}; open it from the navigation above."
-    return ErrorView(405, "method_not_allowed", f"Method {request.method} is not allowed at {request.path}.", hint)
+    return ErrorView(405, "method_not_allowed", detail, hint)

@@ -8,6 +8,8 @@ import logging
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from dashboard.fragments import wants_fragment
+
 __all__ = ["RETRY_AFTER_S", "error_answer", "error_page", "json_error"]
 
 log = logging.getLogger("dashboard.outages")
@@ -26,8 +28,7 @@ def error_page(request: HttpRequest, view, **extra) -> HttpResponse:
     from django.contrib.auth.models import AnonymousUser
     from django.shortcuts import render
 
-    htmx = getattr(request, "htmx", None)
-    fragment = bool(htmx) and not htmx.history_restore_request
+    fragment = wants_fragment(request)
     context: dict = {"error": view, **extra}
     if view.code == "dashboard_database_unavailable":
         context["user"] = AnonymousUser()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-from django.http import HttpRequest, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
-from django.views.decorators.csrf import csrf_exempt
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.auth import api_staff_required, scope_refusal
@@ -31,30 +29,14 @@ def audit(request: HttpRequest) -> JsonResponse:
     return JsonResponse(run_audit(get_runtime(), with_threads=with_threads).as_dict(with_threads=with_threads))
 
 
-def _csrf_rejection(request: HttpRequest) -> JsonResponse | None:
-    """A 403 when a session-authenticated POST lacks a valid CSRF token; ``None`` otherwise.
-
-    Bearer-token requests are exempt (``api_staff_required`` marks them); a
-    staff browser session is not, so another site cannot register processes
-    through it.
-    """
-    rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
-    if rejected is None:
-        return None
-    return json_error(ErrorView(403, "csrf_failed", "CSRF verification failed.",
-                                "Send Authorization: Bearer <token> (no CSRF token needed), or the CSRF token "
-                                "of your session in the X-CSRFToken header."))
-
-
-@csrf_exempt  # checked in the view: only session-authenticated requests need a CSRF token
 @require_POST
 @api_staff_required
-def heartbeat(request: HttpRequest) -> JsonResponse:
+def heartbeat(request: HttpRequest) -> HttpResponse:
     """Record an outside process's heartbeat; body is JSON (see ExternalHeartbeatForm).
 
     Needs :data:`HEARTBEAT_PERMISSION` and, with a token, the ``heartbeat`` scope.
     """
-    rejected = _csrf_rejection(request) or scope_refusal(request, "heartbeat")
+    rejected = scope_refusal(request, "heartbeat")
     if rejected is not None:
         return rejected
     if not request.user.has_perm(HEARTBEAT_PERMISSION):

@@ -19,6 +19,7 @@ from dashboard.fleet.control import recent_live_check
 from dashboard.fleet.forms import DismissProcessForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.processes import NotDismissible, dismiss
+from dashboard.fragments import wants_fragment
 from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads.templatetags.thread_tags import class_words
@@ -38,7 +39,7 @@ def audit_page(request: HttpRequest) -> HttpResponse:
     """
     live = recent_live_check(settings.DASHBOARD_LIVE_CHECK_MAX_AGE_S)
     audit = run_audit(get_runtime(), live=live)
-    fragment = request.htmx and not request.htmx.history_restore_request  # a restore needs the whole page
+    fragment = wants_fragment(request)  # a restore needs the whole page
     template = "fleet/_audit_body.html" if fragment else "fleet/audit.html"
     words = {cls: class_words(cls) for cls in audit.census}
     checked_at = dt.datetime.fromtimestamp(live.checked_at, dt.UTC) if live.checked_at else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
+from django.forms import Form
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
@@ -36,7 +37,7 @@ __all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm
            "revert_confirm"]
 
 #: What each dry run confirms: the status of the rows it would rewrite, the template and the form.
-_CONFIRMS = {
+_CONFIRMS: dict[str, tuple[str, str, type[Form]]] = {
     ConversionJob.Kind.DRY_RUN: ("needs_conversion", "jobs/convert_confirm.html", ConfirmConvertForm),
     ConversionJob.Kind.COMPACT_DRY_RUN: ("needs_compaction", "jobs/compact_confirm.html", ConfirmCompactForm),
 }

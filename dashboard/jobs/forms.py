@@ -96,7 +96,8 @@ class LaunchPruneForm(LaunchForm):
 
     def clean(self) -> dict[str, Any]:
         """``keep_last`` is needed by rule keep_last and dropped for the others."""
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns (typed Optional for overrides that return None)
         if data.get("rule") == "keep_last" and not data.get("keep_last"):
             self.add_error("keep_last", "rule keep_last needs N (a whole number >= 1)")
         elif data.get("rule") != "keep_last":
@@ -219,7 +220,8 @@ class ApiJobForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """``"kind": "prune"`` with ``"dry_run": true`` is the prune dry run; ``dry_run`` is for prune only."""
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns (typed Optional for overrides that return None)
         if data.get("dry_run") is not None and data.get("kind") not in ("prune", "prune_dry_run"):
             self.add_error("dry_run", "dry_run is for kind prune only (the other kinds have their own dry-run kind)")
         elif data.get("kind") == "prune" and data.get("dry_run"):
@@ -322,7 +324,8 @@ class RetentionPolicyForm(forms.ModelForm):
         """The rule as a prune job takes it (:func:`dashboard.jobs.pruning.normalize_retention`)."""
         from dashboard.jobs.pruning import normalize_retention
 
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what Form.clean returns (typed Optional for overrides that return None)
         protect = [p for p in (data.get("protect_ids") or "").replace(",", " ").split() if p]
         rule = data.get("rule")
         try:

@@ -12,7 +12,7 @@ from dashboard.jobs.models import ConversionJob, ThreadResult
 __all__ = ["SUCCESS", "Progress", "progress", "succeeded"]
 
 #: Per kind, the result statuses that count as success.
-SUCCESS = {
+SUCCESS: dict[str, tuple[str, ...]] = {
     ConversionJob.Kind.DRY_RUN: ("needs_conversion", "already_full"),
     ConversionJob.Kind.CONVERT: ("converted", "already_full"),
     ConversionJob.Kind.REVERT: ("reverted",),

@@ -22,6 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, invalid_parameters
+from dashboard.fragments import is_htmx, wants_fragment
 from dashboard.jobs import charts, compaction, reclaiming, services, stalls
 from dashboard.jobs.errors import JobError, NotADryRun
 from dashboard.jobs.forms import (
@@ -95,7 +96,7 @@ def retention_required(view: Callable) -> Callable:
 
 
 def _go(request: HttpRequest, url: str) -> HttpResponse:
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
 
 def _job_url(job: ConversionJob) -> str:
@@ -125,7 +126,8 @@ def _job_context(job: ConversionJob, **extra) -> dict:
 
 
 #: A finished dry run of this kind draws the factor of the rows with this status.
-_GROWTH_STATUS = {ConversionJob.Kind.DRY_RUN: "needs_conversion", ConversionJob.Kind.COMPACT_DRY_RUN: "needs_compaction"}
+_GROWTH_STATUS: dict[str, str] = {ConversionJob.Kind.DRY_RUN: "needs_conversion",
+                                   ConversionJob.Kind.COMPACT_DRY_RUN: "needs_compaction"}
 
 
 def _charts(job: ConversionJob) -> dict:
@@ -202,7 +204,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_progress(request: HttpRequest, job_id: int) -> HttpResponse:
     """The polled fragment; a finished job answers 286 so htmx stops polling."""
     job = get_object_or_404(ConversionJob, pk=job_id)
-    if not request.htmx or request.htmx.history_restore_request:  # opened on its own: the job's whole page
+    if not wants_fragment(request):  # opened on its own: the job's whole page
         return render(request, "jobs/detail.html", _job_context(job))
     html = render_to_string("jobs/_job.html", _job_context(job), request=request)
     return HttpResponseStopPolling(html) if job.finished else HttpResponse(html)
@@ -212,7 +214,7 @@ def job_progress(request: HttpRequest, job_id: int) -> HttpResponse:
 @staff_required
 def worker_status(request: HttpRequest) -> HttpResponse:
     """Fragment: is a delta-mode worker alive to run jobs? (asks the workers, about 1 s)"""
-    fragment = request.htmx and not request.htmx.history_restore_request
+    fragment = wants_fragment(request)
     return render(request, "jobs/_workers.html" if fragment else "jobs/workers.html", {"check": check_delta_workers()})
 
 

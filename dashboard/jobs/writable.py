@@ -51,7 +51,7 @@ def missing_privileges(database: DatabaseConfig) -> tuple[str, list[str]]:
         return "", []
     import psycopg
 
-    with psycopg.connect(database.postgres_url, connect_timeout=5, **postgres_connect_kwargs(database)) as conn:
+    with psycopg.connect(database.postgres_url or "", connect_timeout=5, **postgres_connect_kwargs(database)) as conn:
         rows = conn.execute(_PRIVILEGES_SQL, [list(CHECKPOINT_TABLES + BACKUP_TABLES)]).fetchall()
     missing = [f"INSERT, UPDATE, DELETE on {r['name']}" for r in rows if r["present"] and not r["writable"]]
     if any(not r["present"] for r in rows if r["name"] in BACKUP_TABLES) and not rows[0]["can_create"]:

@@ -13,7 +13,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from dashboard.accounts.auth import api_staff_required
-from dashboard.errors import HANDLED, ErrorView, describe, invalid_parameters
+from dashboard.errors import HANDLED, describe, invalid_parameters
+from dashboard.errors.middleware import not_allowed_view
 from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 from dashboard.threads import services
@@ -27,13 +28,13 @@ def error_response(exc: Exception) -> JsonResponse:
 
 
 def get_only(view: Callable) -> Callable:
-    """Like Django's ``require_GET``, but the 405 carries the API's ``{"detail", "hint"}`` body."""
+    """Like Django's ``require_GET``: the site's one 405 (:func:`~dashboard.errors.middleware.not_allowed_view`),
+    with the thread API's own hint."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if request.method != "GET":
-            response = json_error(ErrorView(405, "method_not_allowed", f"Method {request.method} is not allowed here.",
-                                            "The thread API is read-only; use GET."))
+            response = json_error(not_allowed_view(request, ["GET"], hint="The thread API is read-only; use GET."))
             response["Allow"] = "GET"
             return response
         return view(request, *args, **kwargs)

@@ -13,6 +13,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, ErrorView, describe, invalid_parameters
+from dashboard.fragments import is_htmx, wants_fragment
 from dashboard.jobs import provenance
 from dashboard.jobs.pruning import checkpoint_marks
 from dashboard.middleware import error_page
@@ -30,11 +31,6 @@ from dashboard.threads.jsonify import jsonable, state_json
 from dashboard.threads.messages import message_item, message_page, message_text
 from dashboard.threads.tree import draw_tree, parse_lanes
 from dashboard.threads.writes import pending_writes
-
-
-def wants_fragment(request: HttpRequest) -> bool:
-    """An htmx swap asks for a fragment; htmx's history restore (cache miss) needs the whole page."""
-    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 def render_error(request: HttpRequest, exc: Exception, **context) -> HttpResponse:
@@ -64,7 +60,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
         rt = get_runtime()
         if request.method == "POST":
             refreshed = storage.refresh_inventory(rt)
-            if not request.htmx:
+            if not is_htmx(request):
                 return redirect(f"{request.path}?{request.GET.urlencode()}" if request.GET else request.path)
         threads, next_cursor = services.list_threads(rt, **filters)
         total = services.count_threads(rt, **filters)
@@ -144,7 +140,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
                 "diff": diff_values(base.values, state.values)})
         messages = message_page(state.values.get("messages") or [], page=opts["page"] or 1, q=opts["q"],
                                 role=opts["role"])
-        if wants_fragment(request) and request.htmx.target == "messages-section":
+        if wants_fragment(request, target="messages-section"):
             return render(request, "threads/_messages.html", {
                 "thread_id": thread_id, "state": state, "checkpoint_ns": checkpoint_ns, "mpage": messages,
                 "page_form": page_form})

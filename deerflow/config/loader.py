@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
@@ -95,7 +96,7 @@ _MODEL_ERROR_KEYS = {
 }
 
 
-def _error_key(item: dict[str, Any]) -> tuple[str, str]:
+def _error_key(item: ErrorDetails) -> tuple[str, str]:
     """(dotted key under ``database``, leaf name) of one pydantic error."""
     loc = [str(p) for p in item["loc"]]
     if not loc:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import ormsgpack
@@ -87,12 +88,13 @@ class SharingDecoder:
 
     def __init__(self, inner: Any):
         self.inner = inner
-        self._hook = getattr(inner, "_unpack_ext_hook", None)
+        self._hook: Callable[[int, bytes], Any] | None = getattr(inner, "_unpack_ext_hook", None)
         self._cache: dict[bytes, Any] = {}
 
     def _ext(self, code: int, data: bytes) -> Any:
         if code == EXT_DELTA_SNAPSHOT:
             return _DeltaSnapshot(ormsgpack.unpackb(data, ext_hook=self._ext, option=ormsgpack.OPT_NON_STR_KEYS))
+        assert self._hook is not None, "loads_typed uses this ext hook only when the serializer has one"
         if code != EXT_PYDANTIC_V2:
             return self._hook(code, data)
         hit = self._cache.get(data)

@@ -143,11 +143,11 @@ def reclaim_space(database: DatabaseConfig, *, full: bool = False) -> ReclaimRep
         import psycopg
 
         statement = "VACUUM (FULL, ANALYZE)" if full else "VACUUM (ANALYZE)"
-        with psycopg.connect(database.postgres_url, **postgres_connect_kwargs(database)) as conn:  # autocommit
-            report = ReclaimReport("postgres", statement, _postgres_sizes(conn))
+        with psycopg.connect(database.postgres_url or "", **postgres_connect_kwargs(database)) as pg:  # autocommit
+            report = ReclaimReport("postgres", statement, _postgres_sizes(pg))
             for table in LANGGRAPH_TABLES:
-                conn.execute(f"{statement} {table}")  # VACUUM cannot run inside a transaction block
-            report.sizes_after = _postgres_sizes(conn)
+                pg.execute(f"{statement} {table}")  # VACUUM cannot run inside a transaction block
+            report.sizes_after = _postgres_sizes(pg)
     else:
         raise ValueError("reclaiming space needs a persistent backend (sqlite or postgres), not 'memory'")
     report.duration_s = round(time.monotonic() - started, 3)

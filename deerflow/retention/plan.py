@@ -99,7 +99,9 @@ def _children(tree: Mapping[str, Node]) -> dict[str, list[str]]:
 
 def _chain(tree: Mapping[str, Node], start: str) -> list[str]:
     """``start`` and its ancestors, nearest first (stops at a missing parent or a cycle)."""
-    out, seen, cid = [], set(), start
+    out: list[str] = []
+    seen: set[str] = set()
+    cid: str | None = start
     while cid is not None and cid in tree and cid not in seen:
         out.append(cid)
         seen.add(cid)

@@ -113,7 +113,7 @@ def prune_thread(
     if rule == "keep_last" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
         raise ValueError(f"keep_last needs n >= 1 (the head is always kept), got {n!r}")
     started = time.monotonic()
-    options = {"n": n, "protect": set(protect), "dry_run": dry_run, "backup": backup, "note": note,
+    options: dict[str, Any] = {"n": n, "protect": set(protect), "dry_run": dry_run, "backup": backup, "note": note,
                "before_commit": before_commit}
     report = PruneReport(thread_id=thread_id, rule=rule)
     for attempt in range(1, max_attempts + 1):

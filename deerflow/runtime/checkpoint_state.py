@@ -13,8 +13,9 @@ on a copy of every config it prepares.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata
 from langgraph.types import StateSnapshot
 
@@ -81,7 +82,7 @@ class CheckpointStateAccessor:
     (:func:`inject_checkpoint_mode`); the caller's dicts are never mutated.
     """
 
-    def __init__(self, graph: Any, checkpointer: BaseCheckpointSaver, mode: str | None = None):
+    def __init__(self, graph: Any, checkpointer: BaseCheckpointSaver[Any], mode: str | None = None):
         mode = mode or frozen_checkpoint_channel_mode()
         if mode is None:
             raise ValueError("CheckpointStateAccessor needs a mode: pass mode= or freeze one first.")
@@ -93,7 +94,7 @@ class CheckpointStateAccessor:
     def bind(
         cls,
         graph: Any,
-        checkpointer: BaseCheckpointSaver,
+        checkpointer: BaseCheckpointSaver[Any],
         *,
         store: Any | None = None,
         mode: str = "full",
@@ -127,7 +128,7 @@ class CheckpointStateAccessor:
     @classmethod
     def for_saver(
         cls,
-        checkpointer: BaseCheckpointSaver,
+        checkpointer: BaseCheckpointSaver[Any],
         *,
         mode: str | None = None,
         snapshot_frequency: int | None = None,
@@ -163,7 +164,7 @@ class CheckpointStateAccessor:
         )
         return cls(graph, checkpointer, mode=mode)
 
-    def prepare_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+    def prepare_config(self, config: Mapping[str, Any]) -> RunnableConfig:
         """A copy of ``config`` with the mode marker re-injected (spec, "Storage shape and read path").
 
         ``configurable`` and ``metadata`` are copied; the caller's dicts are
@@ -173,7 +174,8 @@ class CheckpointStateAccessor:
             CheckpointModeReconfigurationError: the process is frozen and the
                 caller supplied a different ``__deerflow_checkpoint_channel_mode``.
         """
-        return inject_checkpoint_mode(copy_config(config), self.mode)
+        # A RunnableConfig by construction: a copy of the caller's config with one configurable key added.
+        return cast(RunnableConfig, inject_checkpoint_mode(copy_config(config), self.mode))
 
     def _gate(self, snapshot: StateSnapshot, config: Mapping[str, Any]) -> StateSnapshot:
         try:
@@ -314,7 +316,9 @@ class CheckpointStateAccessor:
         return None if checkpoint_tuple is None else checkpoint_tuple.metadata
 
     # -- writes -------------------------------------------------------------
-    def update(self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None) -> dict[str, Any]:
+    def update(
+        self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None
+    ) -> dict[str, Any]:
         """Apply ``values`` with ``update_state`` after the pre-write gate.
 
         Args:
@@ -339,17 +343,21 @@ class CheckpointStateAccessor:
         ensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
         candidates = overwrites_on_defaultless_channels(self.graph, values)
         if candidates:
-            values = unwrap_first_writes(dict(values or {}), candidates, self.checkpointer.get_tuple(prepared))
-        return self.graph.update_state(prepared, values, as_node=as_node)
+            head = self.checkpointer.get_tuple(prepared)
+            values = unwrap_first_writes(dict(values or {}), candidates, head)
+        return dict(self.graph.update_state(prepared, values, as_node=as_node))
 
-    async def aupdate(self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None) -> dict[str, Any]:
+    async def aupdate(
+        self, config: Mapping[str, Any], values: dict[str, Any] | None, as_node: str | None = None
+    ) -> dict[str, Any]:
         """Async twin of :meth:`update`."""
         prepared = self.prepare_config(config)
         await aensure_checkpoint_mode_compatible(self.checkpointer, prepared, self.mode)
         candidates = overwrites_on_defaultless_channels(self.graph, values)
         if candidates:
-            values = unwrap_first_writes(dict(values or {}), candidates, await self.checkpointer.aget_tuple(prepared))
-        return await self.graph.aupdate_state(prepared, values, as_node=as_node)
+            head = await self.checkpointer.aget_tuple(prepared)
+            values = unwrap_first_writes(dict(values or {}), candidates, head)
+        return dict(await self.graph.aupdate_state(prepared, values, as_node=as_node))
 
 
 class DegradedFullModeReadAccessor:
@@ -361,7 +369,7 @@ class DegradedFullModeReadAccessor:
     remediation even with a broken agent factory (spec, "The fail-closed gate").
     """
 
-    def __init__(self, checkpointer: BaseCheckpointSaver):
+    def __init__(self, checkpointer: BaseCheckpointSaver[Any]):
         self.checkpointer = checkpointer
 
     def get_values(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -370,7 +378,7 @@ class DegradedFullModeReadAccessor:
         Raises:
             CheckpointModeMismatchError: the checkpoint shows delta mode.
         """
-        checkpoint_tuple = self.checkpointer.get_tuple(dict(config))
+        checkpoint_tuple = self.checkpointer.get_tuple(cast(RunnableConfig, dict(config)))
         if checkpoint_tuple is None:
             return None
         if checkpoint_tuple_uses_delta(checkpoint_tuple):

@@ -37,7 +37,7 @@ def build_state_mutation_graph(
     state_schema: type | None = None,
     *,
     snapshot_frequency: int | None = None,
-    checkpointer: BaseCheckpointSaver | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
 ) -> Any:
     """Compile a one-node graph used to read state and to apply ``update_state`` writes.
 
@@ -62,7 +62,7 @@ def build_state_mutation_graph(
         raise ValueError("build_state_mutation_graph needs as_node: the node writes are attributed to")
     mode = validate_checkpoint_mode(mode)
     schema = state_schema or get_thread_state_schema(mode, snapshot_frequency)
-    builder = StateGraph(schema)
+    builder: StateGraph[Any] = StateGraph(schema)
     builder.add_node(as_node, _noop)
     builder.add_edge(START, as_node)
     builder.add_edge(as_node, END)
@@ -125,7 +125,10 @@ def graph_writable_channels(graph: Any) -> frozenset[str] | None:
 
 
 def graph_reducer_channels(graph: Any) -> frozenset[str] | None:
-    """Channels a replace-style write must wrap in ``Overwrite`` (reducer and ``DeltaChannel``); ``None`` if unknown."""
+    """Channels a replace-style write must wrap in ``Overwrite`` (reducer and ``DeltaChannel``).
+
+    ``None`` if unknown.
+    """
     from langgraph.channels import DeltaChannel
 
     channels = getattr(graph, "channels", None)

@@ -111,7 +111,7 @@ class ScriptedAgent:
         self.plans = plans
         self.rng = rng
         self.turn = 0
-        builder = StateGraph(get_thread_state_schema(mode, snapshot_frequency))
+        builder: StateGraph[Any] = StateGraph(get_thread_state_schema(mode, snapshot_frequency))
         builder.add_node("agent", self._agent)
         builder.add_node("tools", self._tools)
         builder.add_edge(START, "agent")

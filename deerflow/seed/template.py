@@ -26,7 +26,9 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
 
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
@@ -165,8 +167,9 @@ def _row_totals(dialect: str, conn: Any) -> tuple[int, int, int]:
     if dialect == "sqlite":
         return (conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0],
                 conn.execute("SELECT count(*) FROM writes").fetchone()[0], 0)
-    return tuple(conn.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"]  # type: ignore[return-value]
-                 for t in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"))
+    checkpoints, writes, blobs = (conn.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"]
+                                  for t in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"))
+    return checkpoints, writes, blobs
 
 
 def _attach_ts(dialect: str, serde: Any, turn: TurnRows) -> None:
@@ -224,7 +227,8 @@ def record_template(
     with scratch as (saver, conn), recorder.recording():
         agents: dict[str, ScriptedAgent] = {}
         ends: list[str] = []
-        newest, seen_blobs = "", set()
+        newest = ""
+        seen_blobs: set[tuple[str, str, str]] = set()
         for t in range(turns):
             mode = _mode_at(kind, t, turns)
             agent = agents.get(mode) or agents.setdefault(
@@ -235,7 +239,7 @@ def record_template(
                 config["configurable"]["checkpoint_id"] = ends[t - 2]
             if kind != "markerless":
                 config = inject_checkpoint_mode(config, mode)
-            result = agent.graph.invoke({"messages": [agent.human()]}, config)
+            result = agent.graph.invoke({"messages": [agent.human()]}, cast(RunnableConfig, config))
             turn = (_new_rows_sqlite(conn, newest) if dialect == "sqlite"
                     else _new_rows_postgres(conn, newest, seen_blobs))
             turn.digest, turn.message_count = messages_sha256(result["messages"]), len(result["messages"])

@@ -134,7 +134,8 @@ def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0, verify_s: flo
             if missing and rebuild_missing:
                 kind, count, mark = "full", *_full(tx, reader)
         now = _now()
-        sets, params = ["watermark = ?", "refreshed_at = ?"], [mark, now]
+        sets = ["watermark = ?", "refreshed_at = ?"]
+        params: list[object] = [mark, now]
         if kind == "full":
             sets += ["full_refresh_at = ?", "missing = ?"]
             params += [now, 0]

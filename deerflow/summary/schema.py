@@ -89,8 +89,8 @@ def _migrations(dialect: Dialect) -> list[str]:
 MIGRATIONS = {dialect: _migrations(dialect) for dialect in Dialect}
 #: Versions whose failure for lack of privilege is logged and retried later instead of raised
 #: (the index on LangGraph's ``checkpoints``, which needs the table's owner).
-OPTIONAL_STEPS = frozenset({MIGRATIONS["postgres"].index(next(
-    s for s in MIGRATIONS["postgres"] if "dfa_checkpoints_checkpoint_id_idx" in s))})
+OPTIONAL_STEPS = frozenset({MIGRATIONS[Dialect.POSTGRES].index(next(
+    s for s in MIGRATIONS[Dialect.POSTGRES] if "dfa_checkpoints_checkpoint_id_idx" in s))})
 _READY: weakref.WeakSet[Any] = weakref.WeakSet()
 _ACCESS: weakref.WeakKeyDictionary[Any, tuple[str, float]] = weakref.WeakKeyDictionary()
 _MIGRATE_LOCK = "dfa.summary.migrate"
@@ -161,11 +161,11 @@ def ensure_schema(saver: Any) -> None:
         with reader.autocommit() as auto:
             if auto is None:
                 with reader.transaction() as tx:
-                    _apply(tx, [s.replace("CONCURRENTLY ", "") for s in MIGRATIONS["postgres"]])
+                    _apply(tx, [s.replace("CONCURRENTLY ", "") for s in MIGRATIONS[Dialect.POSTGRES]])
             else:
                 auto.query("SELECT pg_advisory_lock(hashtext(?)) AS locked", [_MIGRATE_LOCK])
                 try:
-                    _apply(auto, MIGRATIONS["postgres"])
+                    _apply(auto, MIGRATIONS[Dialect.POSTGRES])
                 finally:
                     auto.query("SELECT pg_advisory_unlock(hashtext(?)) AS unlocked", [_MIGRATE_LOCK])
     _READY.add(saver)
