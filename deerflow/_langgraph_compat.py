@@ -44,5 +44,5 @@ from langgraph.channels.binop import _get_overwrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.pregel._checkpoint import _delta_channels_to_replay
 
-__all__ = ["CONFIG_KEY_CHECKPOINTER", "DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", "MISSING", "_DeltaSnapshot", "_algo",
-           "_delta_channels_to_replay", "_get_overwrite"]
+__all__ = ["CONFIG_KEY_CHECKPOINTER", "DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", "MISSING", "_DeltaSnapshot",
+           "_algo", "_delta_channels_to_replay", "_get_overwrite"]

@@ -82,7 +82,8 @@ def test_delta_channels_to_replay_lists_the_delta_channels_with_a_version_and_no
     # anything stored, even None, is read with from_checkpoint, not replayed
     assert compat._delta_channels_to_replay(specs, checkpoint({"messages": None}, {"messages": "2"})) == []
     snapshot = compat._DeltaSnapshot([HumanMessage("x", id="x1")])
-    assert compat._delta_channels_to_replay(specs, checkpoint({"messages": snapshot}, {"messages": "2"})) == []
+    stored_snapshot = checkpoint({"messages": snapshot}, {"messages": "2"})
+    assert compat._delta_channels_to_replay(specs, stored_snapshot) == []
 
 
 def test_pregel_algo_derives_task_ids_through_the_two_hashes():
