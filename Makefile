@@ -1,11 +1,12 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   the dashboard + one worker on the embedded default, loaded with real DeerFlow threads
 #   make test   install and run the whole test suite (needs PostgreSQL and Redis; see README)
+#   make check  the fast tier (no browser, no slow sweeps) in parallel workers: the developer loop
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test install install-test lint bench clean
+.PHONY: demo test check install install-test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,9 +25,18 @@ install-test: $(VENV)/.installed-test
 demo: install
 	./scripts/demo.sh
 
+# pytest-xdist workers for make check (and for make test via TEST_ARGS); docs/operations.md has the wall times.
+# --dist loadgroup keeps the xdist_group tests (tests/conftest.py: the rabbitmq ones) on one worker.
+WORKERS ?= 4
+XDIST := -n $(WORKERS) --dist loadgroup
+TEST_ARGS ?=
+
 test: install-test
 	./scripts/ensure-chromium.sh
-	$(PY) -m pytest
+	$(PY) -m pytest $(TEST_ARGS)
+
+check: install-test
+	$(PY) -m pytest $(XDIST) -m "not slow and not browser" $(TEST_ARGS)
 
 # Scale and speed benchmarks (issue 6): scratch Postgres databases, results in benchmarks/results/.
 # BENCH_ARGS="--scale small" for a quick run.

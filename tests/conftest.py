@@ -16,6 +16,20 @@ from tests import fixtures_real
 from tests.configs import write_config
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``), run every ``rabbitmq`` test on one worker, one after another.
+
+    Each such test has its own virtual host, but ``consumer_timeout`` is a server-wide RabbitMQ setting that
+    tests/jobs/test_worker_brokers.py lowers to seconds while its time-limit test runs: a RabbitMQ worker of a
+    concurrent test would have its channel closed under it. Everything else is isolated per test or per
+    worker (scratch Postgres databases and RabbitMQ vhosts named by uuid, a claimed empty Redis db, ports from
+    the worker's own block, ``var/test-<worker>``; see tests/settings.py and tests/integration/helpers.py).
+    """
+    for item in items:
+        if item.get_closest_marker("rabbitmq"):
+            item.add_marker(pytest.mark.xdist_group("rabbitmq-server"))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_mode_freeze() -> Iterator[None]:
     """Each test starts with an unfrozen process, as a fresh DeerFlow process would."""
@@ -63,10 +77,8 @@ def sqlite_fixture_db_rw(tmp_path: Path) -> DatabaseConfig:
 @contextmanager
 def _postgres_database(prefix: str, *, restore: bool) -> Iterator[DatabaseConfig]:
     """A new Postgres database (the fixture dump restored into it when ``restore``), dropped afterwards."""
-    name, url = fixtures_real.create_database(prefix)
+    name, url = (fixtures_real.create_fixture_database if restore else fixtures_real.create_database)(prefix)
     try:
-        if restore:
-            fixtures_real.restore_postgres(url)
         yield DatabaseConfig(backend="postgres", postgres_url=url)
     finally:
         fixtures_real.drop_database(name)

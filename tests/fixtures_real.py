@@ -7,9 +7,9 @@ into throwaway locations so the committed copies stay byte-identical.
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import json
-import shutil
 import subprocess
 import uuid
 from functools import lru_cache
@@ -32,23 +32,51 @@ def manifest_threads() -> dict[str, dict[str, Any]]:
     return {t["thread_id"]: t for t in load_manifest()["threads"]}
 
 
+@lru_cache(maxsize=1)
+def _sqlite_bytes() -> bytes:
+    """The fixture SQLite file, decompressed once per test process (27 MB)."""
+    with gzip.open(FIXTURE_DIR / "sqlite.db.gz", "rb") as src:
+        return src.read()
+
+
 def restore_sqlite(directory: Path) -> Path:
     """Write the fixture SQLite file to ``directory/deerflow.db``; returns the file path."""
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "deerflow.db"
-    with gzip.open(FIXTURE_DIR / "sqlite.db.gz", "rb") as src, open(target, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    target.write_bytes(_sqlite_bytes())
     return target
 
 
-def create_database(prefix: str = "dfa_test") -> tuple[str, str]:
-    """Create an empty Postgres database; returns (name, url)."""
+def create_database(prefix: str = "dfa_test", *, template: str | None = None) -> tuple[str, str]:
+    """Create a Postgres database, empty or a copy of ``template``; returns (name, url)."""
     import psycopg
 
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
     return name, f"postgresql://postgres@127.0.0.1:5432/{name}"
+
+
+_fixture_template: list[str] = []
+
+
+def create_fixture_database(prefix: str) -> tuple[str, str]:
+    """A new Postgres database holding the fixture dump; returns (name, url). Drop it with :func:`drop_database`.
+
+    The dump is restored with psql once per test process into a template database (dropped when the process
+    exits; nothing ever connects to it after the restore) and each call copies it with
+    ``CREATE DATABASE ... TEMPLATE``: about 0.3 s instead of 5 s for psql on this 2-core machine, the same rows.
+    """
+    if not _fixture_template:
+        name, url = create_database("dfa_fixture_template")
+        try:
+            restore_postgres(url)
+        except BaseException:
+            drop_database(name)
+            raise
+        _fixture_template.append(name)
+        atexit.register(drop_database, name)
+    return create_database(prefix, template=_fixture_template[0])
 
 
 def drop_database(name: str) -> None:

@@ -36,7 +36,9 @@ from tests import fixtures_real
 from tests.fleet.processes import FleetHome, Worker, findings
 from tests.integration import helpers
 
-pytestmark = pytest.mark.redis
+# One worker runs the whole module in order under pytest-xdist (--dist loadgroup): the module-scoped fleet (a web
+# server and several workers) is then built once, and each test sees the registry the earlier ones left, as serially.
+pytestmark = [pytest.mark.redis, pytest.mark.xdist_group("fleet-acceptance")]
 
 FACT_KEYS = {"role", "host", "pid", "mode", "snapshot_frequency", "config_path", "config_sha256", "max_supersteps",
              "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency", "disk_error",
@@ -246,7 +248,7 @@ def test_outside_process_reports_itself_with_the_readme_snippet(fleet, monkeypat
     namespace["report_to_checkpoint_admin"](str(fleet.web_config), every_s=3600)
 
     row = helpers.wait_until(lambda: next((r for r in fleet.home.registry() if r["pid"] == os.getpid()), None),
-                             timeout=20, what="the snippet's heartbeat")
+                             timeout=90, what="the snippet's heartbeat")
     assert (row["role"], row["mode"], row["snapshot_frequency"]) == ("external", "full", 10)
     assert row["config_path"] == str(fleet.web_config)
     assert row["config_sha256"] == fleet.home.row_for(fleet.web.pid)["config_sha256"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -35,9 +34,9 @@ def _bindir() -> Path | None:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from tests.integration.helpers import free_port
+
+    return free_port()
 
 
 class PrivatePostgres:

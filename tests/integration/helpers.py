@@ -30,15 +30,37 @@ VENV_BIN = Path(sys.executable).parent
 PYTHON = str(Path(sys.executable))
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 
-#: Environment variables the dashboard reads; never inherited from the test process.
-_OWN_PREFIXES = ("DJANGO_", "DASHBOARD_", "CELERY_", "DEER_FLOW_")
+#: Environment variables the dashboard (or LangGraph, e.g. LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT) reads;
+#: never inherited from the test process.
+_OWN_PREFIXES = ("DJANGO_", "DASHBOARD_", "CELERY_", "DEER_FLOW_", "LANGGRAPH_")
+
+
+#: Under pytest-xdist, worker ``gwN`` hands out ports from its own block of this many ports starting at
+#: ``_PORT_BASE + N * _PORT_BLOCK`` (below Linux's ephemeral range, 32768+), so two workers never pick the same
+#: port between one's check and its server's bind. A serial run lets the kernel choose.
+_PORT_BASE, _PORT_BLOCK = 20000, 500
+_next_port = 0
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago (from this xdist worker's own block, if any)."""
+    global _next_port
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    base = _PORT_BASE + int(worker[2:]) * _PORT_BLOCK
+    for _ in range(_PORT_BLOCK):
+        port = base + _next_port
+        _next_port = (_next_port + 1) % _PORT_BLOCK
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {base}..{base + _PORT_BLOCK - 1} for xdist worker {worker}")
 
 
 def dashboard_home(root: Path, mode: str) -> tuple[Path, Path]:
@@ -57,7 +79,7 @@ def dashboard_env(*, config_path: Path, var_dir: Path, **extra: str) -> dict[str
     """A clean environment for a dashboard process (web or worker).
 
     The test process's own ``DJANGO_*`` / ``DASHBOARD_*`` / ``CELERY_*`` /
-    ``DEER_FLOW_*`` variables are dropped so nothing leaks in; ``extra``
+    ``DEER_FLOW_*`` / ``LANGGRAPH_*`` variables are dropped so nothing leaks in; ``extra``
     overrides the defaults (``DJANGO_DEBUG=1``, Django tables in ``var_dir``).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES)}
@@ -74,8 +96,12 @@ def dashboard_env(*, config_path: Path, var_dir: Path, **extra: str) -> dict[str
     return env
 
 
-def run_manage(args: Sequence[str], env: Mapping[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``python manage.py <args>`` to completion; raise with its output when it fails."""
+def run_manage(args: Sequence[str], env: Mapping[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python manage.py <args>`` to completion; raise with its output when it fails.
+
+    ``timeout`` (seconds) only guards against a hang: under pytest-xdist on a loaded 2-core machine a
+    ``migrate`` was seen to take over 120 s.
+    """
     proc = subprocess.run([PYTHON, "manage.py", *args], cwd=REPO_ROOT, env=dict(env),
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:

@@ -71,8 +71,7 @@ def make_pristine(backend: str, directory: Path) -> Pristine:
         with closing(sqlite3.connect(str(database.sqlite_path()))) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return Pristine(backend, database, fingerprints(database))
-    name, url = fixtures_real.create_database("dfa_reliability")
-    fixtures_real.restore_postgres(url)
+    name, url = fixtures_real.create_fixture_database("dfa_reliability")
     database = DatabaseConfig(backend="postgres", postgres_url=url)
     return Pristine(backend, database, fingerprints(database), pg_name=name)
 
