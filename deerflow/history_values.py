@@ -70,6 +70,11 @@ def derive_messages(tup: Any, parent_tup: Any | None, parent_value: list[Any] | 
     if tup.parent_config is None or (parent_tup.config["configurable"]["checkpoint_id"]
                                      != tup.parent_config["configurable"].get("checkpoint_id")):
         return None
+    parent_present, parent_stored = _stored(parent_tup)
+    if parent_present and parent_stored is None:
+        # LangGraph's reader reads a stored None at the parent itself as [], but a walk from the child treats it
+        # by the saver's ancestor rule (PostgresSaver walks past it, the base and SQLite readers restart there)
+        return None
     writes = [(task, value) for task, channel, value in (parent_tup.pending_writes or []) if channel == MESSAGES]
     if len({task for task, _value in writes}) > 1:
         return None  # several tasks: their replay order is the saver's, which a list() may not keep

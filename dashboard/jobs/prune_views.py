@@ -39,7 +39,7 @@ def prune_launch(request: HttpRequest) -> HttpResponse:
 @retention_required
 def confirm_prune(request: HttpRequest, job_id: int) -> HttpResponse:
     """"Prune history…", step 2: prune what the finished prune dry run ``job_id`` previewed, then the job page."""
-    return _confirm(request, job_id, ConversionJob.Kind.PRUNE, ConfirmPruneForm)
+    return _confirm(request, job_id, ConversionJob.Kind.PRUNE, ConfirmPruneForm, prune_confirm_page)
 
 
 @require_GET

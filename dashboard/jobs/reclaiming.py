@@ -74,7 +74,7 @@ def plan(rt: DashboardRuntime, *, full: bool = False, source_job: ConversionJob 
     Raises:
         ValueError: the memory backend. FileNotFoundError: no SQLite file. psycopg.Error: Postgres unreachable.
     """
-    from dashboard.jobs.services import active_backups
+    from dashboard.jobs.creation import active_backups
 
     database = rt.config.database
     sizes = database_sizes(database)

@@ -264,32 +264,35 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
     return _go(request, _job_url(job))
 
 
-def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type) -> HttpResponse:
+def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type,
+             page: Callable | None = None) -> HttpResponse:
     """Step 2: the job ``kind`` over what the finished dry run ``job_id`` found. Invalid fields (400) and a refused
-    job (its status) render the dry run's confirmation page again, with the field errors or the refusal."""
+    job (its status) render the dry run's confirmation page again, with the field errors or the refusal.
+
+    ``page(dry_run, form, error) -> (template, context)`` draws that page (default: the convert and compact
+    confirmation, :func:`dashboard.jobs.confirm_views.confirm_page`; the prune views pass their own)."""
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
     form = form_class(request.POST)
     if not form.is_valid():
         if not services.is_finished_dry_run(dry_run, kind):
             return _invalid(request, form)
-        return _confirm_again(request, dry_run, form, None, 400)
+        return _confirm_again(request, dry_run, form, None, 400, page)
     try:
         job = services.create_job(request.user, kind, source_job=dry_run, **form.options())
     except NotADryRun as exc:  # posted to a job that has no estimate form: say so on an error page
         return error_page(request, exc.page_view())
     except JobError as exc:
-        return _confirm_again(request, dry_run, form, exc.view(), exc.status)
+        return _confirm_again(request, dry_run, form, exc.view(), exc.status, page)
     services.launch(job)
     return _go(request, _job_url(job))
 
 
-def _confirm_again(request: HttpRequest, dry_run: ConversionJob, form, error, status: int) -> HttpResponse:
+def _confirm_again(request: HttpRequest, dry_run: ConversionJob, form, error, status: int,
+                   page: Callable | None = None) -> HttpResponse:
     """The confirmation page of ``dry_run`` once more, with ``form``'s errors or the refusal ``error``."""
     from dashboard.jobs.confirm_views import confirm_page
-    from dashboard.jobs.prune_views import prune_confirm_page
 
-    page = prune_confirm_page if dry_run.kind == ConversionJob.Kind.PRUNE_DRY_RUN else confirm_page
-    template, context = page(dry_run, form, error)
+    template, context = (page or confirm_page)(dry_run, form, error)
     return render(request, template, context, status=status)
 
 

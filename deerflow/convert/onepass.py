@@ -75,6 +75,7 @@ from langchain_core.messages import BaseMessage, BaseMessageChunk, RemoveMessage
 
 from deerflow._langgraph_compat import _DeltaSnapshot, _get_overwrite
 from deerflow.agents.thread_state import merge_message_writes
+from deerflow.convert.shared_prefix import SharedPrefix
 
 __all__ = ["CheckpointNode", "Finding", "Materialized", "SharedPrefix", "materialize_namespace", "replay",
            "stored_seed"]
@@ -123,38 +124,6 @@ class CheckpointNode:
     version: Any = None
     stored_none: bool = False
     source: str | None = None
-
-
-class SharedPrefix:
-    """A stored full ``messages`` list held as the first ``n`` items of a longer list read next to it.
-
-    A full-mode thread stores the whole list at every checkpoint, and a
-    parent's list is (the same decoded objects as) a prefix of its child's;
-    holding each as ``(base, n)`` keeps one list of references per chain
-    instead of one per checkpoint while a namespace waits to be walked
-    (:class:`deerflow.convert.walk.Walk` with ``full_storage=True``).
-    :func:`stored_seed` treats it as the stored list; :meth:`resolve` gives
-    that list (a new one, equal item by item).
-
-    Args:
-        base: the longer list (never mutated).
-        n: how many of its first items this value is (count, ``0 <= n <= len(base)``).
-    """
-
-    __slots__ = ("base", "n")
-
-    def __init__(self, base: list[Any], n: int):
-        self.base, self.n = base, n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def resolve(self) -> list[Any]:
-        """The stored list (a new list of the first ``n`` items of ``base``)."""
-        return self.base[:self.n]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.resolve())
 
 
 @dataclass(frozen=True)
