@@ -30,14 +30,13 @@ All figures on scratch Postgres databases; medians where repeated.
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 import time
 from typing import Any
 
 from benchmarks.bench_convert import write_floor
 from benchmarks.bench_memory import measure
-from benchmarks.common import Context, scratch_database, timed
+from benchmarks.common import Context, scratch_database, throughput, timed
 from deerflow.convert.compactor import compact_thread
 from deerflow.seed import SeedPlan, seed_threads
 
@@ -58,24 +57,6 @@ def _worker(url: str, thread_ids: list[str], barrier: Any, out: Any) -> None:
     barrier.wait()
     statuses = [compact_thread(database, tid, snapshot_frequency=K).status for tid in thread_ids]
     out.put((time.time(), statuses))
-
-
-def throughput(database: Any, thread_ids: list[str], workers: int) -> float:
-    """Threads compacted per second by ``workers`` processes (started and imported before the clock starts)."""
-    spawn = multiprocessing.get_context("spawn")
-    barrier, out = spawn.Barrier(workers + 1), spawn.Queue()
-    shares = [thread_ids[i::workers] for i in range(workers)]
-    procs = [spawn.Process(target=_worker, args=(database.postgres_url, share, barrier, out)) for share in shares]
-    for p in procs:
-        p.start()
-    barrier.wait()
-    started = time.time()
-    results = [out.get() for _ in procs]
-    for p in procs:
-        p.join()
-    statuses = [s for _, batch in results for s in batch]
-    assert statuses == ["compacted"] * len(thread_ids), statuses
-    return len(thread_ids) / (max(t for t, _ in results) - started)
 
 
 def run(ctx: Context) -> None:
@@ -103,8 +84,9 @@ def run_ratio(ctx: Context) -> None:
         r["compact_s"] = round(statistics.median(times), 2)
         r["compact_write_floor_s"] = round(statistics.median(floors), 3)
         r["compact_ratio_to_write_floor"] = round(r["compact_s"] / r["compact_write_floor_s"], 2)
-        r["compact_threads_per_s_1_worker"] = round(throughput(database, rest[:per_throughput], 1), 4)
-        r["compact_threads_per_s_2_workers"] = round(throughput(database, rest[per_throughput:], 2), 4)
+        one, two = rest[:per_throughput], rest[per_throughput:]
+        r["compact_threads_per_s_1_worker"] = round(throughput(_worker, database, one, 1, "compacted"), 4)
+        r["compact_threads_per_s_2_workers"] = round(throughput(_worker, database, two, 2, "compacted"), 4)
         ctx.log(f"  throughput: 1 worker {r['compact_threads_per_s_1_worker']} threads/s, "
                 f"2 workers {r['compact_threads_per_s_2_workers']} threads/s")
 

@@ -23,7 +23,6 @@ integrity check on / the median floor of the same threads' output (issue 16: <= 
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 import struct
 import time
@@ -32,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.common import Context, scratch_database, timed
+from benchmarks.common import Context, scratch_database, throughput, timed
 from deerflow.convert import convert_thread
 from deerflow.convert.storage import open_session
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
@@ -128,24 +127,6 @@ def _worker(url: str, thread_ids: list[str], barrier: Any, out: Any) -> None:
     out.put((time.time(), statuses))
 
 
-def throughput(database: Any, thread_ids: list[str], workers: int) -> float:
-    """Threads converted per second by ``workers`` processes (started and imported before the clock starts)."""
-    spawn = multiprocessing.get_context("spawn")
-    barrier, out = spawn.Barrier(workers + 1), spawn.Queue()
-    shares = [thread_ids[i::workers] for i in range(workers)]
-    procs = [spawn.Process(target=_worker, args=(database.postgres_url, share, barrier, out)) for share in shares]
-    for p in procs:
-        p.start()
-    barrier.wait()
-    started = time.time()
-    results = [out.get() for _ in procs]
-    for p in procs:
-        p.join()
-    statuses = [s for _, batch in results for s in batch]
-    assert statuses == ["converted"] * len(thread_ids), statuses
-    return len(thread_ids) / (max(t for t, _ in results) - started)
-
-
 def run(ctx: Context) -> None:
     """Seed identical delta threads of ~1,000 checkpoints and convert them every way."""
     turns = 208 if ctx.full else 60  # about 4.8 checkpoints a turn: 1,000 (full) or 300 (small) checkpoints
@@ -184,7 +165,8 @@ def run(ctx: Context) -> None:
         r["convert_speedup_vs_naive"] = round(r["convert_naive_s"] / r["convert_onepass_s"], 2)
         r["convert_ratio_to_write_floor"] = round(r["convert_onepass_s"] / r["convert_write_floor_s"], 2)
         rest = ids[3 * repeats:]
-        r["convert_threads_per_s_1w"] = round(throughput(database, rest[:per_throughput], 1), 4)
-        r["convert_threads_per_s_2w"] = round(throughput(database, rest[per_throughput:], 2), 4)
+        one, two = rest[:per_throughput], rest[per_throughput:]
+        r["convert_threads_per_s_1w"] = round(throughput(_worker, database, one, 1, "converted"), 4)
+        r["convert_threads_per_s_2w"] = round(throughput(_worker, database, two, 2, "converted"), 4)
         ctx.log(f"  throughput: 1 worker {r['convert_threads_per_s_1w']} threads/s, "
                 f"2 workers {r['convert_threads_per_s_2w']} threads/s")

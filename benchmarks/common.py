@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import multiprocessing
 import os
 import platform
 import sqlite3
@@ -173,3 +174,35 @@ def served_ms(client: Any, path: str, repeats: int, **extra: Any) -> float:
         response = client.get(path, **extra)
         assert response.status_code == 200, (path, response.status_code, response.content[:300])
     return median_ms(call, repeats)
+
+
+def throughput(worker: Callable[..., None], database: Any, thread_ids: list[str], workers: int,
+               expected_status: str) -> float:
+    """Threads per second rewritten by ``workers`` processes, started and imported before the clock starts.
+
+    Args:
+        worker: a module-level ``worker(postgres_url, thread_ids, barrier, out)`` (spawned, so picklable by
+            name) that waits on ``barrier``, rewrites its threads and puts ``(time.time(), [status, ...])``
+            on ``out``.
+        database: the scratch Postgres database (``postgres_url``).
+        thread_ids: the threads, dealt round-robin to the workers.
+        workers: processes (count).
+        expected_status: every thread's status must be this (e.g. ``"converted"``), else AssertionError.
+
+    Returns:
+        Threads per second (wall clock from the barrier to the last worker's finish).
+    """
+    spawn = multiprocessing.get_context("spawn")
+    barrier, out = spawn.Barrier(workers + 1), spawn.Queue()
+    shares = [thread_ids[i::workers] for i in range(workers)]
+    procs = [spawn.Process(target=worker, args=(database.postgres_url, share, barrier, out)) for share in shares]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    started = time.time()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    statuses = [s for _, batch in results for s in batch]
+    assert statuses == [expected_status] * len(thread_ids), statuses
+    return len(thread_ids) / (max(t for t, _ in results) - started)
