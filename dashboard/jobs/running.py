@@ -230,6 +230,15 @@ def record_failure(result_id: int, exc: BaseException) -> int | None:
         The row's job id, or ``None`` when there is no such row.
     """
     timed_out = isinstance(exc, TimeLimitExceeded)
+    committed = _committed_by(result_id) if timed_out else None
+    if committed is not None:  # stopped after its transaction committed: the row says what happened
+        status, backup_id = committed
+        Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
+            status=status, backup_id=backup_id, error="", error_code="",
+            hint=f"The task ran past its time limit after its transaction committed: the thread was rewritten "
+                 f"(backup {backup_id}); only the recording of its figures was cut short.",
+            finished_at=timezone.now())
+        return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
     Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
         status=Result.ERROR, error=f"{type(exc).__name__}: {exc}",
         error_code="time_limit" if timed_out else "task_failed",
@@ -237,6 +246,30 @@ def record_failure(result_id: int, exc: BaseException) -> int | None:
         "The task failed after its retries (database unreachable or locked). Retry the job later.",
         finished_at=timezone.now())
     return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
+
+
+#: The job kinds whose committed rewrite leaves an active backup noted with the job, and the status it records.
+_COMMITTED_STATUS: dict[str, str] = {Kind.CONVERT: "converted", Kind.COMPACT: "compacted"}
+
+
+def _committed_by(result_id: int) -> tuple[str, str] | None:
+    """``(status, backup_id)`` when the row's own job committed a rewrite of its thread, else ``None``.
+
+    A hard time limit can stop the process between the commit and the recording; the rewrite's backup (written in
+    the same transaction, noted ``dashboard job <id>``) is the proof that it committed. Any failure to look answers
+    ``None`` (the row is then recorded as timed out, as before).
+    """
+    row = Result.objects.select_related("job").filter(pk=result_id).first()
+    if row is None or row.job.kind not in _COMMITTED_STATUS:
+        return None
+    note = f"dashboard job {row.job_id}"
+    try:
+        mine = [b for b in convert.list_backups(get_runtime().config.database, row.thread_id)
+                if b.note == note and b.status == "active"]
+    except Exception:  # noqa: BLE001 - the database is unreachable: record the time limit as before
+        log.exception("result %s: could not look for a committed backup", result_id)
+        return None
+    return (_COMMITTED_STATUS[row.job.kind], mine[0].backup_id) if mine else None
 
 
 def unqueue(result_id: int) -> None:

@@ -322,6 +322,27 @@ def test_a_conversion_committed_by_a_killed_attempt_is_recorded_with_its_backup(
     assert run.result.attempts == 2
 
 
+def test_a_time_limit_past_the_commit_records_the_conversion_and_one_before_it_records_the_limit(delta_rt, small_db):
+    """A hard time limit stops the process either before the commit (rolled back) or between the commit and the
+    recording: the row then says ``converted`` with the backup the transaction wrote, never a failure."""
+    from celery.exceptions import TimeLimitExceeded
+
+    job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-9t", "delta-f10-10t"]}, confirmed=True)
+    ids = dict(ThreadResult.objects.filter(job=job).values_list("thread_id", "pk"))
+    committed = convert.convert_thread(small_db, "delta-f10-9t", note=f"dashboard job {job.pk}")
+    ThreadResult.objects.filter(job=job).update(status="running", attempts=1)
+
+    assert services.record_failure(ids["delta-f10-9t"], TimeLimitExceeded(1)) == job.pk
+    assert services.record_failure(ids["delta-f10-10t"], TimeLimitExceeded(1)) == job.pk
+
+    after = {r.thread_id: r for r in ThreadResult.objects.filter(job=job)}
+    done, stopped = after["delta-f10-9t"], after["delta-f10-10t"]
+    assert (done.status, done.error_code, done.backup_id) == ("converted", "", committed.backup_id)
+    assert committed.backup_id in done.hint
+    assert (stopped.status, stopped.error_code, stopped.backup_id) == ("error", "time_limit", "")
+    assert "DASHBOARD_TASK_TIME_LIMIT_S" in stopped.hint
+
+
 def test_a_superseded_attempt_does_not_overwrite_the_newer_one(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
     (result_id, _), = services.claim_batch(job.pk).sends
