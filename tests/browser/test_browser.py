@@ -135,6 +135,38 @@ def probed_page(browser, timeout_ms: int = 60_000) -> Iterator:
         context.close()
 
 
+@contextmanager
+def delta_server_with_worker(root: Path, permission: str) -> Iterator[tuple[Server, Path]]:
+    """A runserver (delta, DEBUG off) whose staff user holds ``jobs.<permission>``, and a delta-mode Celery
+    worker, on one fixture copy under ``root``; yields ``(server, data_dir)`` and stops both after."""
+    config_path, var_dir = helpers.dashboard_home(root, "delta")
+    port = helpers.free_port()
+    env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, DJANGO_DEBUG="0",
+                                DJANGO_SECRET_KEY="test", DJANGO_ALLOWED_HOSTS="127.0.0.1")
+    helpers.run_manage(["migrate", "--noinput"], env)
+    helpers.run_manage(["shell", "-c", (
+        "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Permission; "
+        f"u = get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r}, is_staff=True); "
+        f"u.user_permissions.add(Permission.objects.get(codename={permission!r}))")], env)
+    worker = helpers.ManagedProcess.start(
+        "celery worker (delta)", [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO",
+                                  "--concurrency=1", "--pool=prefork", "-Q", "dashboard", "--without-heartbeat"],
+        env, root / "worker.log")
+    proc = None
+    try:
+        helpers.wait_for_log(worker, r"^.*\] (\S+@\S+) ready\.$", timeout=90)
+        proc = helpers.ManagedProcess.start(
+            "runserver (delta)", [helpers.PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+            env, root / "server.log")
+        server = Server(proc, f"http://127.0.0.1:{port}", "delta")
+        helpers.wait_http(server.url("/accounts/login/"), proc, timeout=90)
+        yield server, root / "data"
+    finally:
+        if proc is not None:
+            proc.stop()
+        worker.stop()
+
+
 class Watched:
     """A page plus everything suspicious it did: dialogs, console errors, requests."""
 

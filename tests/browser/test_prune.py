@@ -19,10 +19,10 @@ from tests.browser.test_browser import (  # noqa: F401  (browser is a fixture)
     USERNAME,
     Server,
     browser,
+    delta_server_with_worker,
     probed_page,
     pytestmark,
 )
-from tests.integration import helpers
 
 THREAD = "delta-f10-9t"
 
@@ -30,33 +30,8 @@ THREAD = "delta-f10-9t"
 @pytest.fixture(scope="module")
 def prune_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
     """A runserver (delta, DEBUG off) whose user may prune, and a delta worker, on one fixture copy."""
-    root = tmp_path_factory.mktemp("server-prune")
-    config_path, var_dir = helpers.dashboard_home(root, "delta")
-    port = helpers.free_port()
-    env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, DJANGO_DEBUG="0",
-                                DJANGO_SECRET_KEY="test", DJANGO_ALLOWED_HOSTS="127.0.0.1")
-    helpers.run_manage(["migrate", "--noinput"], env)
-    helpers.run_manage(["shell", "-c", (
-        "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Permission; "
-        f"u = get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r}, is_staff=True); "
-        "u.user_permissions.add(Permission.objects.get(codename='manage_retention'))")], env)
-    worker = helpers.ManagedProcess.start(
-        "celery worker (delta)", [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO",
-                                  "--concurrency=1", "--pool=prefork", "-Q", "dashboard", "--without-heartbeat"],
-        env, root / "worker.log")
-    proc = None
-    try:
-        helpers.wait_for_log(worker, r"^.*\] (\S+@\S+) ready\.$", timeout=90)
-        proc = helpers.ManagedProcess.start(
-            "runserver (delta)", [helpers.PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-            env, root / "server.log")
-        server = Server(proc, f"http://127.0.0.1:{port}", "delta")
-        helpers.wait_http(server.url("/accounts/login/"), proc, timeout=90)
-        yield server, root / "data"
-    finally:
-        if proc is not None:
-            proc.stop()
-        worker.stop()
+    with delta_server_with_worker(tmp_path_factory.mktemp("server-prune"), "manage_retention") as served:
+        yield served
 
 
 @pytest.fixture
