@@ -62,6 +62,10 @@ class Audit:
     threads: list[dict[str, Any]] = field(default_factory=list)
     #: threads and bytes per mode (:func:`deerflow.inventory.storage_by_mode`); shown on the page, not in ``as_dict``.
     storage: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: when the writers section was counted from the summary's write facts: the summary's last refresh
+    #: (ISO 8601; later checkpoints count at the next one); ``None``: counted from ``checkpoints`` now.
+    #: Shown on the page, not in ``as_dict``.
+    writers_as_of: str | None = None
 
     @property
     def has_errors(self) -> bool:
@@ -423,9 +427,10 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
               with_threads: bool = False) -> Audit:
     """Compute the whole audit now (registry, live check, census, cadences, writers, readiness).
 
-    Reads the thread summary and its per-thread cadence facts (a few aggregate
-    queries) and the recent-writes window; never scans ``checkpoints`` as a
-    whole, so the page can refresh every few seconds on a database of any size.
+    Reads the thread summary, its per-thread cadence facts and its per-thread write facts
+    by id bucket (:mod:`deerflow.summary.writes`; a few aggregate queries) and scans only
+    the first bucket (about 7 minutes) of the recent-writes window; never scans
+    ``checkpoints`` as a whole, so the page can refresh every few seconds on a database of any size.
 
     Args:
         rt: the frozen runtime (its saver is the checkpoint database).
@@ -472,4 +477,5 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         findings=findings, census=counts, cadences=cadences,
         writers={"window_hours": hours, **writers.as_dict()},
         readiness=_readiness(counts, serving, writers, legacy_estimate(rt) if storage else None), threads=threads, storage=storage,
+        writers_as_of=writers.as_of if writers.source == "summary" else None,
     )

@@ -30,10 +30,10 @@ def counter_expr(reader: SqlReader, alias: str, index: int) -> str:
 
 
 def snapshot_sql(r: SqlReader, where: str) -> str:
-    """``SELECT thread_id, u, s`` of every cadence snapshot (``where``: extra ``AND ...`` on ``c``, the snapshot)."""
+    """``SELECT thread_id, checkpoint_id, u, s`` of every cadence snapshot ``c`` (``where``: extra ``AND ...`` on ``c``)."""
     u_p, s_p = counter_expr(r, "p", 0), counter_expr(r, "p", 1)
     return (
-        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
+        f"SELECT c.thread_id, c.checkpoint_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
         f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
         f"AND p.checkpoint_id = c.parent_checkpoint_id "
         f"WHERE NOT {r.counters('c')} AND {r.counters('p')} "

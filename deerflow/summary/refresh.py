@@ -46,6 +46,7 @@ from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for, table_e
 from deerflow.summary.cadences import replace_cadences
 from deerflow.summary.rows import recompute, upsert_rows
 from deerflow.summary.schema import access, ensure_schema, forget, is_summary_table_missing
+from deerflow.summary.writes import id_floor, replace_writes
 
 __all__ = ["Freshness", "RefreshReport", "ensure_fresh", "freshness", "id_floor", "readable", "refresh",
            "refresh_threads"]
@@ -86,13 +87,6 @@ def _now() -> str:
 def _locked(tx: Tx) -> bool:
     sql = tx.dialect.try_lock_sql()
     return True if sql is None else bool(tx.query(sql, [_LOCK_KEY])[0]["ok"])
-
-
-def id_floor(moment: dt.datetime) -> str:
-    """The smallest UUIDv6 string created at ``moment``: every checkpoint id made then or later sorts above it."""
-    ticks = int((moment - dt.datetime(1582, 10, 15, tzinfo=dt.UTC)).total_seconds() * 10_000_000)
-    h = f"{ticks >> 28:08x}{(ticks >> 12) & 0xFFFF:04x}6{ticks & 0xFFF:03x}" + "0" * 16
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0, verify_s: float | None = None,
@@ -176,6 +170,7 @@ def _full(tx: Tx, reader: SqlReader) -> tuple[int, str | None]:
     mark = tx.query("SELECT MAX(checkpoint_id) AS m FROM checkpoints")[0]["m"]
     count = upsert_rows(tx, reader, "thread_id IS NOT NULL", [])
     replace_cadences(tx, reader, "thread_id IS NOT NULL", [])
+    replace_writes(tx, reader, "thread_id IS NOT NULL", [])
     tx.execute("DELETE FROM dfa_thread_summary WHERE NOT EXISTS ("
                "SELECT 1 FROM checkpoints c WHERE c.thread_id = dfa_thread_summary.thread_id)")
     return count, mark
