@@ -229,20 +229,22 @@ def cadence_outliers(saver: Any, fleet: int | None, max_supersteps: int = DEFAUL
     multi_sql = (f"SELECT e.thread_id FROM (SELECT thread_id, COUNT(*) AS n, MAX(cadence) AS top {proven} "
                  "GROUP BY thread_id) e LEFT JOIN dfa_thread_cadences b ON b.thread_id = e.thread_id "
                  "AND b.kind = 'bound' WHERE e.n > 1 OR b.cadence > e.top")
-    out.multiple = int(r.query(f"SELECT COUNT(*) AS n FROM ({multi_sql}) m", [max_supersteps])[0]["n"])
-    examples = [row["thread_id"] for row in r.query(f"{multi_sql} ORDER BY e.thread_id LIMIT {int(limit)}",
-                                                     [max_supersteps])]
+    out.multiple, examples = _count_and_first(r, multi_sql, [max_supersteps], limit)
+    off_ids: list[str] = []
     if fleet is not None:
         off_sql = f"SELECT DISTINCT thread_id {proven} AND cadence <> ?"
-        out.differs = int(r.query(f"SELECT COUNT(*) AS n FROM ({off_sql}) d", [max_supersteps, fleet])[0]["n"])
-        off_ids = [row["thread_id"] for row in r.query(f"{off_sql} ORDER BY thread_id LIMIT {int(limit)}",
-                                                        [max_supersteps, fleet])]
-    else:
-        off_ids = []
+        out.differs, off_ids = _count_and_first(r, off_sql, [max_supersteps, fleet], limit)
     named = _from_summary(r, sorted(set(examples) | set(off_ids)), max_supersteps) if examples or off_ids else {}
     out.multiple_examples = [named[t] for t in examples if t in named]
     out.differs_examples = [named[t] for t in off_ids if t in named]
     return out
+
+
+def _count_and_first(r: Any, sql: str, params: list[Any], limit: int) -> tuple[int, list[str]]:
+    """``(rows of sql, the first limit thread ids in order)`` in one pass (a window count beside the page)."""
+    rows = r.query(f"SELECT q.thread_id, COUNT(*) OVER () AS total FROM ({sql}) q ORDER BY q.thread_id "
+                   f"LIMIT {max(int(limit), 1)}", params)
+    return (int(rows[0]["total"]) if rows else 0), [row["thread_id"] for row in rows[:max(int(limit), 0)]]
 
 
 @dataclass

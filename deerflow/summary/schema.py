@@ -92,6 +92,9 @@ def _migrations(dialect: Dialect) -> list[str]:
         snapshots {big} NOT NULL, PRIMARY KEY (thread_id, bucket, cadence, supersteps))""")
     steps.append("CREATE INDEX IF NOT EXISTS dfa_tws_bucket_idx ON dfa_thread_write_snapshots (bucket)")
     steps.append("UPDATE dfa_summary_state SET watermark = NULL WHERE id = 1")  # rebuild every thread's facts
+    # Bumped by every transaction that rewrites summary rows (deerflow.summary.rows.recompute, a full
+    # refresh): readers cache what they derive from the summary under it (the audit's aggregates).
+    steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}version {big} NOT NULL DEFAULT 0")
     return steps
 
 
