@@ -39,7 +39,7 @@ from typing import Any
 from deerflow import summary as summary_table
 from deerflow.inventory import checkpoint_time, reader_for
 from deerflow.sqlread import table_exists
-from deerflow.summary.cadences import counter_expr, snapshot_sql
+from deerflow.summary.cadences import counter_expr, snapshot_sql, thread_snapshot_sql
 
 __all__ = ["CadenceInference", "CadenceOutliers", "WriterFacts", "cadence_outliers", "infer_cadences",
            "recent_writer_facts"]
@@ -162,7 +162,9 @@ def _from_scan(r: Any, thread_ids: list[str] | None, max_supersteps: int) -> dic
         f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
     for row in bounds:
         out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
-    for row in r.query(snapshot_sql(r, where), params):
+    # Named threads: the one-pass sibling ranking (whole threads, so the same rows as snapshot_sql's probe).
+    snapshots = thread_snapshot_sql(r, where) if thread_ids is not None else snapshot_sql(r, where)
+    for row in r.query(snapshots, params):
         inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
         inf.snapshots += 1
         k = _cadence_of(row, max_supersteps)
