@@ -73,14 +73,14 @@ def history_rows_key(database: Any, thread_id: str, checkpoint_ns: str, tree: li
 
 
 def _message_parts(message: Any) -> tuple[Any, ...]:
-    """Every field of a message that :func:`dashboard.threads.messages.message_item` and the item template read.
+    """What a message's item is drawn from: its class and its instance fields (all of them).
 
-    The content (its text, or the message itself when it has none), the tool calls (names, ids and arguments),
-    the type, name, id and answered tool call, and the class: equal parts draw equal items.
+    :func:`dashboard.threads.messages.message_item` and the item template read the content, tool calls,
+    type, name, id and answered tool call, all fields of a LangChain message (``__dict__`` of a pydantic
+    model), so equal parts draw equal items. An object without ``__dict__`` enters whole (its ``repr``).
     """
-    return (type(message).__qualname__, getattr(message, "type", "unknown"), getattr(message, "content", message),
-            getattr(message, "tool_calls", None), getattr(message, "name", None), getattr(message, "id", None),
-            getattr(message, "tool_call_id", None))
+    fields = getattr(message, "__dict__", None)
+    return (type(message).__module__, type(message).__qualname__, fields if isinstance(fields, dict) else message)
 
 
 def _item_parts(item: Any) -> tuple[Any, ...]:
