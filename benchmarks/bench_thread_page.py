@@ -2,7 +2,8 @@
 
 Cases: a long delta thread read by a delta-mode process, a long full thread
 read by a full-mode process (the lineage gate runs there), and a migrated
-thread read by a delta-mode process. For each, interleaved repeats of
+and a markerless thread (delta rows without DeerFlow's marker) read by a
+delta-mode process. For each, interleaved repeats of
 
 * ``get_state``: the accessor's compiled graph's ``get_state`` (LangGraph alone), the
   cheaper of reading the head by thread (``live``) or by its resolved checkpoint id;
@@ -124,8 +125,9 @@ def run(ctx: Context) -> None:
         try:
             ratios = [_case(ctx, "delta", rt_delta, threads["delta"][0], repeats),
                       _case(ctx, "full", rt_full, threads["full"][0], repeats)]
-            if "migrated" in threads:
-                ratios.append(_case(ctx, "migrated", rt_delta, threads["migrated"][0], repeats))
+            for kind in ("migrated", "markerless"):  # from the mixed seed (markerless: delta rows, no marker)
+                if kind in threads:
+                    ratios.append(_case(ctx, kind, rt_delta, threads[kind][0], repeats))
         finally:
             rt_delta.close()
             rt_full.close()

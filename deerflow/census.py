@@ -39,7 +39,7 @@ from typing import Any
 from deerflow import summary as summary_table
 from deerflow.inventory import checkpoint_time, reader_for
 from deerflow.sqlread import table_exists
-from deerflow.summary.cadences import counter_expr, snapshot_sql
+from deerflow.summary.cadences import counter_expr, snapshot_sql, thread_snapshot_sql
 from deerflow.summary.writes import bucket_bounds
 
 __all__ = ["CadenceInference", "CadenceOutliers", "WriterFacts", "cadence_outliers", "infer_cadences",
@@ -158,18 +158,37 @@ def _from_scan(r: Any, thread_ids: list[str] | None, max_supersteps: int) -> dic
         where = f"AND c.thread_id IN ({', '.join('?' for _ in thread_ids)})"
         params = list(thread_ids)
     u_c = counter_expr(r, "c", 0)
-    bounds = r.query(
-        f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
-        f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id", params)
-    for row in bounds:
-        out[row["thread_id"]] = CadenceInference(row["thread_id"], lower_bound=int(row["max_updates"] or 0) + 1)
-    for row in r.query(snapshot_sql(r, where), params):
-        inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
-        inf.snapshots += 1
-        k = _cadence_of(row, max_supersteps)
-        if k is not None and k not in inf.exact:
-            inf.exact.append(k)
+    bounds_sql = (f"SELECT c.thread_id, MAX({u_c}) AS max_updates FROM checkpoints c "
+                  f"WHERE {r.counters('c')} {where} GROUP BY c.thread_id")
+    if thread_ids is None:
+        for row in r.query(bounds_sql, params):
+            _add_bound(out, row)
+        for row in r.query(snapshot_sql(r, where), params):
+            _add_snapshot(out, row, max_supersteps)
+        return _settled(out)
+    # Named threads (the thread page): one round trip, and the one-pass sibling ranking.
+    for row in r.query(f"SELECT thread_id, 1 AS bound, max_updates, NULL AS u, NULL AS s FROM ({bounds_sql}) b "
+                       f"UNION ALL SELECT thread_id, 0, NULL, u, s FROM ({thread_snapshot_sql(r, where)}) sn",
+                       params + params):
+        if row["bound"]:
+            _add_bound(out, row)
+        else:
+            _add_snapshot(out, row, max_supersteps)
     return _settled(out)
+
+
+def _add_bound(out: dict[str, CadenceInference], row: dict[str, Any]) -> None:
+    """A thread's ``max(u) + 1`` lower bound (row: ``thread_id, max_updates``)."""
+    out.setdefault(row["thread_id"], CadenceInference(row["thread_id"])).lower_bound = int(row["max_updates"] or 0) + 1
+
+
+def _add_snapshot(out: dict[str, CadenceInference], row: dict[str, Any], max_supersteps: int) -> None:
+    """One cadence snapshot of a thread (row: ``thread_id, u, s``, as :func:`snapshot_sql` gives it)."""
+    inf = out.setdefault(row["thread_id"], CadenceInference(row["thread_id"]))
+    inf.snapshots += 1
+    k = _cadence_of(row, max_supersteps)
+    if k is not None and k not in inf.exact:
+        inf.exact.append(k)
 
 
 def _settled(out: dict[str, CadenceInference]) -> dict[str, CadenceInference]:

@@ -42,12 +42,18 @@ def message_items_key(database: Any, thread_id: str, checkpoint_ns: str, checkpo
     Args:
         database: the runtime's ``database:`` block (which store the checkpoint came from).
         thread_id, checkpoint_ns, checkpoint_id: the checkpoint (its links are drawn from them).
-        mpage: the :class:`dashboard.threads.messages.MessagePage`; every shown field of every item
-            (and of its grouped tool results) enters the key, so two checkpoints that happen to share
-            an id but not content never share HTML.
+        mpage: the :class:`dashboard.threads.messages.MessagePage`; everything its items are drawn from
+            enters the key, so two checkpoints that happen to share an id but not content never share HTML:
+            for an unfiltered page, its groups (message positions) and every field of each message an item
+            reads (:func:`_message_parts`), so a cached page never builds its items; for a search, every
+            shown field of every hit.
     """
+    if mpage.hits is None:
+        drawn: list[Any] = [(group, [_message_parts(mpage.messages[i]) for i in group]) for group in mpage.groups]
+    else:
+        drawn = [_item_parts(item) for item in mpage.hits]
     return fragment_key("message-items", database, thread_id, checkpoint_ns, checkpoint_id, mpage.q, mpage.role,
-                        [_item_parts(item) for item in mpage.items])
+                        drawn)
 
 
 def history_rows_key(database: Any, thread_id: str, checkpoint_ns: str, tree: list[Any], lanes_after: Any,
@@ -64,6 +70,17 @@ def history_rows_key(database: Any, thread_id: str, checkpoint_ns: str, tree: li
     A page with prune marks is not cached (its marks come from a job record); the view passes no key then.
     """
     return fragment_key("history-rows", database, thread_id, checkpoint_ns, tree, lanes_after, next_before)
+
+
+def _message_parts(message: Any) -> tuple[Any, ...]:
+    """What a message's item is drawn from: its class and its instance fields (all of them).
+
+    :func:`dashboard.threads.messages.message_item` and the item template read the content, tool calls,
+    type, name, id and answered tool call, all fields of a LangChain message (``__dict__`` of a pydantic
+    model), so equal parts draw equal items. An object without ``__dict__`` enters whole (its ``repr``).
+    """
+    fields = getattr(message, "__dict__", None)
+    return (type(message).__module__, type(message).__qualname__, fields if isinstance(fields, dict) else message)
 
 
 def _item_parts(item: Any) -> tuple[Any, ...]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from dashboard.threads.jsonify import jsonable
@@ -162,15 +163,19 @@ class MessagePage:
     """One page of the message list.
 
     Attributes:
-        items: top-level items on this page (with grouped results inside).
         total: messages in the checkpoint.
         matched: messages matching ``q`` / ``role`` (``total`` without a filter).
         page, pages: this page's number and the page count (1-based; at least 1).
         first, last: 1-based positions of the page's first and last message among the ``matched`` (0 when empty).
         q, role: the filter applied ("" when none).
+        hits: a filtered page's items (built), else ``None``.
+        messages: the checkpoint's messages (an unfiltered page builds its items from them).
+        groups: an unfiltered page's top-level groups as message positions (an AI message and its results).
+
+    :attr:`items` are the page's top-level items; an unfiltered page builds them on first use
+    only, so a page whose rendered items come from the fragment cache never builds them.
     """
 
-    items: list[MessageItem]
     total: int
     matched: int
     page: int
@@ -179,6 +184,16 @@ class MessagePage:
     last: int
     q: str
     role: str
+    hits: list[MessageItem] | None = None
+    messages: list[Any] = field(default_factory=list, repr=False)
+    groups: list[list[int]] = field(default_factory=list)
+
+    @cached_property
+    def items(self) -> list[MessageItem]:
+        """Top-level items on this page, with grouped results inside."""
+        if self.hits is not None:
+            return self.hits
+        return [_group_item(self.messages, group) for group in self.groups]
 
     @property
     def filtered(self) -> bool:
@@ -186,7 +201,7 @@ class MessagePage:
 
     @property
     def shown(self) -> int:
-        return self.last - self.first + 1 if self.items else 0
+        return self.last - self.first + 1 if self.first else 0
 
 
 def _paginate(items: list[MessageItem], page_size: int) -> list[list[MessageItem]]:
@@ -238,11 +253,10 @@ def message_page(messages: list[Any], *, page: int = 1, q: str = "", role: str =
         index_pages = _paginate_groups(_index_groups(messages), page_size)
         number = min(max(page, 1), len(index_pages))
         before = sum(len(g) for p in index_pages[:number - 1] for g in p)
-        items = [_group_item(messages, group) for group in index_pages[number - 1]]
-        shown = _flatten_count(items)
-        return MessagePage(items=items, total=len(messages), matched=len(messages), page=number,
-                           pages=len(index_pages), first=before + 1 if shown else 0, last=before + shown, q=q,
-                           role=role)
+        shown = sum(len(g) for g in index_pages[number - 1])
+        return MessagePage(total=len(messages), matched=len(messages), page=number, pages=len(index_pages),
+                           first=before + 1 if shown else 0, last=before + shown, q=q, role=role,
+                           messages=messages, groups=index_pages[number - 1])
     groups = _groups(messages)
     pages = _paginate(groups, page_size)
     context_pages: dict[int, int] = {}
@@ -267,5 +281,5 @@ def message_page(messages: list[Any], *, page: int = 1, q: str = "", role: str =
     number = min(max(page, 1), len(pages))
     before = sum(_flatten_count(p) for p in pages[:number - 1])
     shown = _flatten_count(pages[number - 1])
-    return MessagePage(items=pages[number - 1], total=len(messages), matched=matched, page=number,
-                       pages=len(pages), first=before + 1 if shown else 0, last=before + shown, q=q, role=role)
+    return MessagePage(total=len(messages), matched=matched, page=number, pages=len(pages),
+                       first=before + 1 if shown else 0, last=before + shown, q=q, role=role, hits=pages[number - 1])

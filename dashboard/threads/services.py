@@ -570,8 +570,13 @@ def head_digest(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -
             "messages_sha256": messages_sha256(messages)}
 
 
-def thread_cadence(rt: DashboardRuntime, thread_id: str) -> Any:
+def thread_cadence(rt: DashboardRuntime, thread_id: str, *,
+                   summary: inventory.ThreadSummary | None = None) -> Any:
     """The snapshot cadence(s) that wrote the thread, inferred from metadata (issue 5, item 5).
+
+    Args:
+        summary: the thread's row as the page shows it (:func:`thread_summary`), if the caller has it:
+            a row that counts no checkpoint with LangGraph's counters has no cadence to infer (no query).
 
     Returns:
         A :class:`deerflow.census.CadenceInference` (``exact`` cadences proven by
@@ -580,7 +585,7 @@ def thread_cadence(rt: DashboardRuntime, thread_id: str) -> Any:
     """
     from deerflow.census import infer_cadences
 
-    if not has_sql_tables(rt.saver):
+    if not has_sql_tables(rt.saver) or (summary is not None and summary.counters_count == 0):
         return None
     return infer_cadences(rt.saver, [thread_id], use_summary=False).get(thread_id)
 

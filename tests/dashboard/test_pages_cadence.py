@@ -39,3 +39,21 @@ def test_full_threads_show_no_cadence(sqlite_fixture_db, runtime_for, staff_clie
     runtime_for(sqlite_fixture_db, "delta", 10)
     html = staff_client.get("/threads/full-tools-30t/").content.decode()
     assert 'id="cadence"' not in html
+
+
+@pytest.mark.django_db
+def test_a_summary_without_counters_answers_no_cadence_and_one_with_counters_infers_it(sqlite_fixture_db, runtime_for):
+    from dashboard.threads import services
+    from deerflow import census
+
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
+    full = services.thread_summary(rt, "full-tools-30t")
+    assert full.counters_count == 0
+    assert services.thread_cadence(rt, "full-tools-30t", summary=full) is None
+    assert services.thread_cadence(rt, "full-tools-30t") is None  # the scan agrees
+    delta = services.thread_summary(rt, "delta-f3-40t")
+    assert delta.counters_count > 0
+    got = services.thread_cadence(rt, "delta-f3-40t", summary=delta)
+    scan = census.infer_cadences(rt.saver, use_summary=False)["delta-f3-40t"]
+    assert (got.exact, got.lower_bound, got.snapshots) == (scan.exact, scan.lower_bound, scan.snapshots) == (
+        [3], None, scan.snapshots)

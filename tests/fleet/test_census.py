@@ -84,12 +84,17 @@ def fixture_saver(fixture_backend):
         yield backend, saver
 
 
-@pytest.fixture(params=["summary", "scan"])
+@pytest.fixture(params=["summary", "scan", "scan-threads"])
 def infer(request):
-    """``census.infer_cadences`` through the summary's cadence facts, or by scanning ``checkpoints``."""
+    """``census.infer_cadences`` through the summary's cadence facts, or by scanning ``checkpoints``
+    (``scan-threads``: naming every stored thread, as the thread page does, so the one-pass sibling
+    ranking of :func:`deerflow.summary.cadences.thread_snapshot_sql` finds the snapshots)."""
     from_summary = request.param == "summary"
 
     def run(saver, *args, **kwargs):
+        if request.param == "scan-threads" and not args and "thread_ids" not in kwargs:
+            args = ([r["thread_id"] for r in inventory.reader_for(saver).query(
+                "SELECT DISTINCT thread_id FROM checkpoints")],)
         got = census.infer_cadences(saver, *args, use_summary=from_summary, **kwargs)
         assert census._summary_cadences_ready(saver) is True  # so the summary path really was available
         return got
@@ -347,3 +352,57 @@ def test_a_summary_built_before_the_cadence_facts_is_rebuilt(written):
     with open_checkpointer(written) as saver:
         assert census._summary_cadences_ready(saver) is True
         assert census.infer_cadences(saver)["mixed"].exact == [4]
+
+
+# -- the thread page's one-pass snapshot query equals the shared definition ------------------------
+
+def _snapshot_rows(saver, sql_of, where: str = "", params: list | None = None) -> list[tuple]:
+    r = inventory.reader_for(saver)
+    return sorted((row["thread_id"], row["u"], row["s"]) for row in r.query(sql_of(r, where), params or []))
+
+
+def test_thread_snapshot_sql_equals_snapshot_sql_on_the_fixture(fixture_saver, manifest):
+    from deerflow.summary.cadences import snapshot_sql, thread_snapshot_sql
+
+    _backend, saver = fixture_saver
+    every = _snapshot_rows(saver, snapshot_sql)
+    assert len(every) > 20  # the fixture's delta threads snapshot
+    assert _snapshot_rows(saver, thread_snapshot_sql) == every
+    for tid in ("delta-f3-40t", "migrated-full20-delta20", "markerless-delta-f10-13t", "full-tools-30t"):
+        one = _snapshot_rows(saver, thread_snapshot_sql, "AND c.thread_id IN (?)", [tid])
+        assert one == [row for row in every if row[0] == tid], tid
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def writable(request, tmp_path: Path) -> DatabaseConfig:
+    if request.param == "sqlite":
+        return DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "writable"))
+    return request.getfixturevalue("empty_postgres_db")
+
+
+def test_thread_snapshot_sql_ranks_siblings_like_snapshot_sql(writable):
+    # Forks (a replay and a new input from one checkpoint: the newer children are forced snapshots, not
+    # first children), a full-mode write under a marked parent, two cadences: both queries find the same rows.
+    from deerflow.summary.cadences import snapshot_sql, thread_snapshot_sql
+
+    heads = write_turns(writable, "forks", 4, snapshot_frequency=3)
+    write_turns(writable, "forks", 2, snapshot_frequency=3, from_checkpoint_id=heads[1], start=10)
+    write_turns(writable, "forks", 1, snapshot_frequency=3, from_checkpoint_id=heads[1], start=20)
+    write_turns(writable, "flips", 3, snapshot_frequency=10)
+    write_turns(writable, "flips", 1, mode="full", start=50)
+    write_turns(writable, "flips", 4, snapshot_frequency=2, start=60)
+    with open_checkpointer(writable) as saver:
+        reader = inventory.reader_for(saver)
+        siblings = reader.query("SELECT parent_checkpoint_id, COUNT(*) AS n FROM checkpoints WHERE thread_id = ? "
+                                "GROUP BY parent_checkpoint_id HAVING COUNT(*) > 1", ["forks"])
+        every = _snapshot_rows(saver, snapshot_sql)
+        assert siblings  # the forks really left parents with several children
+        assert {row[0] for row in every} == {"forks", "flips"}
+        assert _snapshot_rows(saver, thread_snapshot_sql) == every
+        for tid in ("forks", "flips"):
+            assert _snapshot_rows(saver, thread_snapshot_sql, "AND c.thread_id IN (?)", [tid]) == [
+                row for row in every if row[0] == tid]
+            got = census.infer_cadences(saver, [tid], use_summary=False)[tid]
+            scan = census.infer_cadences(saver, use_summary=False)[tid]
+            assert (got.exact, got.lower_bound, got.snapshots) == (scan.exact, scan.lower_bound, scan.snapshots)
+        assert census.infer_cadences(saver, ["forks"], use_summary=False)["forks"].exact == [3]
