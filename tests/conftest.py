@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (``--dist loadgroup``), run every ``rabbitmq`` test on one worker, one after another.
 
     Each such test has its own virtual host, but ``consumer_timeout`` is a server-wide RabbitMQ setting that
-    tests/jobs/test_worker_brokers.py lowers to seconds while its time-limit test runs: a RabbitMQ worker of a
+    tests/dashboard/jobs/test_worker_brokers.py lowers to seconds while its time-limit test runs: a RabbitMQ worker of a
     concurrent test would have its channel closed under it. Everything else is isolated per test or per
     worker (scratch Postgres databases and RabbitMQ vhosts named by uuid, a claimed empty Redis db, ports from
     the worker's own block, ``var/test-<worker>``; see tests/settings.py and tests/integration/helpers.py).
