@@ -33,12 +33,13 @@ from deerflow.lineage import find_lineage_gap
 from deerflow.replaycheck import find_reducer_failure
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 from tests import fixtures_real
+from tests.backends import BACKENDS
 from tests.deerflow.convert.support import all_rows, config_for, open_saver
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatabaseConfig]:
     """A fresh, empty database on each backend (Postgres: dropped afterwards)."""
     if request.param == "sqlite":

@@ -19,10 +19,11 @@ from deerflow import census
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer
 from tests import fixtures_real
+from tests.backends import BACKENDS
 from tests.dashboard.fleet.writes import write_turns
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def checkpoint_db(request: pytest.FixtureRequest, tmp_path: Path):
     if request.param == "sqlite":
         yield DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "sqlite"))

@@ -1,4 +1,5 @@
-"""Fixtures for the retention tests: a fresh store on memory, SQLite and Postgres."""
+"""Fixtures for the retention tests: a fresh store on memory, SQLite and Postgres (``target``), and, from
+:mod:`tests.backends`, a fresh database (``db``) and a writable copy of the real fixture (``fixture_db``)."""
 
 from __future__ import annotations
 
@@ -8,52 +9,14 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deerflow.config.database_config import DatabaseConfig
-from tests import fixtures_real
-
-ALL = [pytest.param("memory", id="memory"), pytest.param("sqlite", id="sqlite"),
-       pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+from tests.backends import WITH_MEMORY, db, fixture_db, fresh_database  # noqa: F401 - db, fixture_db: fixtures
 
 
-@pytest.fixture(params=ALL)
+@pytest.fixture(params=WITH_MEMORY)
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
     """What retention prunes: an ``InMemorySaver``, or a fresh SQLite / Postgres ``DatabaseConfig``."""
     if request.param == "memory":
         yield InMemorySaver()
         return
-    if request.param == "sqlite":
-        yield DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "sqlite"))
-        return
-    name, url = fixtures_real.create_database("dfa_retention")
-    try:
-        yield DatabaseConfig(backend="postgres", postgres_url=url)
-    finally:
-        fixtures_real.drop_database(name)
-
-
-PERSISTENT = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=PERSISTENT)
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatabaseConfig]:
-    """A fresh SQLite or Postgres database (Postgres: dropped afterwards)."""
-    if request.param == "sqlite":
-        yield DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "sqlite"))
-        return
-    name, url = fixtures_real.create_database("dfa_retention")
-    try:
-        yield DatabaseConfig(backend="postgres", postgres_url=url)
-    finally:
-        fixtures_real.drop_database(name)
-
-
-@pytest.fixture(params=PERSISTENT)
-def fixture_db(request: pytest.FixtureRequest) -> DatabaseConfig:
-    """A private, writable copy of the real fixture (opened once by the saver, so ``setup()`` has migrated it)."""
-    from tests.deerflow.convert.support import open_saver
-
-    database = request.getfixturevalue(
-        "sqlite_fixture_db_rw" if request.param == "sqlite" else "postgres_fixture_db_rw")
-    with open_saver(database):
-        pass
-    return database
+    with fresh_database(request.param, tmp_path / "sqlite", prefix="dfa_retention") as database:
+        yield database

@@ -37,6 +37,7 @@ from deerflow.runtime.checkpoint_state import (
     build_state_mutation_graph,
 )
 from deerflow.savers import open_async_checkpointer, open_checkpointer
+from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,
     config_for,
@@ -48,11 +49,7 @@ from tests.deerflow.support import (
 from tests.fixtures_real import manifest_threads
 
 READ_METHODS = ("get_tuple", "list", "get_delta_channel_history", "aget_tuple", "alist", "aget_delta_channel_history")
-BACKEND_PARAMS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
+BACKEND_PARAMS = WITH_MEMORY  # memory, sqlite, postgres (tests/backends.py)
 
 
 def _seeded(mode: str, turns: int = 4, thread_id: str = "acc", **kwargs: Any) -> InMemorySaver:

@@ -22,6 +22,7 @@ from deerflow.errors import MISMATCH_MESSAGE
 from deerflow.runtime.checkpoint_mode import CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.savers import open_async_checkpointer, open_checkpointer
+from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,
     config_for,
@@ -32,11 +33,7 @@ from tests.deerflow.support import (
     run_turn,
 )
 
-BACKEND_PARAMS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
+BACKEND_PARAMS = WITH_MEMORY  # memory, sqlite, postgres (tests/backends.py)
 
 DELTA_THREAD = "gate-delta"
 FULL_THREAD = "gate-full"

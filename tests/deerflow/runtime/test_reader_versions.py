@@ -22,6 +22,7 @@ from packaging.version import Version
 from deerflow.digest import EMPTY_MESSAGES_SHA256, canonical_messages, messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.savers import open_checkpointer
+from tests.backends import BACKENDS
 from tests.deerflow.support import config_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,7 +52,7 @@ def test_postgres_delta_history_paging_old_checkpoints_of_long_threads_read_non_
             assert messages_sha256(messages) == cp["messages_sha256"] != EMPTY_MESSAGES_SHA256
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_subgraph_namespaces_read_non_empty(backend, request, manifest):
     """langgraph 1.2.9 replayed subgraph-namespace DeltaChannels with no saver -> empty messages."""
     database = request.getfixturevalue(f"{backend}_fixture_db")
@@ -97,7 +98,7 @@ def test_fanout_replay_order_is_the_per_backend_manifest_order(sqlite_fixture_db
     assert thread["backends"]["postgres"]["turns_where_live_state_differs_from_accessor"] == []
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_markerless_snapshot_checkpoints_give_full_mode_readers_a_list(backend, request, manifest):
     """langgraph 1.2.9 handed a full-mode reader the raw _DeltaSnapshot object."""
     database = request.getfixturevalue(f"{backend}_fixture_db")

@@ -30,6 +30,7 @@ from deerflow.runtime.checkpoint_mode import (
 )
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.savers import open_async_checkpointer, open_checkpointer
+from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,
     config_for,
@@ -114,11 +115,7 @@ SCENARIOS: dict[str, Callable[[Any, str, str], dict[str, Any]]] = {
     "compaction": compaction, "title_and_todos": title_and_todos, "fork": fork,
     "idless_humans": idless_humans, "fanout": fanout,
 }
-BACKEND_PARAMS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
+BACKEND_PARAMS = WITH_MEMORY  # memory, sqlite, postgres (tests/backends.py)
 
 
 def _without_ids(snapshot: Any) -> tuple[Any, ...]:

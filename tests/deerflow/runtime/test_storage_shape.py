@@ -30,6 +30,7 @@ from deerflow.runtime.checkpoint_mode import (
 )
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.savers import open_checkpointer
+from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,
     config_for,
@@ -38,11 +39,7 @@ from tests.deerflow.support import (
     run_turn,
 )
 
-BACKEND_PARAMS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
+BACKEND_PARAMS = WITH_MEMORY  # memory, sqlite, postgres (tests/backends.py)
 
 
 def _oldest_first(saver: Any, thread_id: str) -> list[Any]:
