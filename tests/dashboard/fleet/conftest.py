@@ -37,11 +37,26 @@ def private_broker(tmp_path: Path) -> Iterator[None]:
     for folder in ("queue", "processed", "control"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     saved = {"broker_url": app.conf.broker_url, "broker_transport_options": app.conf.broker_transport_options}
+    _drop_broker_pools(app)
     app.conf.update(broker_url="filesystem://", broker_transport_options=options)
     try:
         yield
     finally:
+        _drop_broker_pools(app)
         app.conf.update(**saved)
+
+
+def _drop_broker_pools(app) -> None:
+    """Forget the app's connection and producer pools (Celery resets them so after a fork), so that the next
+    send connects with the broker options then in force: pools made on this test's private folders must not
+    serve a later test (``tests/dashboard/jobs/test_stalls.py`` reads the configured broker folder)."""
+    pool = app._pool
+    if pool is not None:
+        pool.force_close_all()
+    app._pool = None
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
 
 
 @pytest.fixture
