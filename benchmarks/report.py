@@ -25,6 +25,8 @@ REQUIRED_KEYS = {
     "convert_ratio_to_write_floor": "<= 2",
     "convert_integrity_ratio_to_write_floor": "<= 2",
     "compact_ratio_to_write_floor": "<= 2",
+    "compact_bytes_after_over_before_2000t": "< 0.05",
+    "compact_peak_over_largest_state_2000t": "small multiple",
     "convert_peak_rss_mb_2000t": "small multiple of the largest state",
     "convert_largest_state_mb_2000t": "(reference for the line above)",
     "convert_threads_per_s_1w": "",

@@ -40,6 +40,7 @@ from deerflow import summary as summary_table
 from deerflow.inventory import checkpoint_time, reader_for
 from deerflow.sqlread import table_exists
 from deerflow.summary.cadences import counter_expr, snapshot_sql
+from deerflow.summary.writes import bucket_bounds
 
 __all__ = ["CadenceInference", "CadenceOutliers", "WriterFacts", "cadence_outliers", "infer_cadences",
            "recent_writer_facts"]
@@ -228,20 +229,22 @@ def cadence_outliers(saver: Any, fleet: int | None, max_supersteps: int = DEFAUL
     multi_sql = (f"SELECT e.thread_id FROM (SELECT thread_id, COUNT(*) AS n, MAX(cadence) AS top {proven} "
                  "GROUP BY thread_id) e LEFT JOIN dfa_thread_cadences b ON b.thread_id = e.thread_id "
                  "AND b.kind = 'bound' WHERE e.n > 1 OR b.cadence > e.top")
-    out.multiple = int(r.query(f"SELECT COUNT(*) AS n FROM ({multi_sql}) m", [max_supersteps])[0]["n"])
-    examples = [row["thread_id"] for row in r.query(f"{multi_sql} ORDER BY e.thread_id LIMIT {int(limit)}",
-                                                     [max_supersteps])]
+    out.multiple, examples = _count_and_first(r, multi_sql, [max_supersteps], limit)
+    off_ids: list[str] = []
     if fleet is not None:
         off_sql = f"SELECT DISTINCT thread_id {proven} AND cadence <> ?"
-        out.differs = int(r.query(f"SELECT COUNT(*) AS n FROM ({off_sql}) d", [max_supersteps, fleet])[0]["n"])
-        off_ids = [row["thread_id"] for row in r.query(f"{off_sql} ORDER BY thread_id LIMIT {int(limit)}",
-                                                        [max_supersteps, fleet])]
-    else:
-        off_ids = []
+        out.differs, off_ids = _count_and_first(r, off_sql, [max_supersteps, fleet], limit)
     named = _from_summary(r, sorted(set(examples) | set(off_ids)), max_supersteps) if examples or off_ids else {}
     out.multiple_examples = [named[t] for t in examples if t in named]
     out.differs_examples = [named[t] for t in off_ids if t in named]
     return out
+
+
+def _count_and_first(r: Any, sql: str, params: list[Any], limit: int) -> tuple[int, list[str]]:
+    """``(rows of sql, the first limit thread ids in order)`` in one pass (a window count beside the page)."""
+    rows = r.query(f"SELECT q.thread_id, COUNT(*) OVER () AS total FROM ({sql}) q ORDER BY q.thread_id "
+                   f"LIMIT {max(int(limit), 1)}", params)
+    return (int(rows[0]["total"]) if rows else 0), [row["thread_id"] for row in rows[:max(int(limit), 0)]]
 
 
 @dataclass
@@ -257,6 +260,10 @@ class WriterFacts:
         threads: distinct threads written (count).
         cadences: ``{cadence: snapshot checkpoints proving it}`` among the window's snapshots.
         last_write_at: time of the newest checkpoint (ISO 8601) or ``None``.
+        source: ``"summary"`` (the refresh's write facts: as current as the summary) or ``"scan"``
+            (read from ``checkpoints`` now); not part of :meth:`as_dict`.
+        as_of: with ``source="summary"``, when the summary was last refreshed (ISO 8601): checkpoints
+            written since count at the next refresh; not part of :meth:`as_dict`.
     """
 
     since_checkpoint_id: str
@@ -267,36 +274,100 @@ class WriterFacts:
     threads: int = 0
     cadences: dict[int, int] = field(default_factory=dict)
     last_write_at: str | None = None
+    source: str = "scan"
+    as_of: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly copy."""
-        return json.loads(json.dumps(self.__dict__, default=str))
+        """JSON-friendly copy (without ``source`` and ``as_of``)."""
+        kept = {k: v for k, v in self.__dict__.items() if k not in ("source", "as_of")}
+        return json.loads(json.dumps(kept, default=str))
 
 
-def recent_writer_facts(saver: Any, since_checkpoint_id: str,
-                        max_supersteps: int = DEFAULT_MAX_SUPERSTEPS) -> WriterFacts:
+def _summary_writes_refreshed_at(saver: Any) -> str | None:
+    """When the summary (and its write facts) were last refreshed (ISO 8601), or ``None`` when
+    ``dfa_thread_writes`` is not readable or not filled by a refresh since it was (re)built."""
+    if not summary_table.readable(saver):
+        return None
+    r = reader_for(saver)
+    if not table_exists(r, "dfa_thread_write_snapshots"):
+        return None
+    state = r.query("SELECT watermark, refreshed_at FROM dfa_summary_state WHERE id = 1")[0]
+    return state["refreshed_at"] if state["watermark"] is not None else None
+
+
+def recent_writer_facts(saver: Any, since_checkpoint_id: str, max_supersteps: int = DEFAULT_MAX_SUPERSTEPS,
+                        *, use_summary: bool = True) -> WriterFacts:
     """What was written since ``since_checkpoint_id`` (ids sort by creation time).
 
     Counts by marker kind, and the cadences proven by the window's snapshots
-    (parent counters + 1, the same snapshots :func:`infer_cadences` uses).
-    Uses the primary key order of ``checkpoint_id`` only; no materialization.
+    (parent counters + 1, the same snapshots :func:`infer_cadences` uses); no materialization.
+
+    Args:
+        saver: SQLite or Postgres saver.
+        since_checkpoint_id: the window's lower bound (exclusive), a UUIDv6 checkpoint id.
+        max_supersteps: the supersteps bound in force (snapshots it may have caused prove no cadence).
+        use_summary: read the per-thread, per-bucket write facts the summary refresh keeps
+            (:mod:`deerflow.summary.writes`: sums over the buckets after the window's first one, plus
+            an index range scan of that bucket) when they are available, instead of scanning every
+            checkpoint of the window. Same result as the scan as of the summary's last refresh
+            (``source`` says which was read).
     """
     r = reader_for(saver)
-    facts = WriterFacts(since_checkpoint_id)
+    if use_summary and bucket_bounds(since_checkpoint_id) is not None:
+        refreshed_at = _summary_writes_refreshed_at(saver)
+        if refreshed_at is not None:
+            return _writes_from_summary(r, since_checkpoint_id, max_supersteps, refreshed_at)
+    return _writes_scan(r, since_checkpoint_id, "", [since_checkpoint_id], max_supersteps, WriterFacts(
+        since_checkpoint_id, source="scan"))
+
+
+def _writes_scan(r: Any, since: str, upper: str, params: list[str], max_supersteps: int,
+                 facts: WriterFacts) -> WriterFacts:
+    """Add to ``facts`` the checkpoints with ``since < id`` (and ``id < upper`` when ``upper``) from ``checkpoints``."""
+    window = "c.checkpoint_id > ?" + (" AND c.checkpoint_id < ?" if upper else "")
     row = r.query(
         f"SELECT COUNT(*) AS n, COUNT(DISTINCT c.thread_id) AS threads, MAX(c.checkpoint_id) AS newest, "
         f"SUM({r.truthy(r.marker())}) AS marked, "
         f"SUM({r.truthy(f'{r.counters()} AND NOT {r.marker()}')}) AS counters_only "
-        f"FROM checkpoints c WHERE c.checkpoint_id > ?", [since_checkpoint_id])[0]
-    facts.checkpoints = int(row["n"] or 0)
-    facts.threads = int(row["threads"] or 0)
-    facts.delta_marked = int(row["marked"] or 0)
-    facts.counters_only = int(row["counters_only"] or 0)
+        f"FROM checkpoints c WHERE {window}", params)[0]
+    facts.checkpoints += int(row["n"] or 0)
+    facts.threads += int(row["threads"] or 0)
+    facts.delta_marked += int(row["marked"] or 0)
+    facts.counters_only += int(row["counters_only"] or 0)
     facts.plain = facts.checkpoints - facts.delta_marked - facts.counters_only
-    newest = checkpoint_time(row["newest"])
-    facts.last_write_at = newest.isoformat() if newest else None
-    for snap in r.query(snapshot_sql(r, "AND c.checkpoint_id > ?"), [since_checkpoint_id]):
+    _newest(facts, row["newest"])
+    for snap in r.query(snapshot_sql(r, f"AND {window}"), params):
         k = _cadence_of(snap, max_supersteps)
         if k is not None:
             facts.cadences[k] = facts.cadences.get(k, 0) + 1
+    facts.cadences = dict(sorted(facts.cadences.items()))
+    return facts
+
+
+def _newest(facts: WriterFacts, newest: str | None) -> None:
+    moment = checkpoint_time(newest)
+    if moment is not None and (facts.last_write_at is None or moment.isoformat() > facts.last_write_at):
+        facts.last_write_at = moment.isoformat()
+
+
+def _writes_from_summary(r: Any, since: str, max_supersteps: int, refreshed_at: str) -> WriterFacts:
+    """:func:`recent_writer_facts` from the summary's write facts (the caller checked they are ready)."""
+    bounds = bucket_bounds(since)
+    assert bounds is not None
+    bucket, upper = bounds
+    facts = WriterFacts(since, source="summary", as_of=refreshed_at)
+    row = r.query("SELECT SUM(checkpoints) AS n, SUM(marked) AS marked, SUM(counters_only) AS counters_only "
+                  "FROM dfa_thread_writes WHERE bucket > ?", [bucket])[0]
+    facts.checkpoints, facts.delta_marked = int(row["n"] or 0), int(row["marked"] or 0)
+    facts.counters_only = int(row["counters_only"] or 0)
+    for snap in r.query("SELECT cadence, SUM(snapshots) AS n FROM dfa_thread_write_snapshots "
+                        "WHERE bucket > ? AND supersteps + 1 < ? GROUP BY cadence", [bucket, max_supersteps]):
+        facts.cadences[int(snap["cadence"])] = int(snap["n"])
+    # A thread was written in the window iff its newest checkpoint is in it (MAX over every namespace).
+    threads = r.query("SELECT COUNT(*) AS n, MAX(last_checkpoint_id) AS newest FROM dfa_thread_summary "
+                      "WHERE last_checkpoint_id > ?", [since])[0]
+    newest = threads["newest"]
+    _writes_scan(r, since, upper, [since, upper], max_supersteps, facts)  # the window's first bucket, live
+    facts.threads = int(threads["n"] or 0)
+    _newest(facts, newest)
     return facts

@@ -51,6 +51,7 @@ __all__ = [
     "get_thread_summary",
     "lineage_has_delta_evidence",
     "list_threads",
+    "mode_totals",
     "reader_for",
     "storage_by_class",
     "storage_by_mode",
@@ -263,6 +264,26 @@ def storage_by_class(saver: Any, *, refresh: bool = True) -> dict[str, dict[str,
     """Totals per class, as :func:`storage_by_mode` (every one of :data:`THREAD_CLASSES` present):
     one ``GROUP BY`` on the summary (the audit's "compact legacy threads": classes ``full`` and ``migrated``)."""
     return _storage_by(saver, "thread_class", THREAD_CLASSES, refresh)
+
+
+def mode_totals(by_class: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """:func:`storage_by_mode`'s answer from :func:`storage_by_class`'s, without another ``GROUP BY``.
+
+    A thread's mode is ``full`` exactly when its class is ``full`` (no marker and no counters on any
+    checkpoint, :func:`classify`); every other class is stored in delta mode.
+
+    Args:
+        by_class: :func:`storage_by_class`'s totals (counts and bytes per class).
+
+    Returns:
+        ``{"full"|"delta": {"threads", "bytes_checkpoints", "bytes_blobs", "bytes_writes", "bytes_total"}}``.
+    """
+    delta = dict.fromkeys(_STORAGE_KEYS, 0)
+    for cls, totals in by_class.items():
+        if cls != "full":
+            for k in _STORAGE_KEYS:
+                delta[k] += int(totals.get(k, 0))
+    return {"full": {k: int(by_class.get("full", {}).get(k, 0)) for k in _STORAGE_KEYS}, "delta": delta}
 
 
 def _storage_by(saver: Any, column: str, groups: tuple[str, ...], refresh: bool) -> dict[str, dict[str, int]]:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
@@ -27,13 +28,18 @@ from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.processes import process_rows
 from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
-from dashboard.threads import storage as thread_storage
+from dashboard.threads.fragments import fragment_key
 from deerflow import census as census_mod
 from deerflow import inventory
+from deerflow import summary as summary_table
+from deerflow.sqlread import has_sql_tables
 
-__all__ = ["Audit", "Finding", "readability_findings", "registry_findings", "run_audit", "thread_census"]
+__all__ = ["AUDIT_FACTS_TTL_S", "Audit", "Finding", "readability_findings", "registry_findings", "run_audit",
+           "summary_facts", "thread_census"]
 
 SEVERITIES = ("error", "warning", "info")
+#: Seconds the audit's summary-derived facts stay cached under one summary version (:func:`summary_facts`).
+AUDIT_FACTS_TTL_S = 600
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,10 @@ class Audit:
     threads: list[dict[str, Any]] = field(default_factory=list)
     #: threads and bytes per mode (:func:`deerflow.inventory.storage_by_mode`); shown on the page, not in ``as_dict``.
     storage: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: when the writers section was counted from the summary's write facts: the summary's last refresh
+    #: (ISO 8601; later checkpoints count at the next one); ``None``: counted from ``checkpoints`` now.
+    #: Shown on the page, not in ``as_dict``.
+    writers_as_of: str | None = None
 
     @property
     def has_errors(self) -> bool:
@@ -419,13 +429,45 @@ def _window_start(hours: int) -> str:
     return str(uuid.UUID(hexid))
 
 
+def summary_facts(rt: DashboardRuntime, fleet: int | None, bound: int
+                  ) -> tuple[dict[str, dict[str, int]] | None, census_mod.CadenceOutliers]:
+    """What the audit derives from the thread summary alone, cached under the summary's version.
+
+    ``storage_by_class`` (one ``GROUP BY`` on the summary: it answers the census, the per-mode
+    storage and the legacy estimate) and :func:`deerflow.census.cadence_outliers` (aggregates over
+    ``dfa_thread_cadences``) cost a pass over 100k summary rows each at 100k threads. Both depend
+    only on the summary tables, which change only in a transaction that bumps
+    :func:`deerflow.summary.version` (after the freshness check, which may refresh them first), so
+    they are computed once per version per process (Django's cache, :data:`AUDIT_FACTS_TTL_S` at most)
+    and always recomputed while the summary cannot be used (live aggregates follow no version).
+
+    Args:
+        rt: the runtime (its saver and ``database:`` block key the cache).
+        fleet: the fleet's cadence (``None``: no comparison).
+        bound: the supersteps bound in force (count).
+
+    Returns:
+        ``(storage_by_class or None without SQL tables, cadence outliers)``.
+    """
+    version = summary_table.version(rt.saver) if has_sql_tables(rt.saver) else None
+    key = fragment_key("audit-summary-facts", rt.config.database, version, fleet, bound)
+    if version is not None and (hit := cache.get(key)) is not None:
+        return hit
+    by_class = inventory.storage_by_class(rt.saver) if has_sql_tables(rt.saver) else None
+    facts = (by_class, census_mod.cadence_outliers(rt.saver, fleet, bound))
+    if version is not None and summary_table.version(rt.saver) == version:  # unchanged while we read
+        cache.set(key, facts, AUDIT_FACTS_TTL_S)
+    return facts
+
+
 def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int | None = None,
               with_threads: bool = False) -> Audit:
     """Compute the whole audit now (registry, live check, census, cadences, writers, readiness).
 
-    Reads the thread summary and its per-thread cadence facts (a few aggregate
-    queries) and the recent-writes window; never scans ``checkpoints`` as a
-    whole, so the page can refresh every few seconds on a database of any size.
+    Reads the thread summary, its per-thread cadence facts and its per-thread write facts
+    by id bucket (:mod:`deerflow.summary.writes`; a few aggregate queries) and scans only
+    the first bucket (about 7 minutes) of the recent-writes window; never scans
+    ``checkpoints`` as a whole, so the page can refresh every few seconds on a database of any size.
 
     Args:
         rt: the frozen runtime (its saver is the checkpoint database).
@@ -441,14 +483,18 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
     live = live if live is not None else live_check()
     live_only = _live_only_rows(live, rows) if live.supported else []
     serving = rows + live_only
-    counts, summaries = thread_census(rt, with_threads=with_threads)
     # Snapshots the supersteps bound may have caused prove no cadence: use the smallest bound in the fleet.
     bound = min([r["max_supersteps"] for r in serving if r["state"] == "live" and r["max_supersteps"]]
                 or [max_supersteps()])
     fleet = _fleet_cadence(serving)
-    outliers = census_mod.cadence_outliers(rt.saver, fleet, bound)
+    by_class, outliers = summary_facts(rt, fleet, bound)
+    if by_class is not None:
+        counts = {c: by_class[c]["threads"] for c in inventory.THREAD_CLASSES}
+        summaries = thread_census(rt, with_threads=True)[1] if with_threads else []
+    else:
+        counts, summaries = thread_census(rt, with_threads=with_threads)
     writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
-    storage = thread_storage.storage_totals(rt)
+    storage = inventory.mode_totals(by_class) if by_class is not None else {}
     full_procs = [r["name"] for r in serving if r["state"] == "live" and r["mode"] == "full"]
     findings = (_process_findings(serving) + _live_findings(live, rows, live_only)
                 + readability_findings(full_procs, storage.get("delta", {}).get("threads", 0))
@@ -471,5 +517,6 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
               "unregistered": [r["name"] for r in live_only]},
         findings=findings, census=counts, cadences=cadences,
         writers={"window_hours": hours, **writers.as_dict()},
-        readiness=_readiness(counts, serving, writers, legacy_estimate(rt) if storage else None), threads=threads, storage=storage,
+        readiness=_readiness(counts, serving, writers, legacy_estimate(rt, by_class) if by_class is not None else None), threads=threads, storage=storage,
+        writers_as_of=writers.as_of if writers.source == "summary" else None,
     )

@@ -137,7 +137,7 @@ class LegacyEstimate:
     bytes_freed: int | None
 
 
-def legacy_estimate(rt: DashboardRuntime) -> LegacyEstimate:
+def legacy_estimate(rt: DashboardRuntime, by_class: dict[str, dict[str, int]] | None = None) -> LegacyEstimate:
     """Bytes the legacy (full and migrated) threads hold and what compaction would free of them.
 
     Cheap at any fleet size: one ``GROUP BY`` on the thread summary
@@ -148,8 +148,13 @@ def legacy_estimate(rt: DashboardRuntime) -> LegacyEstimate:
     fraction is applied to the legacy bytes: an estimate, exact only for
     threads shaped like the measured ones; run a dry run of the matching
     threads for the exact figure.
+
+    Args:
+        rt: the dashboard runtime (its saver).
+        by_class: :func:`deerflow.inventory.storage_by_class` already read by the caller (the audit
+            reads it once for the census, the storage totals and this), or ``None`` to read it here.
     """
-    by_class = inventory.storage_by_class(rt.saver)
+    by_class = by_class if by_class is not None else inventory.storage_by_class(rt.saver)
     legacy = [by_class["full"], by_class["migrated"]]
     sums = ThreadResult.objects.filter(
         Q(job__kind="compact_dry_run", status="needs_compaction") | Q(job__kind="compact", status="compacted")

@@ -31,7 +31,7 @@ __all__ = ["CONNECT_TIMEOUT_S", "SUMMARY_TABLES", "SeedTargetError", "analyze", 
 #: Seconds :func:`check_target` waits for a Postgres server.
 CONNECT_TIMEOUT_S = 3
 #: The thread summary's tables a seed (or the summary build after it) fills (:mod:`deerflow.summary`).
-SUMMARY_TABLES = ("dfa_thread_summary", "dfa_thread_cadences")
+SUMMARY_TABLES = ("dfa_thread_summary", "dfa_thread_cadences", "dfa_thread_writes", "dfa_thread_write_snapshots")
 #: Rows per index SQLite's ANALYZE samples (``PRAGMA analysis_limit``): its cost stays flat with table size.
 _SQLITE_ANALYSIS_LIMIT = 1000
 

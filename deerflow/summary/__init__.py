@@ -41,6 +41,7 @@ from deerflow.summary.refresh import (
     readable,
     refresh,
     refresh_threads,
+    version,
 )
 from deerflow.summary.rows import row_params, row_select_sql
 from deerflow.summary.schema import MIGRATIONS, access, ensure_schema, is_denied
@@ -60,4 +61,5 @@ __all__ = [
     "refresh_threads",
     "row_params",
     "row_select_sql",
+    "version",
 ]

@@ -30,10 +30,10 @@ def counter_expr(reader: SqlReader, alias: str, index: int) -> str:
 
 
 def snapshot_sql(r: SqlReader, where: str) -> str:
-    """``SELECT thread_id, u, s`` of every cadence snapshot (``where``: extra ``AND ...`` on ``c``, the snapshot)."""
+    """``SELECT thread_id, checkpoint_id, u, s`` of every cadence snapshot ``c`` (``where``: extra ``AND ...`` on ``c``)."""
     u_p, s_p = counter_expr(r, "p", 0), counter_expr(r, "p", 1)
     return (
-        f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
+        f"SELECT c.thread_id, c.checkpoint_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
         f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
         f"AND p.checkpoint_id = c.parent_checkpoint_id "
         f"WHERE NOT {r.counters('c')} AND {r.counters('p')} "
@@ -47,6 +47,9 @@ def snapshot_sql(r: SqlReader, where: str) -> str:
 def replace_cadences(tx: Tx, reader: SqlReader, where: str, params: list[Any]) -> None:
     """Recompute the ``dfa_thread_cadences`` rows of the threads matching ``where``.
 
+    Call it after :func:`deerflow.summary.writes.replace_writes` for the same threads: the exact
+    cadences are read from ``dfa_thread_write_snapshots``.
+
     Args:
         where: a filter on a column named ``thread_id`` (as for
             :func:`deerflow.summary.rows.row_select_sql`), e.g. ``"thread_id IN (?, ?)"``.
@@ -55,10 +58,12 @@ def replace_cadences(tx: Tx, reader: SqlReader, where: str, params: list[Any]) -
     on_c = where.replace("thread_id", "c.thread_id")
     u_c = counter_expr(reader, "c", 0)
     tx.execute(f"DELETE FROM dfa_thread_cadences WHERE {where}", params)
+    # The exact cadences are the bucketed snapshot facts summed over buckets (the same snapshot_sql
+    # rows, grouped further): no second pass of the snapshot join.
     tx.execute(
         "INSERT INTO dfa_thread_cadences (thread_id, kind, cadence, snapshots, min_supersteps) "
-        f"SELECT thread_id, 'exact', u + 1, COUNT(*), MIN(COALESCE(s, -1)) FROM ({snapshot_sql(reader, 'AND ' + on_c)}) sn "
-        "WHERE u IS NOT NULL GROUP BY thread_id, u + 1", params)
+        "SELECT thread_id, 'exact', cadence, SUM(snapshots), MIN(supersteps) FROM dfa_thread_write_snapshots "
+        f"WHERE {where} GROUP BY thread_id, cadence", params)
     tx.execute(
         "INSERT INTO dfa_thread_cadences (thread_id, kind, cadence, snapshots, min_supersteps) "
         f"SELECT c.thread_id, 'bound', MAX({u_c}) + 1, 0, NULL FROM checkpoints c "

@@ -44,11 +44,12 @@ from typing import Any
 from deerflow.dialect import Dialect
 from deerflow.sqlread import SqlReader, Tx, checkpoint_time, reader_for, table_exists
 from deerflow.summary.cadences import replace_cadences
-from deerflow.summary.rows import recompute, upsert_rows
+from deerflow.summary.rows import bump_version, recompute, upsert_rows
 from deerflow.summary.schema import access, ensure_schema, forget, is_summary_table_missing
+from deerflow.summary.writes import id_floor, replace_writes
 
 __all__ = ["Freshness", "RefreshReport", "ensure_fresh", "freshness", "id_floor", "readable", "refresh",
-           "refresh_threads"]
+           "refresh_threads", "version"]
 
 _LOCK_KEY = "dfa.summary"
 
@@ -86,13 +87,6 @@ def _now() -> str:
 def _locked(tx: Tx) -> bool:
     sql = tx.dialect.try_lock_sql()
     return True if sql is None else bool(tx.query(sql, [_LOCK_KEY])[0]["ok"])
-
-
-def id_floor(moment: dt.datetime) -> str:
-    """The smallest UUIDv6 string created at ``moment``: every checkpoint id made then or later sorts above it."""
-    ticks = int((moment - dt.datetime(1582, 10, 15, tzinfo=dt.UTC)).total_seconds() * 10_000_000)
-    h = f"{ticks >> 28:08x}{(ticks >> 12) & 0xFFFF:04x}6{ticks & 0xFFF:03x}" + "0" * 16
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0, verify_s: float | None = None,
@@ -174,8 +168,10 @@ def _missing(tx: Tx, mark: str | None) -> int:
 def _full(tx: Tx, reader: SqlReader) -> tuple[int, str | None]:
     # Read the high-water mark first: the aggregate below sees at least these rows.
     mark = tx.query("SELECT MAX(checkpoint_id) AS m FROM checkpoints")[0]["m"]
+    bump_version(tx)
     count = upsert_rows(tx, reader, "thread_id IS NOT NULL", [])
-    replace_cadences(tx, reader, "thread_id IS NOT NULL", [])
+    replace_writes(tx, reader, "thread_id IS NOT NULL", [])
+    replace_cadences(tx, reader, "thread_id IS NOT NULL", [])  # reads the writes' snapshot facts
     tx.execute("DELETE FROM dfa_thread_summary WHERE NOT EXISTS ("
                "SELECT 1 FROM checkpoints c WHERE c.thread_id = dfa_thread_summary.thread_id)")
     return count, mark
@@ -215,6 +211,25 @@ def _backups(tx: Tx, reader: SqlReader, state: dict[str, Any], *, rescan: bool) 
         f"SELECT DISTINCT thread_id FROM dfa_backups WHERE {reader.dialect.timestamp_text('created_at')} > ? OR "
         "(status = 'restored' AND ? <> ?)", [seen[0], marks[1], seen[1]])]
     return recompute(tx, reader, ids)
+
+
+def version(saver: Any) -> int | None:
+    """The summary's change counter, after :func:`readable` (which may refresh it first).
+
+    Every transaction that rewrites summary rows (a refresh that recomputed any thread, a full
+    rebuild, :func:`refresh_threads`, a seed) adds one, so anything derived from the summary
+    tables alone may be cached under ``(saver's database, version)``.
+
+    Returns:
+        The counter, or ``None`` when the summary cannot be used (not readable, or not built:
+        readers then aggregate LangGraph's tables live, which no counter follows).
+    """
+    if not readable(saver):
+        return None
+    state = reader_for(saver).query("SELECT * FROM dfa_summary_state WHERE id = 1")[0]
+    if state["watermark"] is None or state.get("version") is None:  # absent before this role's tables migrated
+        return None
+    return int(state["version"])
 
 
 def refresh_threads(saver: Any, thread_ids: list[str]) -> int:

@@ -20,8 +20,14 @@ from typing import Any
 from deerflow.sqlread import SqlReader, Tx
 from deerflow.summary.cadences import replace_cadences
 from deerflow.summary.schema import SUMMARY_COLUMNS
+from deerflow.summary.writes import replace_writes
 
-__all__ = ["recompute", "row_params", "row_select_sql", "upsert_rows"]
+__all__ = ["bump_version", "recompute", "row_params", "row_select_sql", "upsert_rows"]
+
+
+def bump_version(tx: Tx) -> None:
+    """Mark the summary as changed (``dfa_summary_state.version + 1``) in the transaction rewriting its rows."""
+    tx.execute("UPDATE dfa_summary_state SET version = version + 1 WHERE id = 1")
 
 
 def row_select_sql(reader: SqlReader, where: str) -> str:
@@ -89,13 +95,16 @@ def upsert_rows(tx: Tx, reader: SqlReader, where: str, params: list[Any]) -> int
 
 
 def recompute(tx: Tx, reader: SqlReader, thread_ids: list[str], chunk: int = 500) -> int:
-    """Recompute the rows (and cadence facts) of ``thread_ids``; drop rows of threads that have no checkpoint left."""
+    """Recompute the rows (and cadence and write facts) of ``thread_ids``; drop rows of threads that have no checkpoint left."""
     written = 0
+    if thread_ids:
+        bump_version(tx)
     for i in range(0, len(thread_ids), chunk):
         part = thread_ids[i:i + chunk]
         marks = ", ".join("?" for _ in part)
         written += upsert_rows(tx, reader, f"thread_id IN ({marks})", part)
-        replace_cadences(tx, reader, f"thread_id IN ({marks})", part)
+        replace_writes(tx, reader, f"thread_id IN ({marks})", part)
+        replace_cadences(tx, reader, f"thread_id IN ({marks})", part)  # reads the writes' snapshot facts
         tx.execute(f"DELETE FROM dfa_thread_summary WHERE thread_id IN ({marks}) AND NOT EXISTS ("
                    "SELECT 1 FROM checkpoints c WHERE c.thread_id = dfa_thread_summary.thread_id)", part)
     return written

@@ -82,6 +82,19 @@ def _migrations(dialect: Dialect) -> list[str]:
     exists = dialect.add_column_if_not_exists
     steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}missing {big}")
     steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}verified_at TEXT")
+    # Write facts per thread and id bucket (deerflow.summary.writes), filled by the next full refresh.
+    steps.append(f"""CREATE TABLE IF NOT EXISTS dfa_thread_writes (
+        thread_id TEXT NOT NULL, bucket TEXT NOT NULL, checkpoints {big} NOT NULL, marked {big} NOT NULL,
+        counters_only {big} NOT NULL, PRIMARY KEY (thread_id, bucket))""")
+    steps.append("CREATE INDEX IF NOT EXISTS dfa_tw_bucket_idx ON dfa_thread_writes (bucket)")
+    steps.append(f"""CREATE TABLE IF NOT EXISTS dfa_thread_write_snapshots (
+        thread_id TEXT NOT NULL, bucket TEXT NOT NULL, cadence {big} NOT NULL, supersteps {big} NOT NULL,
+        snapshots {big} NOT NULL, PRIMARY KEY (thread_id, bucket, cadence, supersteps))""")
+    steps.append("CREATE INDEX IF NOT EXISTS dfa_tws_bucket_idx ON dfa_thread_write_snapshots (bucket)")
+    steps.append("UPDATE dfa_summary_state SET watermark = NULL WHERE id = 1")  # rebuild every thread's facts
+    # Bumped by every transaction that rewrites summary rows (deerflow.summary.rows.recompute, a full
+    # refresh): readers cache what they derive from the summary under it (the audit's aggregates).
+    steps.append(f"ALTER TABLE dfa_summary_state ADD COLUMN {exists}version {big} NOT NULL DEFAULT 0")
     return steps
 
 

@@ -13,7 +13,8 @@ from deerflow.savers import open_checkpointer
 
 pytestmark = pytest.mark.django_db
 
-DFA_TABLES = ["dfa_thread_summary", "dfa_summary_state", "dfa_summary_migrations", "dfa_thread_cadences"]
+DFA_TABLES = ["dfa_thread_summary", "dfa_summary_state", "dfa_summary_migrations", "dfa_thread_cadences",
+              "dfa_thread_writes", "dfa_thread_write_snapshots"]
 
 
 def _drop_summary_tables(database) -> None:

@@ -55,6 +55,10 @@ def _check(saver, backend: str, database) -> list[inventory.ThreadSummary]:
         assert totals[mode]["threads"] == len(mine)
         assert totals[mode]["bytes_total"] == sum(s.bytes_total for s in mine)
         assert totals[mode]["bytes_writes"] == sum(s.bytes_writes for s in mine)
+    # The audit reads one GROUP BY per class and derives the census and the per-mode totals from it.
+    by_class = inventory.storage_by_class(saver)
+    assert inventory.mode_totals(by_class) == totals
+    assert {c: by_class[c]["threads"] for c in inventory.THREAD_CLASSES} == inventory.class_counts(saver)
     return listed
 
 

@@ -403,3 +403,41 @@ def test_cadence_inference_uses_the_fleets_smallest_supersteps_bound(runtime_for
     audit = run_audit(rt, live=NO_LIVE, with_threads=True)
     assert audit.cadences["by_thread"]["delta-f3-40t"] == {"exact": [], "lower_bound": 3}
     assert "thread_cadence_differs" not in codes(audit)
+
+
+# -- the summary-derived facts are cached under the summary's version ---------------------------------
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_cached_summary_facts_equal_a_fresh_computation_after_new_writes(runtime_for, request, tmp_path, backend):
+    from dashboard.fleet.audit import summary_facts
+    from deerflow import census, summary
+
+    database = (DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "cached")) if backend == "sqlite"
+                else request.getfixturevalue("empty_postgres_db"))
+    write_turns(database, "steady", 12, snapshot_frequency=9)
+    rt = runtime_for(database, "delta", 9)
+
+    def uncached():
+        return inventory.storage_by_class(rt.saver), census.cadence_outliers(rt.saver, 9, 5000)
+
+    first = summary_facts(rt, 9, 5000)
+    version = summary.version(rt.saver)
+    assert first == uncached() and first[1].multiple == 0 and first[0]["delta"]["threads"] == 1
+    assert summary_facts(rt, 9, 5000) == first and summary.version(rt.saver) == version  # served from the cache
+    # New writes: a second cadence on the thread and a new full-mode thread. The next read refreshes
+    # the summary inline (few new checkpoints), which bumps the version, so nothing stale is served.
+    write_turns(database, "steady", 6, snapshot_frequency=4, start=12)
+    write_turns(database, "legacy", 2, mode="full")
+    second = summary_facts(rt, 9, 5000)
+    assert summary.version(rt.saver) > version
+    assert second == uncached() != first
+    assert second[1].multiple == 1 and second[0]["full"]["threads"] == 1
+    # A thread rewritten under the same ids (what a conversion does) is recomputed by refresh_threads.
+    rt.saver.delete_thread("legacy")
+    summary.refresh_threads(rt.saver, ["legacy"])
+    third = summary_facts(rt, 9, 5000)
+    assert third == uncached() and third[0]["full"]["threads"] == 0
+    audit = run_audit(rt, live=NO_LIVE)
+    assert audit.census == {c: third[0][c]["threads"] for c in inventory.THREAD_CLASSES}
+    assert audit.storage == inventory.storage_by_mode(rt.saver)
+    assert audit.cadences["threads_with_several"] == 1

@@ -46,3 +46,21 @@ def test_census_and_storage_charts_on_the_audit_page(runtime_for, sqlite_fixture
 def test_an_empty_census_draws_zero_width_bars():
     chart = census_chart({"full": 0, "delta": 0})
     assert [b.width for b in chart.bars] == [0, 0] and [b.value for b in chart.bars] == ["0 threads", "0 threads"]
+
+
+def test_the_writers_section_says_which_summary_refresh_it_counts(runtime_for, tmp_path, staff_client):
+    from deerflow import summary
+    from deerflow.config.database_config import DatabaseConfig
+    from tests.dashboard.fleet.writes import write_turns
+
+    database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "writers"))
+    write_turns(database, "steady", 3, snapshot_frequency=4)
+    rt = runtime_for(database, "delta", 4)
+    doc = parse(staff_client.get("/audit/").content)
+    refreshed_at = summary.freshness(rt.saver).refreshed_at
+    note = doc.find("p", id="writers-as-of")
+    assert note is not None and refreshed_at in note.text
+    writers = staff_client.get("/api/audit").json()["writers"]
+    assert set(writers) == {"since_checkpoint_id", "checkpoints", "delta_marked", "counters_only", "plain",
+                            "threads", "cadences", "last_write_at", "window_hours"}
+    assert writers["threads"] == 1 and writers["cadences"] == {"4": 1}
