@@ -47,7 +47,8 @@ bench: install
 # the tree still has long lines, so E501 is not yet in pyproject.toml's select), and mypy (pyproject.toml
 # [tool.mypy]: django-stubs; strict on deerflow/runtime and deerflow/_langgraph_compat.py). .ci/run runs it.
 LINE_LENGTH_PATHS := deerflow/runtime deerflow/_langgraph_compat.py dashboard/fragments.py \
-	tests/dashboard/test_web_conventions.py tests/deerflow/test_langgraph_compat.py
+	tests/dashboard/test_web_conventions.py tests/deerflow/test_langgraph_compat.py tests/backends.py \
+	tests/deerflow/convert/conftest.py tests/deerflow/retention/conftest.py
 
 lint: install-test
 	$(VENV)/bin/ruff check deerflow dashboard tests benchmarks

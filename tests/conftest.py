@@ -1,10 +1,9 @@
-"""Shared fixtures: the real DeerFlow data on SQLite and Postgres, a clean mode freeze, frozen dashboard runtimes,
-and personas."""
+"""Shared fixtures: the real DeerFlow data on SQLite and Postgres (defined in :mod:`tests.backends`), a clean
+mode freeze, frozen dashboard runtimes, and personas."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,17 @@ import pytest
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.runtime.checkpoint_mode import _reset_checkpoint_mode_freeze_for_tests
 from tests import fixtures_real
+
+# The real fixture on each backend, for every test (tests/backends.py; ``db`` and ``fixture_db`` are not).
+from tests.backends import (  # noqa: F401 - fixtures
+    empty_postgres_db,
+    fixture_backend,
+    postgres_fixture_db,
+    postgres_fixture_db_rw,
+    sqlite_fixture_db,
+    sqlite_fixture_db_rw,
+    sqlite_fixture_dir,
+)
 from tests.configs import write_config
 
 
@@ -20,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (``--dist loadgroup``), run every ``rabbitmq`` test on one worker, one after another.
 
     Each such test has its own virtual host, but ``consumer_timeout`` is a server-wide RabbitMQ setting that
-    tests/jobs/test_worker_brokers.py lowers to seconds while its time-limit test runs: a RabbitMQ worker of a
+    tests/dashboard/jobs/test_worker_brokers.py lowers to seconds while its time-limit test runs: a RabbitMQ worker of a
     concurrent test would have its channel closed under it. Everything else is isolated per test or per
     worker (scratch Postgres databases and RabbitMQ vhosts named by uuid, a claimed empty Redis db, ports from
     the worker's own block, ``var/test-<worker>``; see tests/settings.py and tests/integration/helpers.py).
@@ -51,65 +61,6 @@ def _fresh_cache() -> Iterator[None]:
 def manifest() -> dict:
     """The fixture manifest (the oracle)."""
     return fixtures_real.load_manifest()
-
-
-@pytest.fixture(scope="session")
-def sqlite_fixture_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A session-wide copy of the fixture SQLite file as ``<dir>/deerflow.db``. Read-only use."""
-    directory = tmp_path_factory.mktemp("sqlite-fixture")
-    fixtures_real.restore_sqlite(directory)
-    return directory
-
-
-@pytest.fixture(scope="session")
-def sqlite_fixture_db(sqlite_fixture_dir: Path) -> DatabaseConfig:
-    """``database:`` block pointing at the session-wide fixture SQLite copy (do not write)."""
-    return DatabaseConfig(backend="sqlite", sqlite_dir=str(sqlite_fixture_dir))
-
-
-@pytest.fixture
-def sqlite_fixture_db_rw(tmp_path: Path) -> DatabaseConfig:
-    """A private, writable copy of the fixture SQLite database for one test."""
-    fixtures_real.restore_sqlite(tmp_path / "data")
-    return DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "data"))
-
-
-@contextmanager
-def _postgres_database(prefix: str, *, restore: bool) -> Iterator[DatabaseConfig]:
-    """A new Postgres database (the fixture dump restored into it when ``restore``), dropped afterwards."""
-    name, url = (fixtures_real.create_fixture_database if restore else fixtures_real.create_database)(prefix)
-    try:
-        yield DatabaseConfig(backend="postgres", postgres_url=url)
-    finally:
-        fixtures_real.drop_database(name)
-
-
-@pytest.fixture(scope="session")
-def postgres_fixture_db() -> Iterator[DatabaseConfig]:
-    """The fixture Postgres dump restored into a fresh database for this session (do not write)."""
-    with _postgres_database("dfa_fixture", restore=True) as database:
-        yield database
-
-
-@pytest.fixture
-def postgres_fixture_db_rw() -> Iterator[DatabaseConfig]:
-    """A private, writable restore of the fixture dump for one test."""
-    with _postgres_database("dfa_fixture_rw", restore=True) as database:
-        yield database
-
-
-@pytest.fixture
-def empty_postgres_db() -> Iterator[DatabaseConfig]:
-    """An empty Postgres database (LangGraph tables created by the saver's setup on demand)."""
-    with _postgres_database("dfa_empty", restore=False) as database:
-        yield database
-
-
-@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
-                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
-def fixture_backend(request) -> tuple[str, DatabaseConfig]:
-    """``(backend name, database block)`` of the read-only real fixture, once per backend."""
-    return request.param, request.getfixturevalue(f"{request.param}_fixture_db")
 
 
 @pytest.fixture

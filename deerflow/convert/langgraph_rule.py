@@ -25,7 +25,7 @@ the same writes in per-checkpoint batches gives the single call's value
 because ``DeltaChannel`` requires its reducer to be batching-invariant
 (LangGraph's ``DeltaChannel`` docstring); the callers still read a sample of
 checkpoints through the real reader (:func:`real_reads`) and
-``tests/convert/test_langgraph_rule.py`` checks every checkpoint of the real
+``tests/deerflow/convert/test_langgraph_rule.py`` checks every checkpoint of the real
 fixture against ``get_state`` on both backends.
 """
 

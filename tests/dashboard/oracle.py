@@ -23,7 +23,6 @@ from typing import Any
 from deerflow.errors import MISMATCH_MESSAGE
 from tests import fixtures_real
 
-BACKENDS = ("postgres", "sqlite")
 RAISES = "raises CheckpointModeMismatchError"
 EMPTY_SHA256 = hashlib.sha256(b"[]").hexdigest()
 

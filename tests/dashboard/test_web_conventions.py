@@ -5,7 +5,7 @@
   (a bearer token is exempt, an anonymous call is a 401); no view builds its own CSRF check or is exempt.
 * Method checks: every API route answers a method it does not take with the same JSON 405.
 
-The URL-conf walk reuses the route list of ``tests/dashboard/test_api_auth.py``.
+The URL-conf walk reuses the route list of ``tests/dashboard/accounts/test_api_auth.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tests.dashboard.test_api_auth import API, bearer, issue
+from tests.dashboard.accounts.test_api_auth import API, bearer, issue
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboard"

@@ -27,8 +27,6 @@ from deerflow.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
 from tests import fixtures_real
 
-BACKENDS = ("memory", "sqlite", "postgres")
-
 
 def config_for(thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> dict[str, Any]:
     """``{'configurable': {thread_id, checkpoint_ns[, checkpoint_id]}}``."""

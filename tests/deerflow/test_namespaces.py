@@ -14,6 +14,7 @@ from deerflow.namespaces import namespace_path, thread_namespaces
 from deerflow.savers import open_checkpointer
 from deerflow.sqlread import checkpoint_time
 from tests import fixtures_real
+from tests.backends import BACKENDS
 from tests.deerflow.support import database_for
 
 
@@ -74,7 +75,7 @@ def _nested_graph(saver):
     return outer.compile(checkpointer=saver)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_nested_subgraphs_written_by_langgraph_get_their_paths(backend, tmp_path):
     with database_for(backend, tmp_path) as database, open_checkpointer(database, create=True) as saver:
         _nested_graph(saver).invoke({"log": []}, {"configurable": {"thread_id": "nested"}})

@@ -6,7 +6,7 @@ dashboard worker``. Both must exit non-zero with the loader's message
 (naming the file, the key and the allowed values), and neither may have
 written anything: the dashboard's SQLite database is not even created (the
 process registry is written only after the freeze). The loader's own
-messages are tested case by case in ``tests/deerflow/test_config_loader.py``.
+messages are tested case by case in ``tests/deerflow/config/test_config_loader.py``.
 """
 
 from __future__ import annotations

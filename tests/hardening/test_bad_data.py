@@ -29,6 +29,7 @@ import pytest
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.lineage import find_lineage_gap
 from deerflow.savers import open_checkpointer
+from tests.backends import BACKENDS
 from tests.dashboard.html import parse
 
 THREAD = "delta-f10-9t"  # 27 root checkpoints, one snapshot at step 13
@@ -220,7 +221,7 @@ def test_full_mode_refuses_the_damaged_delta_thread_with_409_first(sqlite_fixtur
     assert staff_client.get(f"/api/threads/{THREAD}/state").status_code == 409
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_no_checkpoint_of_the_real_fixture_has_a_gap(backend, request):
     """No false positives: every checkpoint of every thread, every namespace, replays whole."""
     database = request.getfixturevalue(f"{backend}_fixture_db")

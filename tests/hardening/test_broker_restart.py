@@ -199,7 +199,7 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
     for r in rows:
         assert r["head_messages_sha256"] == manifest[r["thread_id"]]["backends"]["sqlite"]["head"]["messages_sha256"]
 
-    from tests.jobs.test_worker_brokers import _assert_full_mode_reads_manifest_heads
+    from tests.dashboard.jobs.test_worker_brokers import _assert_full_mode_reads_manifest_heads
 
     _assert_full_mode_reads_manifest_heads(DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data")),
                                            THREADS)

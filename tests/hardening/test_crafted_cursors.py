@@ -19,6 +19,7 @@ import pytest
 from benchmarks.naive_list import list_threads_naive
 from deerflow import inventory
 from deerflow.savers import open_checkpointer
+from tests.backends import BACKENDS
 from tests.dashboard.html import parse
 
 HINT = "Drop the cursor parameter to start from the first page."
@@ -56,7 +57,7 @@ def test_the_reported_cursor_is_the_reported_value():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("sort", "cursor"), CASES, ids=IDS)
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_crafted_cursor_answers_400_invalid_cursor_on_the_api(request, runtime_for, staff_client, backend,
                                                                   sort, cursor):
     runtime_for(request.getfixturevalue(f"{backend}_fixture_db"), "delta")
@@ -80,7 +81,7 @@ def test_the_reported_cursor_answers_the_error_page_on_the_html_list(sqlite_fixt
     assert "invalid_cursor" in card.text and "cursor" in card.text and HINT in card.text
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_list_threads_rejects_crafted_cursors_on_both_backends(request, backend):
     database = request.getfixturevalue(f"{backend}_fixture_db")
     with open_checkpointer(database) as saver:
@@ -92,7 +93,7 @@ def test_list_threads_rejects_crafted_cursors_on_both_backends(request, backend)
                 list_threads_naive(saver, cursor=cursor, limit=5)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_made_up_well_formed_cursor_positions_the_page(request, backend):
     """Cursors are not signed: one with in-range values is a position like any other (README)."""
     database = request.getfixturevalue(f"{backend}_fixture_db")

@@ -24,6 +24,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
+from tests.backends import BACKENDS
 from tests.hardening.test_every_url import URLS, _walk  # the walk of the URL conf
 
 NUL = "\x00"
@@ -57,7 +58,7 @@ def _fill(route: str, *, thread_id: str = "delta-f10-9t", integer: str = "1") ->
             .replace("{int}", integer).replace("{slug}", "x"))
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def served(request, runtime_for, django_user_model):
     database = request.getfixturevalue(f"{request.param}_fixture_db")
     runtime_for(database, "delta")

@@ -33,12 +33,13 @@ from deerflow.lineage import find_lineage_gap
 from deerflow.replaycheck import find_reducer_failure
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 from tests import fixtures_real
-from tests.convert.support import all_rows, config_for, open_saver
+from tests.backends import BACKENDS
+from tests.deerflow.convert.support import all_rows, config_for, open_saver
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatabaseConfig]:
     """A fresh, empty database on each backend (Postgres: dropped afterwards)."""
     if request.param == "sqlite":
@@ -413,7 +414,7 @@ def test_pruning_the_sibling_of_an_input_fork_keeps_what_the_fork_reads(db, runt
     (safe_only) changes neither our reading nor the flag; (b): a keep_last rebase stores the replay rule's
     value, which LangGraph's reader then reads (the verification expects it), and the flag goes."""
     from deerflow.retention import keep_last, safe_only
-    from tests.retention.support import all_keys, read
+    from tests.deerflow.retention.support import all_keys, read
 
     c1, c2, c3, thread = _fork_input_thread(db)
     runtime_for(db, "delta")

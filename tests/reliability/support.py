@@ -37,7 +37,7 @@ from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests import fixtures_real
-from tests.convert.support import config_for, open_saver
+from tests.deerflow.convert.support import config_for, open_saver
 
 #: Mid-size delta threads of the real fixture: plain chains (f10 and f3 cadence), a subgraph namespace,
 #: a full-then-delta thread, a fork, and a thread written without DeerFlow's marker.

@@ -55,6 +55,7 @@ import pytest
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import list_backups
+from tests.backends import BACKENDS
 from tests.configs import write_config
 from tests.integration import helpers
 from tests.reliability import support
@@ -260,8 +261,7 @@ def _groups(trials: list[Trial]) -> dict[tuple[str, str], list[Trial]]:
     return out
 
 
-@pytest.fixture(scope="module", params=[pytest.param("sqlite", id="sqlite"),
-                                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     backend = request.param
     workdir = tmp_path_factory.mktemp(f"crash-{backend}")

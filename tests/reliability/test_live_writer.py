@@ -36,7 +36,7 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import convert_thread
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, inject_checkpoint_mode
-from tests.convert.support import config_for, execute, messages_at, open_saver, readings
+from tests.deerflow.convert.support import config_for, execute, messages_at, open_saver, readings
 from tests.reliability.support import metadata_of
 
 pytestmark = pytest.mark.slow

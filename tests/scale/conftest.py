@@ -9,7 +9,6 @@ file or Postgres database (dropped at the end of the module) and returns
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,17 +18,7 @@ from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.seed import SeedPlan, SeedReport, seed_threads
 from tests import fixtures_real
-
-BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
-
-
-def new_database(backend: str, directory: Path, cleanup: list[str]) -> DatabaseConfig:
-    """An empty SQLite directory or Postgres database (its name appended to ``cleanup``)."""
-    if backend == "sqlite":
-        return DatabaseConfig(backend="sqlite", sqlite_dir=str(directory))
-    name, url = fixtures_real.create_database("dfa_scale")
-    cleanup.append(name)
-    return DatabaseConfig(backend="postgres", postgres_url=url)
+from tests.backends import new_database
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +28,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., t
 
     def make(backend: str, *, threads: int = 60, turns_min: int = 1, turns_max: int = 6, mode: str = "mixed",
              snapshot_frequency: int = 3, seed: str = "scale-tests", **plan: Any) -> tuple[DatabaseConfig, SeedReport]:
-        database = new_database(backend, tmp_path_factory.mktemp(f"seed-{backend}"), databases)
+        database = new_database(backend, tmp_path_factory.mktemp(f"seed-{backend}"), databases, prefix="dfa_scale")
         report = seed_threads(database, SeedPlan(threads=threads, turns_min=turns_min, turns_max=turns_max,
                                                  mode=mode, snapshot_frequency=snapshot_frequency, seed=seed,
                                                  templates=plan.pop("templates", 8), **plan))

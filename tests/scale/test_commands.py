@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.savers import open_checkpointer
+from tests.backends import BACKENDS
 from tests.configs import write_config
 from tests.dashboard.html import parse
 from tests.dashboard.writes import write_thread
@@ -93,7 +94,7 @@ SEED_7 = ["seed_threads", "--threads", "5", "--turns-min", "1", "--turns-max", "
           "--snapshot-frequency", "10", "--seed", "7"]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_seeding_below_the_watermark_lists_every_seeded_thread_and_refuses_a_second_run(
         backend, request, tmp_path, settings, runtime_for, staff_client):
     from deerflow import summary
@@ -145,7 +146,7 @@ def test_seed_threads_bounds_its_arguments(database, args, bound):
 
 # -- rows written below the watermark: the footer says so, the on-demand refresh rebuilds ----------
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_rows_below_the_watermark_are_reported_then_found_by_the_on_demand_refresh(
         backend, request, tmp_path, settings, runtime_for, staff_client):
     from dashboard.threads import storage

@@ -14,7 +14,8 @@ import pytest
 
 from deerflow import inventory
 from deerflow.savers import open_checkpointer
-from tests.scale.conftest import BACKENDS, walk
+from tests.backends import BACKENDS
+from tests.scale.conftest import walk
 from tests.scale.test_summary import _run_turns
 
 SORT_KEYS = {

@@ -30,7 +30,7 @@ from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, Sqlit
 from deerflow.seed.script import ScriptedAgent
 from deerflow.seed.template import record_template
 from deerflow.sqlread import checkpoint_time
-from tests.scale.conftest import BACKENDS
+from tests.backends import BACKENDS
 
 START_US = 1_700_000_000_123_456
 

@@ -25,11 +25,11 @@ import pytest
 
 from deerflow.config.database_config import DatabaseConfig
 from tests import fixtures_real
+from tests.backends import BACKENDS
 from tests.configs import write_config
 from tests.hardening.test_command_errors import manage
 from tests.integration import helpers
 
-BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 #: A seed long enough to interrupt (tens of seconds); it is stopped after its first batch.
 LONG = ["seed_threads", "--threads", "50000", "--turns-max", "2", "--templates", "1", "--mode", "delta",
         "--seed", "long"]

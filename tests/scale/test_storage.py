@@ -13,7 +13,8 @@ import pytest
 from deerflow import footprint, inventory
 from deerflow.convert.storage import open_session
 from deerflow.savers import open_checkpointer
-from tests.scale.conftest import BACKENDS, walk
+from tests.backends import BACKENDS
+from tests.scale.conftest import walk
 
 DIRECT = {
     "postgres": {
@@ -61,7 +62,7 @@ def _check(saver, backend: str, database) -> list[inventory.ThreadSummary]:
     return listed
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_fixture_storage_equals_direct_sums(backend, request):
     database = request.getfixturevalue(f"{backend}_fixture_db_rw")
     with open_checkpointer(database) as saver:

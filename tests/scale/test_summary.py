@@ -24,7 +24,8 @@ from deerflow.savers import open_checkpointer
 from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
 from deerflow.seed.script import ScriptedAgent, plan_turns
 from deerflow.seed.template import record_template
-from tests.scale.conftest import BACKENDS, naive_all, summary_facts, walk
+from tests.backends import BACKENDS
+from tests.scale.conftest import naive_all, summary_facts, walk
 
 
 def _assert_matches_naive(saver) -> list[inventory.ThreadSummary]:
@@ -43,7 +44,7 @@ def _run_turns(saver, thread_id: str, turns: int, mode: str = "delta") -> None:
             {"configurable": {"thread_id": thread_id}}, mode))
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_fixture_summary_equals_the_naive_aggregate(backend, request):
     database = request.getfixturevalue(f"{backend}_fixture_db_rw")
     with open_checkpointer(database) as saver:

@@ -1,0 +1,53 @@
+"""The compactor's walk of a full-mode thread holds each stored list as a prefix of its child's (memory), and
+hands on exactly what the plain walk hands on: the same checkpoints, values, digests and stored lists."""
+
+from __future__ import annotations
+
+from langgraph.types import Overwrite
+
+from deerflow.convert.onepass import SharedPrefix
+from deerflow.convert.report import ThreadReport
+from deerflow.convert.storage import open_session
+from deerflow.convert.walk import Walk
+from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+from tests.deerflow.convert.support import agent_graph, checkpoint_ids, human, open_saver, run_turn
+
+
+def _full_thread(db, thread_id: str) -> None:
+    """Eight full-mode turns, a fork from an older checkpoint and an Overwrite of ``messages`` (prefix chains break)."""
+    with open_saver(db) as saver:
+        graph = agent_graph(saver, mode="full", tool_every=3)
+        for t in range(8):
+            run_turn(graph, thread_id, human(t), mode="full")
+        run_turn(graph, thread_id, human(50), checkpoint_id=checkpoint_ids(db, thread_id)[-8], mode="full")
+        CheckpointStateAccessor.for_saver(saver, mode="full").update(
+            {"configurable": {"thread_id": thread_id}}, {"messages": Overwrite([human(99)])})
+        run_turn(graph, thread_id, human(7), mode="full")
+
+
+def _entries(db, thread_id: str, *, full_storage: bool):
+    seen_before_walk: list[object] = []
+    with open_session(db, write=False) as session:
+        walk = Walk(session, thread_id, ThreadReport(thread_id=thread_id), lambda tup, value: True,
+                    full_storage=full_storage)
+        walk.on_namespace = lambda ns, tuples: seen_before_walk.extend(
+            t.checkpoint["channel_values"].get("messages") for t in tuples.values())
+        out = [(e.ns, e.checkpoint_id, e.digest, [m.id for m in e.value or []],
+                [m.id for m in e.tup.checkpoint["channel_values"].get("messages") or []]) for e in walk]
+    return out, seen_before_walk
+
+
+def test_full_storage_walk_shares_prefixes_and_hands_on_the_same_entries(db):
+    _full_thread(db, "t")
+    plain, plain_seen = _entries(db, "t", full_storage=False)
+    shared, shared_seen = _entries(db, "t", full_storage=True)
+    assert shared == plain and len(plain) == len(checkpoint_ids(db, "t"))
+    # the stored list handed on is the value itself (a full thread stores its value at every checkpoint)
+    assert all(stored == value for _ns, _cid, _d, value, stored in shared if stored)
+    prefixes = [v for v in shared_seen if isinstance(v, SharedPrefix)]
+    assert not any(isinstance(v, SharedPrefix) for v in plain_seen)
+    assert len(prefixes) == sum(isinstance(v, list) for v in plain_seen) > 10
+    # the fork and the Overwrite start new chains; every other list is a prefix of a newer one
+    bases = {id(p.base) for p in prefixes}
+    assert 2 <= len(bases) <= 4
+    assert all(p.resolve() == p.base[:len(p)] for p in prefixes)
