@@ -29,15 +29,25 @@ def counter_expr(reader: SqlReader, alias: str, index: int) -> str:
     return reader.counter(alias, index)
 
 
+#: Each candidate row ``c`` joined to its parent ``p`` in the same namespace.
+_PARENT_JOIN = (
+    "JOIN checkpoints p ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
+    "AND p.checkpoint_id = c.parent_checkpoint_id"
+)
+
+
+def _snapshot_rule(r: SqlReader) -> str:
+    """The cadence-snapshot condition on ``c`` and its parent ``p``: ``c`` carries no counters while ``p``
+    does, and ``c`` is not an unmarked child of a delta-marked parent (a flip back to full, not a snapshot)."""
+    return f"NOT {r.counters('c')} AND {r.counters('p')} AND NOT ({r.marker('p')} AND NOT {r.marker('c')})"
+
+
 def snapshot_sql(r: SqlReader, where: str) -> str:
     """``SELECT thread_id, checkpoint_id, u, s`` of every cadence snapshot ``c`` (``where``: extra ``AND ...`` on ``c``)."""
     u_p, s_p = counter_expr(r, "p", 0), counter_expr(r, "p", 1)
     return (
-        f"SELECT c.thread_id, c.checkpoint_id, {u_p} AS u, {s_p} AS s FROM checkpoints c JOIN checkpoints p "
-        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
-        f"AND p.checkpoint_id = c.parent_checkpoint_id "
-        f"WHERE NOT {r.counters('c')} AND {r.counters('p')} "
-        f"AND NOT ({r.marker('p')} AND NOT {r.marker('c')}) "
+        f"SELECT c.thread_id, c.checkpoint_id, {u_p} AS u, {s_p} AS s FROM checkpoints c {_PARENT_JOIN} "
+        f"WHERE {_snapshot_rule(r)} "
         f"AND NOT EXISTS (SELECT 1 FROM checkpoints o WHERE o.thread_id = c.thread_id "
         f"AND o.checkpoint_ns = c.checkpoint_ns AND o.parent_checkpoint_id = c.parent_checkpoint_id "
         f"AND o.checkpoint_id < c.checkpoint_id) {where}"
@@ -63,11 +73,8 @@ def thread_snapshot_sql(r: SqlReader, thread_filter: str) -> str:
         f"SELECT c.thread_id, {u_p} AS u, {s_p} AS s FROM (SELECT c.thread_id, c.checkpoint_ns, "
         f"c.parent_checkpoint_id, c.metadata, ROW_NUMBER() OVER (PARTITION BY c.thread_id, c.checkpoint_ns, "
         f"c.parent_checkpoint_id ORDER BY c.checkpoint_id) AS sibling_rank FROM checkpoints c "
-        f"WHERE c.parent_checkpoint_id IS NOT NULL {thread_filter}) c JOIN checkpoints p "
-        f"ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns "
-        f"AND p.checkpoint_id = c.parent_checkpoint_id "
-        f"WHERE c.sibling_rank = 1 AND NOT {r.counters('c')} AND {r.counters('p')} "
-        f"AND NOT ({r.marker('p')} AND NOT {r.marker('c')})"
+        f"WHERE c.parent_checkpoint_id IS NOT NULL {thread_filter}) c {_PARENT_JOIN} "
+        f"WHERE c.sibling_rank = 1 AND {_snapshot_rule(r)}"
     )
 
 
