@@ -37,6 +37,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
@@ -44,7 +45,9 @@ from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.compact_plan import Decision, SnapshotPlanner, compacted_row, is_full_checkpoint
+from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.integrity import IntegrityCheck, verify_against_langgraph
+from deerflow.convert.pipelined import PipelinedPuts
 from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.convert.storage import ConversionSession, open_session
 from deerflow.convert.walk import Entry, Walk, check_watermark, config_for, run_attempts
@@ -177,10 +180,17 @@ class _Estimate:
 
 
 class _Writer:
-    """Re-``put`` s full checkpoints in their delta form through the session's saver, after one backup."""
+    """Re-``put`` s full checkpoints in their delta form through the session's saver, after one backup.
+
+    On Postgres the puts are pipelined inside :meth:`pipelined` (:class:`~deerflow.convert.pipelined.PipelinedPuts`,
+    as the delta->full writer does); snapshot lists are serialized from each distinct message's cached
+    encoding (:class:`~deerflow.convert.encoding.MessageEncoder`: the same bytes, each message encoded once).
+    """
 
     def __init__(self, session: ConversionSession, thread_id: str, note: str):
         self.session, self.thread_id, self.note = session, thread_id, note
+        self.puts = PipelinedPuts(session)
+        self.encoder = MessageEncoder(session.saver.serde)
         self.backup_id: str | None = None
         self.snapshot_blobs: set[tuple[str, str]] = set()  # Postgres: (ns, version) written as a snapshot
 
@@ -205,10 +215,15 @@ class _Writer:
             self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
                                  "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])
 
+    def pipelined(self) -> AbstractContextManager[None]:
+        """Postgres: queue the puts of the block in psycopg's pipeline mode (:meth:`PipelinedPuts.pipelined`)."""
+        return self.puts.pipelined()
+
     def write(self, e: Entry, decision: Decision) -> None:
         """Back up the thread (first call only), then re-``put`` one checkpoint in its delta form."""
         self._back_up()
-        checkpoint, metadata = compacted_row(e.tup, e.value, decision)
+        value = self.encoder.encode(e.value or []) if decision.snapshot else None
+        checkpoint, metadata = compacted_row(e.tup, value, decision)
         parent = e.tup.parent_config["configurable"]["checkpoint_id"] if e.tup.parent_config else None
         new_versions: dict[str, Any] = {}
         version = (checkpoint.get("channel_versions") or {}).get("messages")
@@ -217,7 +232,8 @@ class _Writer:
             if key not in self.snapshot_blobs:  # checkpoints sharing a version share its blob (and value)
                 self.snapshot_blobs.add(key)
                 new_versions["messages"] = version
-        self.session.saver.put(config_for(self.thread_id, e.ns, parent), checkpoint, metadata, new_versions)
+        # after the backup (its statements need their row counts), pipelined inside pipelined()
+        self.puts.put(config_for(self.thread_id, e.ns, parent), checkpoint, metadata, new_versions)
 
 
 def _not_found(thread_id: str) -> Abort:
@@ -316,7 +332,8 @@ def _compact_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     if integrity:  # on each namespace's stored rows, read before they are rewritten; raised after the walk
         walk.check_integrity(session, thread_id)
     walk.on_namespace = writer.begin_namespace
-    walk.run(writer.write)
+    with writer.pipelined():
+        walk.run(writer.write)
     if not report.checkpoints_to_rewrite:  # no full checkpoint holds messages: rolled back on exit
         report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
         return

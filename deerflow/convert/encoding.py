@@ -33,6 +33,7 @@ import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V2
 
 from deerflow._langgraph_compat import _DeltaSnapshot
+from deerflow.convert.shared_prefix import PrefixDecoder
 from deerflow.digest import canonical_messages
 
 __all__ = ["MessageDigester", "MessageEncoder", "RecordingSerializer", "SharingDecoder"]
@@ -80,6 +81,9 @@ class SharingDecoder:
     (memory: one copy of each message plus lists of references), and the
     per-copy cost is a dictionary lookup. ``_DeltaSnapshot`` items are decoded
     around that hook (their inner list is unique, so they are not cached).
+    A stored list whose bytes are a prefix of (or extend) a list decoded just
+    before is not decoded again: :class:`~deerflow.convert.shared_prefix.PrefixDecoder`
+    slices it (or decodes only the new tail), with the same item objects.
     Serializers without JsonPlus's ext hook are used as they are.
 
     Args:
@@ -90,6 +94,10 @@ class SharingDecoder:
         self.inner = inner
         self._hook: Callable[[int, bytes], Any] | None = getattr(inner, "_unpack_ext_hook", None)
         self._cache: dict[bytes, Any] = {}
+        self.prefixes = PrefixDecoder(self._unpack)
+
+    def _unpack(self, raw: bytes) -> Any:
+        return ormsgpack.unpackb(raw, ext_hook=self._ext, option=ormsgpack.OPT_NON_STR_KEYS)
 
     def _ext(self, code: int, data: bytes) -> Any:
         if code == EXT_DELTA_SNAPSHOT:
@@ -105,10 +113,11 @@ class SharingDecoder:
         return hit
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        """The wrapped serializer's decoding, sharing decoded messages."""
+        """The wrapped serializer's decoding, sharing decoded messages (and, through
+        :attr:`prefixes`, the decoding of a list whose bytes are a prefix of one decoded before)."""
         type_, raw = data
         if type_ == "msgpack" and self._hook is not None:
-            return ormsgpack.unpackb(raw, ext_hook=self._ext, option=ormsgpack.OPT_NON_STR_KEYS)
+            return self.prefixes.loads(raw)
         return self.inner.loads_typed(data)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:

@@ -1,7 +1,8 @@
 """Delta->full conversion's writer: re-``put`` each checkpoint with its full value, then verify the bytes.
 
 The first rewrite copies the thread's original rows to a backup (same
-transaction); on Postgres the rewrites are pipelined. :meth:`Writer.verify`
+transaction); on Postgres the rewrites are pipelined
+(:mod:`deerflow.convert.pipelined`). :meth:`Writer.verify`
 compares every byte string the saver sent with what the database holds,
 checks that no analyzed checkpoint keeps delta metadata, and reads each
 namespace head through a full-mode accessor.
@@ -13,13 +14,13 @@ import datetime as dt
 import hashlib
 import json
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from deerflow.convert import backups
 from deerflow.convert.encoding import MessageEncoder, RecordingSerializer
 from deerflow.convert.full_rows import VersionPlan, rewrites_version, rewritten
+from deerflow.convert.pipelined import PipelinedPuts
 from deerflow.convert.report import Abort
 from deerflow.convert.storage import ConversionSession
 from deerflow.convert.walk import Entry, config_for
@@ -28,14 +29,6 @@ from deerflow.runtime.checkpoint_mode import checkpoint_metadata_uses_delta
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 
 __all__ = ["Writer"]
-
-
-class _DeferredSync:
-    """The ``pipe`` handed to the pipelined ``PostgresSaver``: its per-``put`` ``sync()`` does not wait
-    (:meth:`Writer.pipelined` syncs the real pipeline)."""
-
-    def sync(self) -> None:
-        """Nothing: the writer decides when to wait."""
 
 
 class Writer:
@@ -47,17 +40,11 @@ class Writer:
     against the database afterwards (:meth:`verify`).
     """
 
-    #: Postgres: rewritten checkpoints queued in the pipeline before waiting for the server (count).
-    PIPELINE_DEPTH = 32
-
     def __init__(self, session: ConversionSession, thread_id: str, note: str):
         self.session, self.thread_id, self.note = session, thread_id, note
         self.serde = RecordingSerializer(session.saver.serde)
         session.saver.serde = self.serde
-        self.saver = session.saver  # the saver that puts; a pipelined twin inside pipelined()
-        self._pipeline: Any = None
-        self._stack: ExitStack | None = None
-        self._queued = 0
+        self.puts = PipelinedPuts(session, self.serde)
         self.encoder = MessageEncoder(self.serde.inner)
         self.plan = VersionPlan(session.dialect)
         self.backup_id: str | None = None
@@ -67,32 +54,10 @@ class Writer:
         self.analyzed: set[tuple[str, str]] = set()
         self.heads: dict[str, tuple[str, str | None]] = {}  # ns -> (newest analyzed checkpoint id, digest)
 
-    @contextmanager
-    def pipelined(self) -> Iterator[None]:
-        """Postgres: from the first rewrite on (after the backup), queue the rewrites in psycopg's
-        pipeline mode, waiting for the server every :data:`PIPELINE_DEPTH` checkpoints instead of
-        after each ``put``.
-
-        The puts go through a second ``PostgresSaver`` on the session's
-        connection, given the pipeline, so its ``put`` is LangGraph's own; only
-        the wait it does after each one is deferred. A failed statement raises
-        at the next wait, which rolls the whole conversion back. SQLite: as is.
-        """
-        with ExitStack() as stack:
-            self._stack = stack
-            try:
-                yield
-                if self._pipeline is not None:
-                    self._pipeline.sync()
-            finally:
-                self.saver, self._pipeline, self._stack = self.session.saver, None, None
-
-    def _pipelining(self) -> None:
-        if self._pipeline is None and self._stack is not None and self.session.dialect == "postgres":
-            from langgraph.checkpoint.postgres import PostgresSaver
-
-            self._pipeline = self._stack.enter_context(self.session.conn.pipeline())
-            self.saver = PostgresSaver(self.session.conn, pipe=_DeferredSync(), serde=self.serde)
+    def pipelined(self) -> AbstractContextManager[None]:
+        """Postgres: queue the rewrites in psycopg's pipeline mode from the first one on (after the
+        backup), as :meth:`deerflow.convert.pipelined.PipelinedPuts.pipelined` does; SQLite: as is."""
+        return self.puts.pipelined()
 
     def begin_namespace(self, ns: str, tuples: dict[str, Any]) -> None:
         """Postgres: delete the ``messages`` blobs this namespace's rewrites will replace, in one statement.
@@ -127,7 +92,6 @@ class Writer:
         """Back up the thread (first call only), then re-``put`` one checkpoint with its full value."""
         session = self.session
         self._back_up()
-        self._pipelining()  # after the backup: its statements need their row counts
         target = self.plan.target(e)
         config, checkpoint, metadata, new_versions = rewritten(self.thread_id, e, target, self.encoder)
         self.versions[(e.ns, e.checkpoint_id)] = None if target is None else str(target)
@@ -135,11 +99,7 @@ class Writer:
         if session.dialect == "postgres" and blob_key in self.sent:
             new_versions = {}  # same namespace, version and value: the blob is already written
         self.serde.last = None
-        self.saver.put(config, checkpoint, metadata, new_versions)
-        if self._pipeline is not None:
-            self._queued += 1
-            if self._queued % self.PIPELINE_DEPTH == 0:
-                self._pipeline.sync()
+        self.puts.put(config, checkpoint, metadata, new_versions)  # pipelined after the backup (its row counts)
         if session.dialect == "sqlite":
             self.sent[(e.ns, e.checkpoint_id)] = self.serde.last
         elif new_versions:

@@ -1,11 +1,12 @@
-"""A stored full ``messages`` list held as a prefix of its child's (the compaction walk's memory saving)."""
+"""Stored full ``messages`` lists that are prefixes of each other: held once (:class:`SharedPrefix`, the
+compaction walk's memory saving) and decoded once (:class:`PrefixDecoder`, its decoding time)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["SharedPrefix"]
+__all__ = ["PrefixDecoder", "SharedPrefix"]
 
 
 class SharedPrefix:
@@ -38,3 +39,128 @@ class SharedPrefix:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.resolve())
+
+
+# msgpack ext item formats: first byte -> (bytes of the length field, fixed payload size or None)
+_EXT_ITEM = {0xD4: (0, 1), 0xD5: (0, 2), 0xD6: (0, 4), 0xD7: (0, 8), 0xD8: (0, 16),
+             0xC7: (1, None), 0xC8: (2, None), 0xC9: (4, None)}
+
+
+def _array_header(raw: bytes) -> tuple[int, int] | None:
+    """``(item count, header bytes)`` when ``raw`` starts with a msgpack array header, else ``None``."""
+    if not raw:
+        return None
+    first = raw[0]
+    if 0x90 <= first <= 0x9F:
+        return first & 0x0F, 1
+    if first == 0xDC and len(raw) >= 3:
+        return int.from_bytes(raw[1:3], "big"), 3
+    if first == 0xDD and len(raw) >= 5:
+        return int.from_bytes(raw[1:5], "big"), 5
+    return None
+
+
+def _array_header_for(n: int) -> bytes:
+    """The msgpack array header of ``n`` items."""
+    if n <= 15:
+        return bytes([0x90 | n])
+    if n <= 0xFFFF:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def _ext_offsets(raw: bytes, start: int, count: int) -> list[int] | None:
+    """Where each of ``count`` items starting at ``start`` ends, when every one is a single msgpack ext item.
+
+    Returns ``[start, end of item 0, ..., end of item count-1]`` (byte offsets in ``raw``), or ``None`` when
+    an item is not one ext item (a map, a string, ...) or the items do not end exactly at ``len(raw)``.
+    """
+    offsets, pos, size = [start], start, len(raw)
+    for _ in range(count):
+        if pos >= size or raw[pos] not in _EXT_ITEM:
+            return None
+        width, fixed = _EXT_ITEM[raw[pos]]
+        length = fixed if fixed is not None else int.from_bytes(raw[pos + 1:pos + 1 + width], "big")
+        pos += 2 + width + length  # format byte, length field, type byte, payload
+        offsets.append(pos)
+    return offsets if pos == size else None
+
+
+class PrefixDecoder:
+    """Decodes a run of stored message lists where each is, byte for byte, a prefix of the one before (or after).
+
+    A full-mode thread stores the whole ``messages`` list at every checkpoint
+    (on Postgres one ``checkpoint_blobs`` row per version: a msgpack array of
+    one ext item per message). A msgpack array is its header followed by its
+    items' encodings, each self-delimiting, so when the stored bytes of a list
+    of ``n`` items are exactly the first ``n`` item encodings of a list decoded
+    before, decoding them gives the first ``n`` items of that list: the same
+    bytes, the same (deterministic) decoding. :meth:`loads` then slices instead
+    of decoding, and for a longer list whose bytes start with the last full
+    one's decodes only the new tail (a header for the tail's items, then its
+    bytes). Item boundaries come from the ext items' own length fields and are
+    checked to end exactly at the end of the stored bytes; anything else (a
+    top-level value that is no array, an item that is no single ext item, bytes
+    that differ) is decoded in full.
+
+    Args:
+        decode: the full decoding of one msgpack value (``bytes -> object``), e.g. the saver's with a
+            sharing ext hook.
+
+    Attributes:
+        counts: ``{"full": n, "prefix": n, "tail": n}``: how each array value was decoded (counts).
+    """
+
+    #: Recently decoded lists kept to compare with (count): a checkpoint's pending writes are message
+    #: lists too, read between two checkpoints' stored lists.
+    KEEP = 4
+
+    def __init__(self, decode: Callable[[bytes], Any]):
+        self._decode = decode
+        self._bases: list[tuple[bytes, list[int], list[Any]]] = []  # raw bytes, item offsets, decoded list
+        self.counts = {"full": 0, "prefix": 0, "tail": 0}
+
+    def _keep(self, i: int | None, base: tuple[bytes, list[int], list[Any]]) -> None:
+        if i is not None:
+            del self._bases[i]
+        self._bases.insert(0, base)
+        del self._bases[self.KEEP:]
+
+    def loads(self, raw: bytes) -> Any:
+        """``decode(raw)``, sharing the work (and the item objects) with a list decoded before."""
+        head = _array_header(raw)
+        if head is None:
+            return self._decode(raw)
+        n, h = head
+        for i, base in enumerate(self._bases):
+            braw, offsets, value = base
+            bn, start = len(offsets) - 1, offsets[0]
+            if n <= bn and offsets[n] - start == len(raw) - h and braw.startswith(raw[h:], start):
+                self.counts["prefix"] += 1
+                self._keep(i, base)
+                return value[:n]
+            body = len(braw) - start
+            if n > bn and len(raw) - h > body and raw.startswith(memoryview(braw)[start:], h):
+                tail = self._tail(raw, h + body, n - bn)
+                if tail is None:
+                    break
+                self.counts["tail"] += 1
+                full = value + tail
+                rest = _ext_offsets(raw, h + body, n - bn)
+                if rest is not None:
+                    self._keep(i, (raw, [o - start + h for o in offsets] + rest[1:], full))
+                return full
+        decoded = self._decode(raw)
+        self.counts["full"] += 1
+        if type(decoded) is list and len(decoded) == n:
+            offsets_new = _ext_offsets(raw, h, n)
+            if offsets_new is not None:
+                self._keep(None, (raw, offsets_new, decoded))
+        return decoded
+
+    def _tail(self, raw: bytes, at: int, k: int) -> list[Any] | None:
+        try:
+            tail = self._decode(_array_header_for(k) + raw[at:])
+        except Exception:  # noqa: BLE001 - malformed: the full decode raises (or answers) as it would anyway
+            return None
+        return tail if type(tail) is list and len(tail) == k else None

@@ -1,0 +1,117 @@
+"""PrefixDecoder: a stored list whose bytes are a prefix of (or extend) one decoded before is sliced (or only its
+tail decoded) and gives exactly what a full decode gives; anything else is decoded in full."""
+
+from __future__ import annotations
+
+import ormsgpack
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from deerflow.convert.encoding import SharingDecoder
+from deerflow.convert.shared_prefix import PrefixDecoder
+
+SERDE = JsonPlusSerializer()
+
+
+def _messages(n: int) -> list[object]:
+    return [(HumanMessage if i % 2 == 0 else AIMessage)(f"message {i} " + "x" * (i * 7 % 300), id=f"m-{i}")
+            for i in range(n)]
+
+
+def _raw(messages: list[object]) -> bytes:
+    type_, raw = SERDE.dumps_typed(messages)
+    assert type_ == "msgpack"
+    return raw
+
+
+def _decoder() -> SharingDecoder:
+    return SharingDecoder(JsonPlusSerializer())
+
+
+def _loads(decoder: SharingDecoder, raw: bytes) -> object:
+    return decoder.loads_typed(("msgpack", raw))
+
+
+@pytest.mark.parametrize("length", [20, 300])  # fixarray and array16 headers (and ext8/ext16 items)
+def test_older_prefixes_are_sliced_from_the_newest_list(length):
+    full = _messages(length)
+    decoder = _decoder()
+    head = _loads(decoder, _raw(full))
+    assert head == full
+    for n in (length - 1, length // 2, 16, 15, 1, 0):
+        got = _loads(decoder, _raw(full[:n]))
+        assert got == full[:n] == SERDE.loads_typed(("msgpack", _raw(full[:n])))
+        assert all(a is b for a, b in zip(got, head, strict=False))  # the same objects, not decoded again
+    assert decoder.prefixes.counts == {"full": 1, "prefix": 6, "tail": 0}
+
+
+def test_a_longer_list_decodes_only_its_tail_and_becomes_the_base():
+    full = _messages(40)
+    decoder = _decoder()
+    parent = _loads(decoder, _raw(full[:10]))
+    child = _loads(decoder, _raw(full[:25]))
+    grandchild = _loads(decoder, _raw(full))
+    assert child == full[:25] and grandchild == full
+    assert child[:10] == parent and all(a is b for a, b in zip(child, parent, strict=False))
+    assert _loads(decoder, _raw(full[:33])) == full[:33]  # a prefix of the extended base
+    assert decoder.prefixes.counts == {"full": 1, "prefix": 1, "tail": 2}
+
+
+def test_an_edited_mid_chain_message_is_decoded_in_full():
+    """The list of a checkpoint whose middle message was edited (same id, other content) shares the bytes up to
+    the edit only: it is decoded in full, never sliced from the list decoded before."""
+    full = _messages(30)
+    edited = list(full)
+    edited[12] = HumanMessage("edited", id=full[12].id)
+    decoder = _decoder()
+    assert _loads(decoder, _raw(edited)) == edited
+    got = _loads(decoder, _raw(full[:20]))
+    assert got == full[:20] and got[12].content == full[12].content != "edited"
+    longer = _loads(decoder, _raw(edited + _messages(33)[30:]))  # extends `edited`, not the last full decode
+    assert longer[12].content == "edited" and len(longer) == 33
+    assert decoder.prefixes.counts == {"full": 2, "prefix": 0, "tail": 1}
+
+
+def test_same_length_but_other_bytes_is_decoded_in_full():
+    full = _messages(8)
+    other = [*full[:7], AIMessage("other", id="m-7")]
+    decoder = _decoder()
+    _loads(decoder, _raw(full))
+    assert _loads(decoder, _raw(other)) == other
+    assert decoder.prefixes.counts["full"] == 2
+
+
+def test_pending_writes_between_stored_lists_keep_the_base():
+    """A checkpoint's pending writes (small message lists) are read between two stored lists."""
+    full = _messages(50)
+    decoder = _decoder()
+    for n in range(50, 40, -1):
+        assert _loads(decoder, _raw(full[:n])) == full[:n]
+        assert _loads(decoder, _raw([AIMessage(f"write {n}", id=f"w-{n}")]))[0].id == f"w-{n}"
+    assert decoder.prefixes.counts["prefix"] == 9
+
+
+def test_values_that_are_not_lists_of_ext_items_decode_as_usual():
+    decoder = PrefixDecoder(ormsgpack.unpackb)
+    plain = ormsgpack.packb([{"a": 1}, "b", 3])
+    assert decoder.loads(plain) == [{"a": 1}, "b", 3]
+    assert decoder.loads(ormsgpack.packb([{"a": 1}])) == [{"a": 1}]
+    assert decoder.loads(ormsgpack.packb({"k": [1, 2]})) == {"k": [1, 2]}
+    assert decoder.loads(ormsgpack.packb("text")) == "text"
+    assert decoder.counts == {"full": 2, "prefix": 0, "tail": 0}  # counts array values only
+
+
+def test_trailing_or_missing_bytes_behave_as_a_full_decode():
+    full = _messages(12)
+    raw = _raw(full)
+    decoder = _decoder()
+    _loads(decoder, raw)
+    # a prefix with one byte too many is no prefix: decoded in full, as the serializer would (it ignores the rest)
+    padded = _raw(full[:5]) + b"\xc0"
+    assert _loads(decoder, padded) == SERDE.loads_typed(("msgpack", padded)) == full[:5]
+    truncated = raw[:-3]
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the serializer's own decoding error
+        SERDE.loads_typed(("msgpack", truncated))
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        _loads(decoder, truncated)
