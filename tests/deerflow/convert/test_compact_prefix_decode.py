@@ -12,7 +12,15 @@ from deerflow.convert.compactor import compact_thread
 from deerflow.convert.shared_prefix import PrefixDecoder
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.compact_support import shape
-from tests.deerflow.convert.support import agent_graph, checkpoint_ids, config_for, human, open_saver, readings, run_turn
+from tests.deerflow.convert.support import (
+    agent_graph,
+    checkpoint_ids,
+    config_for,
+    human,
+    open_saver,
+    readings,
+    run_turn,
+)
 
 
 def _edited(messages: list, i: int, text: str) -> list:
