@@ -265,12 +265,6 @@ class Dialect(StrEnum):
                     f"'$.{COUNTERS_METADATA_KEY}.messages[{index}]') AS INTEGER)")
         return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages'->>{index})::bigint)"
 
-    def source(self, alias: str = "c") -> str:
-        """The metadata ``source`` (LangGraph's ``input`` / ``loop`` / ``update`` / ``fork``) as text, or NULL."""
-        if self is Dialect.SQLITE:
-            return f"json_extract(CAST({alias}.metadata AS TEXT), '$.source')"
-        return f"({alias}.metadata->>'source')"
-
     def step(self, alias: str = "c") -> str:
         """The metadata ``step`` as an integer, or NULL."""
         if self is Dialect.SQLITE:

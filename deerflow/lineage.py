@@ -33,8 +33,6 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from deerflow.sqlread import has_sql_tables, reader_for
-
 __all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain"]
 
 
@@ -179,16 +177,29 @@ def branch_points(saver: Any, thread_id: str, checkpoint_ns: str) -> frozenset[s
     Returns:
         Their ids.
     """
-    if not has_sql_tables(saver):
+    conn = getattr(saver, "conn", None)
+    if conn is None:
         return frozenset()
-    reader = reader_for(saver)
-    sql = _BRANCH_SQL.format(meta=reader.dialect.source("c"), writes=reader.dialect.writes_table)
-    return frozenset(r["p"] for r in reader.query(sql, [thread_id, checkpoint_ns, thread_id, checkpoint_ns]))
+    params = (thread_id, checkpoint_ns, thread_id, checkpoint_ns)
+    if isinstance(conn, sqlite3.Connection):
+        sql = _BRANCH_SQL.format(meta="json_extract(CAST(c.metadata AS TEXT), '$.source')", writes="writes")
+        with saver.lock:
+            return frozenset(r[0] for r in conn.execute(sql, params))
+    sql = _BRANCH_SQL.format(meta="c.metadata ->> 'source'", writes="checkpoint_writes").replace("?", "%s")
+    with saver._cursor() as cur:
+        cur.execute(sql, params)
+        return frozenset(r["p"] for r in cur.fetchall())
 
 
 def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
     sql = "SELECT MIN(checkpoint_id) AS first FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
-    return reader_for(saver).query(sql, [thread_id, checkpoint_ns])[0]["first"]
+    conn = saver.conn
+    if isinstance(conn, sqlite3.Connection):
+        with saver.lock:
+            return conn.execute(sql, (thread_id, checkpoint_ns)).fetchone()[0]
+    with saver._cursor() as cur:
+        cur.execute(sql.replace("?", "%s"), (thread_id, checkpoint_ns))
+        return cur.fetchone()["first"]
 
 
 def find_lineage_gap(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> LineageGap | None:
