@@ -85,6 +85,7 @@ def _ext_offsets(raw: bytes, start: int, count: int) -> list[int] | None:
         offsets.append(pos)
     return offsets if pos == size else None
 
+
 # msgpack formats of a fixed size after the first byte, and of a length field of some width
 _FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCC: 1, 0xD0: 1, 0xCD: 2, 0xD1: 2, 0xCA: 4, 0xCE: 4, 0xD2: 4,
           0xCB: 8, 0xCF: 8, 0xD3: 8}
@@ -261,6 +262,8 @@ class PrefixDecoder:
             try:
                 end = _skip(raw, at)
             except (ValueError, IndexError):
+                end = len(raw) + 1
+            if end > len(raw):  # malformed: the full decoding answers (or raises) as it would anyway
                 return self._decode(raw)
             messages = self.loads(raw[at:end])
         rest = self._decode(raw[:at] + b"\xc0" + raw[end:])
