@@ -25,7 +25,8 @@ install-test: $(VENV)/.installed-test
 demo: install
 	./scripts/demo.sh
 
-# pytest-xdist workers for make check (and for make test via TEST_ARGS); docs/operations.md has the wall times.
+# pytest-xdist workers for make test and make check (make test WORKERS=0 runs serially, in one process);
+# docs/operations.md has the wall times.
 # --dist loadgroup keeps the xdist_group tests (tests/conftest.py: the rabbitmq ones) on one worker.
 WORKERS ?= 4
 XDIST := -n $(WORKERS) --dist loadgroup
@@ -33,7 +34,7 @@ TEST_ARGS ?=
 
 test: install-test
 	./scripts/ensure-chromium.sh
-	$(PY) -m pytest $(TEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(TEST_ARGS)
 
 check: install-test
 	$(PY) -m pytest $(XDIST) -m "not slow and not browser" $(TEST_ARGS)

@@ -32,6 +32,32 @@ def manifest_threads() -> dict[str, dict[str, Any]]:
     return {t["thread_id"]: t for t in load_manifest()["threads"]}
 
 
+#: How many parts the whole-fixture sweeps are cut into (each part is one test, so pytest-xdist
+#: spreads a sweep over its workers instead of one worker running it for minutes).
+SWEEP_SHARDS = 4
+
+
+def thread_shard(index: int, backend: str = "sqlite", of: int = SWEEP_SHARDS) -> list[str]:
+    """The manifest threads of sweep part ``index`` (0-based, of ``of``), in manifest order.
+
+    Parts are balanced by checkpoint count on ``backend``: the threads, largest first (ties by
+    thread id), each go to the part with the fewest checkpoints so far (the lowest index on a
+    tie). Every manifest thread is in exactly one part (``tests/acceptance`` checks this).
+
+    Raises:
+        ValueError: ``index`` is not in ``range(of)``.
+    """
+    if not 0 <= index < of:
+        raise ValueError(f"sweep part {index} is not in 0..{of - 1}")
+    sizes = {t["thread_id"]: len(t["backends"][backend]["checkpoints"]) for t in load_manifest()["threads"]}
+    loads, parts = [0] * of, [set[str]() for _ in range(of)]
+    for tid in sorted(sizes, key=lambda t: (-sizes[t], t)):
+        lightest = loads.index(min(loads))
+        loads[lightest] += sizes[tid]
+        parts[lightest].add(tid)
+    return [t["thread_id"] for t in load_manifest()["threads"] if t["thread_id"] in parts[index]]
+
+
 @lru_cache(maxsize=1)
 def _sqlite_bytes() -> bytes:
     """The fixture SQLite file, decompressed once per test process (27 MB)."""

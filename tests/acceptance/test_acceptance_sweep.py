@@ -1,5 +1,8 @@
 """Issue 2's acceptance sweep: every checkpoint of every manifest thread through ``/api/threads/<id>/state``.
 
+Each sweep is cut into :data:`tests.fixtures_real.SWEEP_SHARDS` parts, every fourth checkpoint each (one
+test per part, so pytest-xdist runs them side by side).
+
 On both the restored Postgres dump and the SQLite file, in both modes:
 
 * delta mode: the canonical digest of the returned messages equals the
@@ -23,6 +26,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
+from tests import fixtures_real
 from tests.dashboard import oracle
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
@@ -67,17 +71,25 @@ def _check(client, expected: oracle.Expected) -> str | None:
     return None
 
 
-def _sweep(client, backend: str, mode: str) -> None:
+def _sweep(client, backend: str, mode: str, shard: int) -> None:
+    """Every :data:`tests.fixtures_real.SWEEP_SHARDS`-th checkpoint of the manifest, from the ``shard``-th.
+
+    Round-robin over the manifest's checkpoints (each request stands alone), so each part holds a
+    share of every thread, the 1,200-checkpoint one included, and the parts take about equally long.
+    """
     failures: list[str] = []
     statuses = {200: 0, 409: 0}
-    total = 0
-    for expected in oracle.expected_answers(backend, mode):
+    total = every = 0
+    for every, expected in enumerate(oracle.expected_answers(backend, mode), start=1):
+        if (every - 1) % fixtures_real.SWEEP_SHARDS != shard:
+            continue
         total += 1
         statuses[expected.status] += 1
         problem = _check(client, expected)
         if problem:
             failures.append(problem)
-    assert total == sum(len(t["backends"][backend]["checkpoints"]) for t in oracle.threads())
+    assert every == sum(len(t["backends"][backend]["checkpoints"]) for t in oracle.threads()) == 3268
+    assert total == len(range(shard, every, fixtures_real.SWEEP_SHARDS)) > 0
     assert not failures, (
         f"{len(failures)} of {total} checkpoints answered wrongly on {backend} in {mode} mode "
         f"(expected {statuses}):\n" + "\n".join(failures[:MAX_REPORTED])
@@ -90,15 +102,22 @@ BACKEND_FIXTURES = [
 ]
 
 
+SHARDS = [pytest.param(i, id=f"part{i}") for i in range(fixtures_real.SWEEP_SHARDS)]
+
+
+@pytest.mark.parametrize("shard", SHARDS)
 @pytest.mark.parametrize("backend", BACKEND_FIXTURES)
-def test_delta_mode_every_checkpoint_matches_manifest_digest(backend, request, runtime_for, staff_client):
+def test_delta_mode_every_checkpoint_matches_manifest_digest(backend, shard, request, runtime_for, staff_client):
     database = request.getfixturevalue(f"{backend}_fixture_db")
     runtime_for(database, "delta")
-    _sweep(staff_client, backend, "delta")
+    _sweep(staff_client, backend, "delta", shard)
 
 
+@pytest.mark.parametrize("shard", SHARDS)
 @pytest.mark.parametrize("backend", BACKEND_FIXTURES)
-def test_full_mode_every_checkpoint_answers_as_full_mode_accessor_or_409(backend, request, runtime_for, staff_client):
+def test_full_mode_every_checkpoint_answers_as_full_mode_accessor_or_409(backend, shard, request, runtime_for,
+                                                                          staff_client):
     database = request.getfixturevalue(f"{backend}_fixture_db")
     runtime_for(database, "full")
-    _sweep(staff_client, backend, "full")
+    _sweep(staff_client, backend, "full", shard)
+

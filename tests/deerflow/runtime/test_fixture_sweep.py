@@ -22,6 +22,7 @@ from deerflow.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.savers import open_async_checkpointer, open_checkpointer
+from tests import fixtures_real
 from tests.deerflow.support import config_for
 
 RAISES = "raises CheckpointModeMismatchError"
@@ -45,13 +46,15 @@ def _full_mode_reading(accessor: CheckpointStateAccessor, config: dict[str, Any]
     return {"message_count": len(messages), "messages_sha256": messages_sha256(messages)}
 
 
-def _sweep(database: Any, backend: str, manifest: dict[str, Any]) -> tuple[int, list[str]]:
+def _sweep(database: Any, backend: str, manifest: dict[str, Any], shard: int) -> tuple[int, list[str]]:
+    """Read every checkpoint of sweep part ``shard``'s threads; ``(readings, failures)``."""
+    part = set(fixtures_real.thread_shard(shard, backend))
     failures: list[str] = []
     readings = 0
     with open_checkpointer(database) as saver:
         delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
         full = CheckpointStateAccessor.for_saver(saver, mode="full")
-        for thread in manifest["threads"]:
+        for thread in (t for t in manifest["threads"] if t["thread_id"] in part):
             thread_id = thread["thread_id"]
             checkpoints = thread["backends"][backend]["checkpoints"]
             assert len(checkpoints) == thread["backends"][backend]["checkpoint_count"]
@@ -89,19 +92,43 @@ def _sweep(database: Any, backend: str, manifest: dict[str, Any]) -> tuple[int, 
     return readings, failures
 
 
+#: One test per sweep part (tests.fixtures_real.thread_shard; tests/acceptance checks the parts hold
+#: every thread once), so pytest-xdist spreads the sweep over its workers.
+SHARDS = [pytest.param(i, id=f"part{i}") for i in range(fixtures_real.SWEEP_SHARDS)]
+
+
+def _checkpoints(manifest: dict[str, Any], backend: str, shard: int) -> int:
+    part = set(fixtures_real.thread_shard(shard, backend))
+    return sum(len(t["backends"][backend]["checkpoints"]) for t in manifest["threads"] if t["thread_id"] in part)
+
+
 @pytest.mark.slow
-def test_every_checkpoint_on_sqlite(sqlite_fixture_db, manifest):
-    readings, failures = _sweep(sqlite_fixture_db, "sqlite", manifest)
-    assert readings == 2 * sum(len(t["backends"]["sqlite"]["checkpoints"]) for t in manifest["threads"]) == 6536
+@pytest.mark.parametrize("shard", SHARDS)
+def test_every_checkpoint_on_sqlite(sqlite_fixture_db, manifest, shard):
+    readings, failures = _sweep(sqlite_fixture_db, "sqlite", manifest, shard)
+    assert readings == 2 * _checkpoints(manifest, "sqlite", shard) > 0
     assert failures == [], "\n".join(failures[:50])
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_every_checkpoint_on_postgres(postgres_fixture_db, manifest):
-    readings, failures = _sweep(postgres_fixture_db, "postgres", manifest)
-    assert readings == 2 * sum(len(t["backends"]["postgres"]["checkpoints"]) for t in manifest["threads"]) == 6536
+@pytest.mark.parametrize("shard", SHARDS)
+def test_every_checkpoint_on_postgres(postgres_fixture_db, manifest, shard):
+    readings, failures = _sweep(postgres_fixture_db, "postgres", manifest, shard)
+    assert readings == 2 * _checkpoints(manifest, "postgres", shard) > 0
     assert failures == [], "\n".join(failures[:50])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_sweep_parts_hold_every_manifest_thread_once(backend):
+    parts = [fixtures_real.thread_shard(i, backend) for i in range(fixtures_real.SWEEP_SHARDS)]
+    every = [t["thread_id"] for t in fixtures_real.load_manifest()["threads"]]
+    assert sorted(tid for part in parts for tid in part) == sorted(every)
+    assert len(every) == 27 and all(parts)
+    sizes = [sum(len(fixtures_real.manifest_threads()[tid]["backends"][backend]["checkpoints"]) for tid in part) for part in parts]
+    assert sum(sizes) == 3268 and max(sizes) == 1200  # the largest thread alone is the longest part
+    with pytest.raises(ValueError, match="sweep part 4 is not in 0..3"):
+        fixtures_real.thread_shard(fixtures_real.SWEEP_SHARDS, backend)
 
 
 SAMPLE = [  # every category; the migration itself is also written and read by test_storage_shape
