@@ -204,10 +204,17 @@ def _recent() -> dict[int, tuple[list[Any], int, frozenset | None]]:
 
 
 def _base_ids(base: list[Any]) -> frozenset | None:
-    hit = _recent().get(id(base))
+    cache = _recent()
+    hit = cache.get(id(base))
     if hit is not None and hit[0] is base and hit[1] == len(base):
         return hit[2]
-    ids: frozenset | None = None
+    n = len(base)
+    for value, length, ids in list(cache.values()):
+        # an equal list (e.g. the same stored list decoded again, the same objects): equal messages, equal ids
+        if n and length == n == len(value) and value[-1] is base[-1] and value == base:
+            _remember(base, ids)
+            return ids
+    ids = None
     if _plain_types(base):
         ids = frozenset(m.id for m in base)
         if None in ids or "" in ids:

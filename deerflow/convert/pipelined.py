@@ -78,7 +78,8 @@ class PipelinedPuts:
             from langgraph.checkpoint.postgres import PostgresSaver
 
             self._pipeline = self._stack.enter_context(self.session.conn.pipeline())
-            self.saver = PostgresSaver(self.session.conn, pipe=_DeferredSync(), serde=self.serde)
+            pipe: Any = _DeferredSync()  # stands in for psycopg's Pipeline: only its sync() is called
+            self.saver = PostgresSaver(self.session.conn, pipe=pipe, serde=self.serde)
 
     def put(self, config: dict[str, Any], checkpoint: dict[str, Any], metadata: dict[str, Any],
             new_versions: dict[str, Any]) -> None:

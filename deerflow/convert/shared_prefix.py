@@ -86,6 +86,78 @@ def _ext_offsets(raw: bytes, start: int, count: int) -> list[int] | None:
     return offsets if pos == size else None
 
 
+# msgpack formats of a fixed size after the first byte, and of a length field of some width
+_FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCC: 1, 0xD0: 1, 0xCD: 2, 0xD1: 2, 0xCA: 4, 0xCE: 4, 0xD2: 4,
+          0xCB: 8, 0xCF: 8, 0xD3: 8}
+_SIZED = {0xD9: 1, 0xC4: 1, 0xDA: 2, 0xC5: 2, 0xDB: 4, 0xC6: 4}
+_KEY_CHANNEL_VALUES, _KEY_MESSAGES = b"\xaechannel_values", b"\xa8messages"
+
+
+def _skip(raw: bytes, pos: int) -> int:
+    """Where the msgpack value starting at ``pos`` ends (a byte offset).
+
+    Raises:
+        ValueError: not a msgpack value there (or it runs past the end).
+    """
+    if pos >= len(raw):
+        raise ValueError("msgpack value runs past the end")
+    first = raw[pos]
+    if first <= 0x7F or first >= 0xE0:
+        return pos + 1
+    if 0xA0 <= first <= 0xBF:
+        return pos + 1 + (first & 0x1F)
+    if first in _FIXED:
+        return pos + 1 + _FIXED[first]
+    if first in _SIZED:
+        width = _SIZED[first]
+        return pos + 1 + width + int.from_bytes(raw[pos + 1:pos + 1 + width], "big")
+    if first in _EXT_ITEM:
+        width, fixed = _EXT_ITEM[first]
+        return pos + 2 + width + (fixed if fixed is not None else int.from_bytes(raw[pos + 1:pos + 1 + width], "big"))
+    if 0x80 <= first <= 0x9F or first in (0xDC, 0xDD, 0xDE, 0xDF):
+        count, pos = _container(raw, pos)
+        for _ in range(count):
+            pos = _skip(raw, pos)
+        return pos
+    raise ValueError(f"not a msgpack value: 0x{first:02x}")
+
+
+def _container(raw: bytes, pos: int) -> tuple[int, int]:
+    """``(values to skip, offset of the first)`` of the array or map at ``pos`` (a map counts keys and values)."""
+    first = raw[pos]
+    if first <= 0x8F:
+        return 2 * (first & 0x0F), pos + 1
+    if first <= 0x9F:
+        return first & 0x0F, pos + 1
+    width = 2 if first in (0xDC, 0xDE) else 4
+    count = int.from_bytes(raw[pos + 1:pos + 1 + width], "big")
+    return (2 * count if first in (0xDE, 0xDF) else count), pos + 1 + width
+
+
+def _value_of(raw: bytes, pos: int, key: bytes) -> int | None:
+    """Where the value of ``key`` (its msgpack bytes) starts in the map at ``pos``, or ``None``."""
+    first = raw[pos] if pos < len(raw) else 0
+    if not (0x80 <= first <= 0x8F or first in (0xDE, 0xDF)):
+        return None
+    count, pos = _container(raw, pos)
+    for _ in range(count // 2):
+        end = _skip(raw, pos)
+        if raw[pos:end] == key:
+            return end
+        pos = _skip(raw, end)
+    return None
+
+
+def _messages_at(raw: bytes) -> int | None:
+    """Where ``channel_values["messages"]`` starts in a serialized checkpoint (SQLite's row), when it is an array."""
+    try:
+        values = _value_of(raw, 0, _KEY_CHANNEL_VALUES)
+        at = None if values is None else _value_of(raw, values, _KEY_MESSAGES)
+    except (ValueError, IndexError):
+        return None
+    return at if at is not None and _array_header(raw[at:at + 5]) is not None else None
+
+
 class PrefixDecoder:
     """Decodes a run of stored message lists where each is, byte for byte, a prefix of the one before (or after).
 
@@ -127,18 +199,22 @@ class PrefixDecoder:
         del self._bases[self.KEEP:]
 
     def loads(self, raw: bytes) -> Any:
-        """``decode(raw)``, sharing the work (and the item objects) with a list decoded before."""
+        """``decode(raw)``, sharing the work (and the item objects) with a list decoded before.
+
+        ``raw`` is a stored value: a list on its own (a Postgres blob, a write), or a whole serialized
+        checkpoint (SQLite's row), whose ``channel_values["messages"]`` list is then handled the same way
+        and the rest of the checkpoint decoded around it.
+        """
         head = _array_header(raw)
         if head is None:
-            return self._decode(raw)
+            return self._checkpoint(raw)
         n, h = head
+        hit = self._prefix(raw, 0, n, h)
+        if hit is not None and hit[1] == len(raw):
+            return hit[0]
         for i, base in enumerate(self._bases):
             braw, offsets, value = base
             bn, start = len(offsets) - 1, offsets[0]
-            if n <= bn and offsets[n] - start == len(raw) - h and braw.startswith(raw[h:], start):
-                self.counts["prefix"] += 1
-                self._keep(i, base)
-                return value[:n]
             body = len(braw) - start
             if n > bn and len(raw) - h > body and raw.startswith(memoryview(braw)[start:], h):
                 tail = self._tail(raw, h + body, n - bn)
@@ -157,6 +233,45 @@ class PrefixDecoder:
             if offsets_new is not None:
                 self._keep(None, (raw, offsets_new, decoded))
         return decoded
+
+    def _prefix(self, raw: bytes, at: int, n: int, h: int) -> tuple[list[Any], int] | None:
+        """``(list, end offset)`` when the ``n`` items of the array at ``at`` (header ``h`` bytes) are, byte for
+        byte, the first ``n`` item encodings of a kept list (so they end where those end)."""
+        for i, base in enumerate(self._bases):
+            braw, offsets, value = base
+            if n < len(offsets) and raw.startswith(memoryview(braw)[offsets[0]:offsets[n]], at + h):
+                self.counts["prefix"] += 1
+                self._keep(i, base)
+                return value[:n], at + h + offsets[n] - offsets[0]
+        return None
+
+    def _checkpoint(self, raw: bytes) -> Any:
+        """A serialized checkpoint: its ``messages`` array through :meth:`loads`, the rest decoded around a nil.
+
+        msgpack is context-free, so decoding the checkpoint with that array's bytes replaced by a nil gives
+        every other value exactly, and the key keeps its place. Anything unexpected decodes in full.
+        """
+        at = _messages_at(raw)
+        if at is None:
+            return self._decode(raw)
+        n, h = _array_header(raw[at:at + 5]) or (0, 0)
+        hit = self._prefix(raw, at, n, h)
+        if hit is not None:
+            messages, end = hit
+        else:
+            try:
+                end = _skip(raw, at)
+            except (ValueError, IndexError):
+                end = len(raw) + 1
+            if end > len(raw):  # malformed: the full decoding answers (or raises) as it would anyway
+                return self._decode(raw)
+            messages = self.loads(raw[at:end])
+        rest = self._decode(raw[:at] + b"\xc0" + raw[end:])
+        values = rest.get("channel_values") if type(rest) is dict else None
+        if type(values) is not dict or "messages" not in values or values["messages"] is not None:
+            return self._decode(raw)
+        values["messages"] = messages
+        return rest
 
     def _tail(self, raw: bytes, at: int, k: int) -> list[Any] | None:
         try:

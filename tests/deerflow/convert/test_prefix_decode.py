@@ -115,3 +115,44 @@ def test_trailing_or_missing_bytes_behave_as_a_full_decode():
         SERDE.loads_typed(("msgpack", truncated))
     with pytest.raises(Exception):  # noqa: B017, PT011
         _loads(decoder, truncated)
+
+
+def _checkpoint(messages: object, **extra: object) -> dict:
+    return {"v": 4, "ts": "2026-12-03T00:00:00+00:00", "id": "c", "channel_values": {
+        "title": "t", **extra, "messages": messages, "summary_text": None},
+        "channel_versions": {"messages": "00000003.0.5"}, "versions_seen": {"agent": {"messages": 2}},
+        "updated_channels": ["messages"]}
+
+
+def test_whole_checkpoints_share_their_messages_lists():
+    """SQLite stores the whole checkpoint in one row: its messages list is sliced the same way, the rest decoded
+    around it, and the result is what the serializer decodes, key order included."""
+    full = _messages(40)
+    decoder = _decoder()
+    rows = [_raw_checkpoint(_checkpoint(full[:n], artifacts=[{"a": n}])) for n in (40, 39, 30, 2, 0)]
+    for raw in rows:
+        got, want = _loads(decoder, raw), SERDE.loads_typed(("msgpack", raw))
+        assert got == want and list(got["channel_values"]) == list(want["channel_values"])
+    assert decoder.prefixes.counts == {"full": 1, "prefix": 4, "tail": 0}
+    edited = list(full[:30])
+    edited[7] = HumanMessage("edited", id=full[7].id)
+    got = _loads(decoder, _raw_checkpoint(_checkpoint(edited)))
+    assert got["channel_values"]["messages"][7].content == "edited"
+    assert decoder.prefixes.counts["full"] == 2
+
+
+def test_checkpoints_without_a_messages_list_decode_as_usual():
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    decoder = _decoder()
+    for checkpoint in (_checkpoint(None), _checkpoint(_DeltaSnapshot(_messages(3))), _checkpoint("text"),
+                       {"v": 4, "channel_values": {}}, {"id": "no values"}):
+        raw = _raw_checkpoint(checkpoint)
+        assert _loads(decoder, raw) == SERDE.loads_typed(("msgpack", raw))
+    assert decoder.prefixes.counts["prefix"] == 0
+
+
+def _raw_checkpoint(checkpoint: dict) -> bytes:
+    type_, raw = SERDE.dumps_typed(checkpoint)
+    assert type_ == "msgpack"
+    return raw
