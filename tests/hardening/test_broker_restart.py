@@ -178,12 +178,12 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
         rows = helpers.wait_until(one_running_one_waiting, timeout=60, interval=0.02, proc=worker,
                                   what="one thread running and the next one's message waiting in the broker")
         broker.restart()  # at once, while the first thread still converts: the waiting message is gone with it
+        assert _queue_length(broker) == 0
     finally:
         launcher.join(timeout=120)
     (job_id,) = launched
     running = next(r for r in rows if r["status"] == "running")
     lost = next(r for r in rows if r["status"] == "queued")
-    assert _queue_length(broker) == 0
 
     # The worker reconnects; the running thread is recorded and the job sends (and runs) the third thread.
     def the_rest_done():

@@ -170,16 +170,26 @@ def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home
     (acks_late + reject_on_worker_lost), the row is reclaimed, and the thread ends fully converted."""
     import signal
 
-    proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % KILL_THREAD], home["env"])
-    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
-    query = "SELECT * FROM jobs_threadresult WHERE job_id = ?"
+    # The window (the conversion's transaction) can close before a loaded `manage.py shell` exits after
+    # launching the job: watch the newest job's rows while the launch runs.
+    import threading
+
+    launched: list[int] = []
+
+    def launch() -> None:
+        proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % KILL_THREAD], home["env"])
+        launched.append(json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"])
+
+    launcher = threading.Thread(target=launch)
+    launcher.start()
+    newest = "SELECT * FROM jobs_threadresult WHERE job_id = (SELECT MAX(id) FROM jobs_conversionjob)"
 
     checkpoints_db = home["root"] / "data" / "deerflow.db"
 
     def inside_the_conversion_transaction():
         # The converter holds SQLite's write lock from BEGIN IMMEDIATE to its commit: while the row
         # is running and the lock is taken, the child is mid-conversion (not before, not after).
-        rows = _dashboard_rows(home["var"], query, [job_id])
+        rows = _dashboard_rows(home["var"], newest, [])
         if not (rows and rows[0]["status"] == "running"):
             return False
         probe = sqlite3.connect(str(checkpoints_db), timeout=0)
@@ -191,9 +201,14 @@ def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home
             return "locked" in str(exc) and rows[0]
         finally:
             probe.close()
-    victim = helpers.wait_until(inside_the_conversion_transaction, timeout=60, interval=0.02, proc=worker,
-                                what="the conversion's transaction")["worker_pid"]
-    os.kill(victim, signal.SIGKILL)
+    try:
+        victim = helpers.wait_until(inside_the_conversion_transaction, timeout=120, interval=0.02, proc=worker,
+                                    what="the conversion's transaction")["worker_pid"]
+        os.kill(victim, signal.SIGKILL)
+    finally:
+        launcher.join(timeout=120)
+    (job_id,) = launched
+    query = "SELECT * FROM jobs_threadresult WHERE job_id = ?"
 
     def finished():
         rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id])
