@@ -87,15 +87,34 @@ class Dialect(StrEnum):
 
     @classmethod
     def of_connection(cls, conn: Any) -> Dialect:
-        """``SQLITE`` for a ``sqlite3.Connection``, else ``POSTGRES`` (a psycopg connection or pool)."""
-        return cls.SQLITE if isinstance(conn, sqlite3.Connection) else cls.POSTGRES
+        """The dialect of a connection or pool, decided by its type (never by the attributes it happens to have).
+
+        Args:
+            conn: a ``sqlite3.Connection``, a psycopg connection (sync or async)
+                or a ``psycopg_pool`` pool (any subclass of its ``BasePool``).
+
+        Raises:
+            TypeError: ``conn`` is none of those.
+        """
+        if isinstance(conn, sqlite3.Connection):
+            return cls.SQLITE
+        import psycopg
+        from psycopg_pool.base import BasePool
+
+        if isinstance(conn, psycopg.BaseConnection | BasePool):
+            return cls.POSTGRES
+        raise TypeError(f"not a sqlite3 or psycopg connection, nor a psycopg_pool pool: {type(conn).__name__}")
 
     @classmethod
     def of_saver(cls, saver: Any) -> Dialect | None:
-        """The dialect of a LangGraph saver's tables, or ``None`` for a saver without SQL tables (``InMemorySaver``)."""
+        """The dialect of a LangGraph saver's tables (its ``conn``), or ``None`` for a saver without SQL tables.
+
+        Raises:
+            TypeError: the saver's ``conn`` is not a connection or pool (see :meth:`of_connection`).
+        """
         conn = getattr(saver, "conn", None)
         if conn is None:
-            return None
+            return None  # InMemorySaver keeps no SQL tables
         return cls.of_connection(conn)
 
     # -- connect --------------------------------------------------------------------
@@ -264,6 +283,12 @@ class Dialect(StrEnum):
             return (f"CAST(json_extract(CAST({alias}.metadata AS TEXT), "
                     f"'$.{COUNTERS_METADATA_KEY}.messages[{index}]') AS INTEGER)")
         return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages'->>{index})::bigint)"
+
+    def source(self, alias: str = "c") -> str:
+        """The metadata ``source`` (LangGraph's ``input`` / ``loop`` / ``update`` / ``fork``) as text, or NULL."""
+        if self is Dialect.SQLITE:
+            return f"json_extract(CAST({alias}.metadata AS TEXT), '$.source')"
+        return f"({alias}.metadata->>'source')"
 
     def step(self, alias: str = "c") -> str:
         """The metadata ``step`` as an integer, or NULL."""
