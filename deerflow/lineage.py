@@ -127,7 +127,7 @@ _SQLITE_SQL = """
 
 
 def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]]:
-    """``[(checkpoint_id, parent_id, stores_messages, stores_none)]`` from the checkpoint up to (and with) its anchor."""
+    """``[(checkpoint_id, parent_id, stores_messages, stores_none)]``: the checkpoint up to its anchor (included)."""
     reader = reader_for(saver)
     if reader.dialect.has_blob_table:  # Postgres: the stage-1 probe, in SQL
         sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"), stored_p=_POSTGRES_STORED.format(a="p"))
