@@ -34,7 +34,7 @@ TEST_ARGS ?=
 
 test: install-test
 	./scripts/ensure-chromium.sh
-	$(PY) -m pytest $(XDIST) $(TEST_ARGS)
+	$(PY) -m pytest $(XDIST) --durations=30 $(TEST_ARGS)
 
 check: install-test
 	$(PY) -m pytest $(XDIST) -m "not slow and not browser" $(TEST_ARGS)
