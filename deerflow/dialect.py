@@ -1,7 +1,7 @@
 """The SQL dialect of a checkpoint database: chosen once, asked for every difference.
 
 :class:`Dialect` is a :class:`~enum.StrEnum` (``"sqlite"`` / ``"postgres"``,
-so ``dialect == "postgres"`` still holds) that owns everything the two
+so a dialect still compares equal to its name) that owns everything the two
 LangGraph layouts do differently, so no module branches on the string:
 
 * **choice** -- :meth:`Dialect.of_database` (a ``database:`` block),
@@ -12,7 +12,9 @@ LangGraph layouts do differently, so no module branches on the string:
 * **placeholders and rows** -- :meth:`Dialect.sql` (``?`` everywhere),
   :meth:`Dialect.rows`;
 * **table names** -- :attr:`Dialect.writes_table`, :attr:`Dialect.write_value_column`,
-  :attr:`Dialect.saver_tables`, :attr:`Dialect.has_blob_table`;
+  :attr:`Dialect.write_columns`, :attr:`Dialect.saver_tables`, :attr:`Dialect.has_blob_table`;
+* **stored documents and loading** -- :attr:`Dialect.json_columns`, :meth:`Dialect.json_param`,
+  :attr:`Dialect.bulk_copy`, :attr:`Dialect.pipelines`;
 * **locks** -- :meth:`Dialect.lock_thread` (``pg_advisory_xact_lock``; SQLite's
   ``BEGIN IMMEDIATE`` already holds the database write lock), :meth:`Dialect.begin`;
 * **DDL** -- :attr:`Dialect.bigint`, :attr:`Dialect.smallint`,
@@ -182,6 +184,13 @@ class Dialect(StrEnum):
         return "value" if self is Dialect.SQLITE else "blob"
 
     @property
+    def write_columns(self) -> str:
+        """The writes table's columns in the order LangGraph's schema declares them, comma-separated."""
+        if self is Dialect.SQLITE:
+            return "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path"
+        return "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob"
+
+    @property
     def has_blob_table(self) -> bool:
         """True when channel values live in ``checkpoint_blobs`` (Postgres), not in the checkpoint (SQLite)."""
         return self is Dialect.POSTGRES
@@ -201,6 +210,33 @@ class Dialect(StrEnum):
         if self is Dialect.SQLITE:
             return "SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = ?"
         return "SELECT to_regclass(?) IS NOT NULL AS x"
+
+    # -- stored documents and loading ----------------------------------------------
+    @property
+    def json_columns(self) -> bool:
+        """True when ``checkpoint`` and ``metadata`` are JSONB documents (Postgres: the driver returns them
+        parsed, or JSON text from ``COPY``/casts); False when they are bytes (SQLite: msgpack checkpoint,
+        JSON metadata)."""
+        return self is Dialect.POSTGRES
+
+    def json_param(self, value: Any) -> Any:
+        """``value`` bound for a ``checkpoint``/``metadata`` column: wrapped in psycopg's ``Jsonb`` on
+        Postgres, as is on SQLite (the stored bytes)."""
+        if self is Dialect.SQLITE:
+            return value
+        from psycopg.types.json import Jsonb
+
+        return Jsonb(value)
+
+    @property
+    def bulk_copy(self) -> bool:
+        """True when rows are bulk-loaded with ``COPY ... (FORMAT BINARY)`` (Postgres); SQLite: ``executemany``."""
+        return self is Dialect.POSTGRES
+
+    @property
+    def pipelines(self) -> bool:
+        """True when the driver can queue statements without waiting for each result (psycopg pipeline mode)."""
+        return self is Dialect.POSTGRES
 
     # -- transactions and locks -----------------------------------------------------
     def begin(self, conn: Any, *, write: bool) -> None:

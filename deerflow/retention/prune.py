@@ -195,7 +195,7 @@ def _prune_once(store: Any, thread_id: str, report: PruneReport, rule: str, *, n
         report.status, report.bytes_after = "nothing_to_prune", report.bytes_before
         return
     versions = {k: (entries[k].tup.checkpoint.get("channel_versions") or {}).get("messages") for k in plan.kept}
-    vplan = RebasePlan(store.dialect, {k: (versions[k], entries[k].digest) for k in plan.kept},
+    vplan = RebasePlan(store.shared_versions, {k: (versions[k], entries[k].digest) for k in plan.kept},
                        store.blob_keys(thread_id))
     targets = {k: vplan.version_for(k[0], versions[k], entries[k].digest) for k in rebased}
     for k, version in targets.items():
