@@ -418,8 +418,7 @@ def convert_and_compare(database: DatabaseConfig, thread_id: str, **kwargs: Any)
 def assert_no_delta_storage(database: DatabaseConfig, thread_id: str) -> None:
     """No checkpoint of the thread carries the DeerFlow marker, a ``messages`` counter or a ``_DeltaSnapshot``,
     and every checkpoint with a ``messages`` version stores a plain list."""
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
+    from deerflow._langgraph_compat import _DeltaSnapshot
     from deerflow.runtime.checkpoint_mode import COUNTERS_METADATA_KEY
 
     for ns in namespaces(database, thread_id):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert import (
     BackupNotFoundError,
     convert_thread,

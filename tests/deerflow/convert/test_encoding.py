@@ -5,8 +5,8 @@ backup and a revert."""
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert import convert_thread, revert_thread
 from tests.deerflow.convert.support import (
     agent_graph,

@@ -7,8 +7,8 @@ reported unknown (``None``), never the digest of ``[]`` as if complete.
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert import convert_thread, dry_run_thread
 from deerflow.digest import EMPTY_MESSAGES_SHA256
 from tests.deerflow.convert.support import (

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, ToolMessage
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Overwrite
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.agents.thread_state import merge_message_writes
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.onepass import (

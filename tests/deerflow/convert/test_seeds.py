@@ -11,8 +11,8 @@ import datetime as dt
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert import convert_thread
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.support import (

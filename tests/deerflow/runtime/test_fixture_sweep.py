@@ -17,8 +17,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
