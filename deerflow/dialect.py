@@ -206,7 +206,8 @@ class Dialect(StrEnum):
         return self is Dialect.POSTGRES
 
     def table_exists_sql(self) -> str:
-        """``SELECT ... AS x`` true when the table named by the one ``?`` parameter exists (Postgres: on the search path)."""
+        """``SELECT ... AS x`` true when the table named by the one ``?`` parameter exists (Postgres: on the
+        search path)."""
         if self is Dialect.SQLITE:
             return "SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = ?"
         return "SELECT to_regclass(?) IS NOT NULL AS x"
@@ -267,7 +268,8 @@ class Dialect(StrEnum):
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
     def try_lock_sql(self) -> str | None:
-        """SQL taking a transaction-scoped lock on the ``?`` key without waiting (``AS ok``), or ``None`` (SQLite: held)."""
+        """SQL taking a transaction-scoped lock on the ``?`` key without waiting (``AS ok``), or ``None``
+        (SQLite: held)."""
         if self is Dialect.SQLITE:
             return None
         return "SELECT pg_try_advisory_xact_lock(hashtext(?)) AS ok"

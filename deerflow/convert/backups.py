@@ -54,7 +54,8 @@ class BackupNotFoundError(DeerFlowError, LookupError):
 
 
 class BackupAlreadyPurgedError(BackupNotFoundError):
-    """The backup exists but was purged: its rows are gone (purging it again would report a purge that did not happen)."""
+    """The backup exists but was purged: its rows are gone (purging it again would report a purge that
+    did not happen)."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,8 @@ def _restore_whole_thread(session: ConversionSession, info: BackupInfo) -> None:
                  "AND b.checkpoint_ns = {t}.checkpoint_ns AND b.checkpoint_id = {t}.checkpoint_id)")
     table, cols = session.dialect.writes_table, session.dialect.write_columns
     session.execute(f"DELETE FROM {table} WHERE thread_id = ? AND ({in_backup.format(t=table)} OR EXISTS ("
-                    f"SELECT 1 FROM dfa_backup_writes w WHERE w.backup_id = ? AND w.checkpoint_ns = {table}.checkpoint_ns "
+                    "SELECT 1 FROM dfa_backup_writes w WHERE w.backup_id = ? "
+                    f"AND w.checkpoint_ns = {table}.checkpoint_ns "
                     f"AND w.checkpoint_id = {table}.checkpoint_id))", [thread_id, backup_id, backup_id])
     if session.dialect.has_blob_table:
         # Blobs only the backed-up checkpoints' current rows reference (e.g. a rebased snapshot) go first.

@@ -48,7 +48,8 @@ class Writer:
         self.encoder = MessageEncoder(self.serde.inner)
         self.plan = VersionPlan(session.dialect)
         self.backup_id: str | None = None
-        # Postgres: (ns, version) -> (sha256, bytes) of the messages blob; SQLite: (ns, checkpoint_id) -> checkpoint blob.
+        # Postgres: (ns, version) -> (sha256, bytes) of the messages blob;
+        # SQLite: (ns, checkpoint_id) -> checkpoint blob.
         self.sent: dict[tuple[str, str], tuple[str, int]] = {}
         self.versions: dict[tuple[str, str], str | None] = {}  # (ns, checkpoint_id) -> messages version written
         self.analyzed: set[tuple[str, str]] = set()
@@ -119,9 +120,10 @@ class Writer:
 
         if session.dialect.has_blob_table:
             stored = {(r["checkpoint_ns"], r["version"]): (r["h"], int(r["n"])) for r in session.query(
-                "SELECT checkpoint_ns, version, encode(sha256(blob), 'hex') AS h, COALESCE(length(blob), 0) AS n FROM checkpoint_blobs "
-                "WHERE thread_id = ? AND channel = 'messages'", [thread_id])}
-            rows = session.query("SELECT checkpoint_ns, checkpoint_id, checkpoint->'channel_versions'->>'messages' AS v, "
+                "SELECT checkpoint_ns, version, encode(sha256(blob), 'hex') AS h, COALESCE(length(blob), 0) AS n "
+                "FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages'", [thread_id])}
+            rows = session.query("SELECT checkpoint_ns, checkpoint_id, "
+                                 "checkpoint->'channel_versions'->>'messages' AS v, "
                                  "metadata FROM checkpoints WHERE thread_id = ?", [thread_id])
         else:
             stored, rows = {}, []

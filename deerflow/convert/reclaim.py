@@ -1,4 +1,5 @@
-"""Give the space a compaction (and a purge of its backups) freed back: SQLite ``VACUUM``, Postgres ``VACUUM (ANALYZE)``.
+"""Give the space a compaction (and a purge of its backups) freed back: SQLite ``VACUUM``, Postgres
+``VACUUM (ANALYZE)``.
 
 Rewritten rows leave free pages behind: the file (SQLite) or the tables
 (Postgres) keep their size until the database reclaims them.

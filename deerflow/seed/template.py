@@ -154,7 +154,8 @@ def _new_rows_postgres(conn: Any, after: str, seen_blobs: set[tuple[str, str, st
     for blob in conn.execute(
             "SELECT b.checkpoint_ns, b.channel, b.version, b.type, b.blob FROM checkpoint_blobs b "
             "WHERE b.thread_id = %s AND (b.checkpoint_ns, b.channel, b.version) IN ("
-            " SELECT c.checkpoint_ns, v.key, v.value FROM checkpoints c, jsonb_each_text(c.checkpoint->'channel_versions') v"
+            " SELECT c.checkpoint_ns, v.key, v.value FROM checkpoints c,"
+            " jsonb_each_text(c.checkpoint->'channel_versions') v"
             " WHERE c.thread_id = %s AND c.checkpoint_id > %s) ORDER BY b.channel, b.version",
             (TEMPLATE_THREAD_ID, TEMPLATE_THREAD_ID, after)).fetchall():
         key = (blob["checkpoint_ns"], blob["channel"], blob["version"])

@@ -92,14 +92,16 @@ def raw_rows(database: DatabaseConfig, thread_id: str) -> dict[str, list[tuple[A
     """
     if database.backend == "sqlite":
         return {
-            "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-                                   "metadata FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2", (thread_id,)),
-            "writes": execute(database, "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path "
-                              "FROM writes WHERE thread_id = ? ORDER BY 1, 2, 3, 4", (thread_id,)),
+            "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+                                   "checkpoint, metadata FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2",
+                                   (thread_id,)),
+            "writes": execute(database, "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, "
+                              "task_path FROM writes WHERE thread_id = ? ORDER BY 1, 2, 3, 4", (thread_id,)),
         }
     return {
-        "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint::text, "
-                               "metadata::text FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2", (thread_id,)),
+        "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+                               "checkpoint::text, metadata::text FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2",
+                               (thread_id,)),
         "blobs": execute(database, "SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
                          "WHERE thread_id = ? ORDER BY 1, 2, 3", (thread_id,)),
         "writes": execute(database, "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path "

@@ -78,7 +78,8 @@ def test_list_purge_and_revert_statuses(scratch_db):
     purged = purge_backup(scratch_db, one.backup_id)
     assert purged.backup_id == one.backup_id and purged.status == "active"  # the record as it was
     assert _backup_row_counts(scratch_db, one.backup_id) == 0
-    assert {b.backup_id: b.status for b in list_backups(scratch_db)} == {one.backup_id: "purged", two.backup_id: "active"}
+    assert ({b.backup_id: b.status for b in list_backups(scratch_db)}
+            == {one.backup_id: "purged", two.backup_id: "active"})
     assert raw_rows(scratch_db, "one") == converted  # purging never touches the thread
 
     for backup_id in (one.backup_id, "no-such-backup"):
@@ -138,14 +139,15 @@ def test_revert_of_a_tampered_backup_fails_verification_and_changes_nothing(scra
         serde = saver.serde
     # drop the last message from one backed-up snapshot
     if scratch_db.backend == "sqlite":
-        rows = execute(scratch_db, "SELECT checkpoint_id, type, checkpoint FROM dfa_backup_checkpoints WHERE backup_id = ?",
-                       (report.backup_id,))
+        rows = execute(scratch_db, "SELECT checkpoint_id, type, checkpoint FROM dfa_backup_checkpoints "
+                       "WHERE backup_id = ?", (report.backup_id,))
         for cid, type_, blob in rows:
             checkpoint = serde.loads_typed((type_, blob))
             snapshot = checkpoint["channel_values"].get("messages")
             if isinstance(snapshot, _DeltaSnapshot):
                 checkpoint["channel_values"]["messages"] = _DeltaSnapshot(snapshot.value[:-1])
-                execute(scratch_db, "UPDATE dfa_backup_checkpoints SET checkpoint = ? WHERE backup_id = ? AND checkpoint_id = ?",
+                execute(scratch_db, "UPDATE dfa_backup_checkpoints SET checkpoint = ? "
+                        "WHERE backup_id = ? AND checkpoint_id = ?",
                         (serde.dumps_typed(checkpoint)[1], report.backup_id, cid))
                 break
     else:

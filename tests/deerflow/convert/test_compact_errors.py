@@ -40,7 +40,8 @@ def test_a_wrong_rewrite_is_caught_by_langgraphs_reader_and_rolled_back(scratch_
     report = compact_thread(scratch_db, "t", snapshot_frequency=3)
     assert report.status == "verification_failed", report.status
     diff = report.first_difference
-    assert diff["expected_sha256"] and diff["delta_reader_sha256"] and diff["expected_sha256"] != diff["delta_reader_sha256"]
+    assert (diff["expected_sha256"] and diff["delta_reader_sha256"]
+            and diff["expected_sha256"] != diff["delta_reader_sha256"])
     assert diff["checkpoint_id"] in checkpoint_ids(scratch_db, "t")
     assert report.error and "reads checkpoint" in report.error and "rolled back" in report.hint
     assert raw_rows(scratch_db, "t") == before and backup_ids(scratch_db) == [] and report.backup_id is None

@@ -35,7 +35,8 @@ def test_compacted_rows_are_what_delta_mode_writes(scratch_db, k):
     # snapshots where delta mode put them, and the report names them
     # SQLite: the decoded inline value; Postgres: the inline ``true`` snapshot marker
     steps = [w["step"] for w in want
-             if w["channel_values"].get("messages") in (True,) or isinstance(w["channel_values"].get("messages"), tuple)]
+             if w["channel_values"].get("messages") in (True,)
+             or isinstance(w["channel_values"].get("messages"), tuple)]
     assert len(steps) >= 14 * 2 // k and [p["step"] for p in report.snapshot_positions] == steps
     assert all(w["metadata"]["deerflow_checkpoint_channel_mode"] == "delta" for w in want)
     assert {p["reason"] for p in report.snapshot_positions} == {"cadence"}

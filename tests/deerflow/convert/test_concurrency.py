@@ -171,7 +171,8 @@ def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(scratch_db)
             with pytest.raises(StoragePermissionError) as refused:
                 session.execute("DELETE FROM checkpoints WHERE thread_id = ?", [THREAD])
             assert isinstance(refused.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
-    assert added in [r[0] for r in execute(scratch_db, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?", (THREAD,))]
+    assert added in [r[0] for r in execute(scratch_db, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?",
+                                           (THREAD,))]
     if scratch_db.backend == "sqlite":
         with open_session(scratch_db) as session:
             session.lock_thread(THREAD)

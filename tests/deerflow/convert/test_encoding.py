@@ -68,12 +68,13 @@ def test_delta_snapshot_round_trips_through_backup_and_revert(scratch_db):
 
     # the backup holds the snapshots as msgpack extension values that load back as _DeltaSnapshot
     if scratch_db.backend == "sqlite":
-        rows = execute(scratch_db, "SELECT checkpoint_id, type, checkpoint FROM dfa_backup_checkpoints WHERE backup_id = ?",
-                       (report.backup_id,))
+        rows = execute(scratch_db, "SELECT checkpoint_id, type, checkpoint FROM dfa_backup_checkpoints "
+                       "WHERE backup_id = ?", (report.backup_id,))
         backed = {cid: serde.loads_typed((type_, blob))["channel_values"].get("messages") for cid, type_, blob in rows}
     else:
         versions = {t.config["configurable"]["checkpoint_id"]: t.checkpoint["channel_versions"]["messages"]
-                    for t in stored_tuples(scratch_db, "snap") if t.config["configurable"]["checkpoint_id"] in snapshots}
+                    for t in stored_tuples(scratch_db, "snap")
+                    if t.config["configurable"]["checkpoint_id"] in snapshots}
         rows = execute(scratch_db, "SELECT version, type, blob FROM dfa_backup_blobs WHERE backup_id = ? "
                        "AND channel = 'messages' AND type <> 'empty'", (report.backup_id,))
         by_version = {version: serde.loads_typed((type_, blob)) for version, type_, blob in rows}

@@ -59,5 +59,6 @@ def test_middleware_channels_are_untouched(scratch_db):
     assert after["writes"] == rows["writes"]
     if scratch_db.backend == "postgres":
         assert [r for r in after["blobs"] if r[1] != "messages"] == [r for r in rows["blobs"] if r[1] != "messages"]
-        notes = execute(scratch_db, "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = 'mw' AND channel = 'notes'")
+        notes = execute(scratch_db,
+                        "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = 'mw' AND channel = 'notes'")
         assert notes[0][0] > 0

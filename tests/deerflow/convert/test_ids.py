@@ -44,7 +44,8 @@ def test_idless_messages_get_the_same_ids_on_every_materialization(scratch_db):
     assert all(m.id for m in first) and len(set(ids_of(first))) == len(first)
     assert ids_of(messages_at(scratch_db, "idless", mode="delta")) == ids_of(first)
     assert readings(scratch_db, "idless", "delta") == readings(scratch_db, "idless", "delta")
-    assert dry_run_thread(scratch_db, "idless").head_messages_sha256 == dry_run_thread(scratch_db, "idless").head_messages_sha256
+    assert (dry_run_thread(scratch_db, "idless").head_messages_sha256
+            == dry_run_thread(scratch_db, "idless").head_messages_sha256)
 
 
 def test_conversion_writes_the_ids_and_a_later_remove_message_matches(scratch_db):

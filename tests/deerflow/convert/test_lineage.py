@@ -82,7 +82,8 @@ def test_fork_from_input_checkpoint(scratch_db):
                  .get("checkpoint_id") for t in tuples}
     # the input checkpoint of turn index 2 is the 'input' child of turn 1's head
     input_cp = next(t.config["configurable"]["checkpoint_id"] for t in tuples
-                    if t.metadata["source"] == "input" and parent_of[t.config["configurable"]["checkpoint_id"]] == heads[1])
+                    if t.metadata["source"] == "input"
+                    and parent_of[t.config["configurable"]["checkpoint_id"]] == heads[1])
     with open_saver(scratch_db) as saver:
         graph = agent_graph(saver)
         run_turn(graph, THREAD, human(20), checkpoint_id=input_cp)

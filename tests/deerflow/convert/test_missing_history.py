@@ -75,7 +75,8 @@ def test_pruned_writes_block(scratch_db):
                    for t in stored_tuples(scratch_db, THREAD))
     tuples = stored_tuples(scratch_db, THREAD)
     # a checkpoint whose messages writes feed its child: delete them (as a writes prune would)
-    parent = next(t for t in reversed(tuples) if t.metadata["step"] == 2 and any(w[1] == "messages" for w in t.pending_writes))
+    parent = next(t for t in reversed(tuples)
+                  if t.metadata["step"] == 2 and any(w[1] == "messages" for w in t.pending_writes))
     parent_id = parent.config["configurable"]["checkpoint_id"]
     child = next(t.config["configurable"]["checkpoint_id"] for t in tuples
                  if t.parent_config and t.parent_config["configurable"]["checkpoint_id"] == parent_id)

@@ -47,7 +47,8 @@ def test_no_backup_skips_it_and_purge_frees_the_backup_rows(scratch_db):
     assert report.status == "pruned" and report.backup_id is None and backup_ids(scratch_db) == []
     turns(scratch_db, "u", 4)
     report = keep_last(scratch_db, "u", 2)
-    assert execute(scratch_db, "SELECT COUNT(*) FROM dfa_backup_writes WHERE backup_id = ?", (report.backup_id,))[0][0] > 0
+    assert execute(scratch_db, "SELECT COUNT(*) FROM dfa_backup_writes WHERE backup_id = ?",
+                   (report.backup_id,))[0][0] > 0
     assert purge_backup(scratch_db, report.backup_id).status == "active"
     assert execute(scratch_db, "SELECT COUNT(*) FROM dfa_backup_writes")[0][0] == 0
     assert execute(scratch_db, "SELECT COUNT(*) FROM dfa_backup_checkpoints")[0][0] == 0
