@@ -37,11 +37,11 @@ def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
     from django.conf import settings
 
     from dashboard.fleet.registry import register
-    from dashboard.runtime import startup
+    from dashboard.runtime import serving_startup
     from deerflow.errors import ConfigError
 
     try:
-        rt = startup(settings.DEER_FLOW_CONFIG_PATH)
+        rt = serving_startup(settings.DEER_FLOW_CONFIG_PATH)
     except ConfigError as exc:
         # Celery logs and ignores an exception raised by a signal handler, which would leave an
         # unfrozen worker consuming tasks; SystemExit is not caught: the worker stops with the message.

@@ -169,24 +169,32 @@ MEMORY_BACKEND_STARTUP = (
 def startup(path: str | None = None) -> DashboardRuntime:
     """Load config.yaml (``path`` or ``DEER_FLOW_CONFIG_PATH``), freeze, and install the runtime.
 
-    The web process and every worker start here; as the management commands do
-    (:data:`dashboard.commands.MEMORY_BACKEND_MESSAGE`), they refuse the ``memory``
-    backend before freezing anything. Idempotent within a process.
-
-    Raises:
-        ConfigError: a bad file, or ``database.backend: memory`` (:data:`MEMORY_BACKEND_STARTUP`,
-            key ``database.backend``).
-        CheckpointModeReconfigurationError: the process froze other values.
+    Idempotent within a process. Raises ``ConfigError`` for a bad file and
+    ``CheckpointModeReconfigurationError`` if the process froze other values.
     """
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            config = load_config(path)
-            if config.database.backend == "memory":
-                raise ConfigError(MEMORY_BACKEND_STARTUP.format(path=config.path), path=str(config.path),
-                                  key="database.backend")
-            _runtime = DashboardRuntime.from_config(config)
+            _runtime = DashboardRuntime.from_config(load_config(path))
         return _runtime
+
+
+def serving_startup(path: str | None = None) -> DashboardRuntime:
+    """:func:`startup` for a process that serves pages or runs jobs: the web process and every worker.
+
+    They refuse the ``memory`` backend, as the management commands that read checkpoint
+    tables do (:data:`dashboard.commands.MEMORY_BACKEND_MESSAGE`): an in-memory saver has
+    nothing to browse or convert. Nothing is registered or served before this returns.
+
+    Raises:
+        ConfigError: what :func:`startup` raises, or ``database.backend: memory``
+            (:data:`MEMORY_BACKEND_STARTUP`, key ``database.backend``).
+    """
+    rt = startup(path)
+    if rt.config.database.backend == "memory":
+        raise ConfigError(MEMORY_BACKEND_STARTUP.format(path=rt.config.path), path=str(rt.config.path),
+                          key="database.backend")
+    return rt
 
 
 def install_runtime(runtime: DashboardRuntime | None) -> DashboardRuntime | None:

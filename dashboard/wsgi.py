@@ -16,11 +16,11 @@ application = get_wsgi_application()
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
-from dashboard.runtime import startup  # noqa: E402
+from dashboard.runtime import serving_startup  # noqa: E402
 from deerflow.errors import ConfigError  # noqa: E402
 
 try:
-    _runtime = startup(settings.DEER_FLOW_CONFIG_PATH)
+    _runtime = serving_startup(settings.DEER_FLOW_CONFIG_PATH)
 except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
 
