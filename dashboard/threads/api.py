@@ -106,7 +106,8 @@ def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
 @get_only
 @api_staff_required
 def thread_history(request: HttpRequest, thread_id: str) -> JsonResponse:
-    """``{"checkpoints": [{checkpoint_id, parent_checkpoint_id, checkpoint_ns, step, source, created_at, mode, messages_stored, message_count}], "next_before"}``."""
+    """``{"checkpoints": [{checkpoint_id, parent_checkpoint_id, checkpoint_ns, step, source, created_at, mode,
+    messages_stored, message_count}], "next_before"}``."""
     form = HistoryQueryForm(request.GET)
     if not form.is_valid():
         return _bad_request(form)

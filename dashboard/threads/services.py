@@ -57,7 +57,7 @@ def _forgetting_vanished(rt: DashboardRuntime, thread_id: str) -> Iterator[None]
 
 
 def unknown_channels(rt: DashboardRuntime, checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """Stored channels DeerFlow's schema does not declare, as stored (:func:`deerflow.reader.views.unknown_channels`)."""
+    """Undeclared stored channels, as stored (:func:`deerflow.reader.views.unknown_channels`)."""
     return _unknown_channels(rt.mode, rt.snapshot_frequency, checkpoint)
 
 
@@ -65,7 +65,8 @@ def _thread_exists(rt: DashboardRuntime, thread_id: str) -> bool:
     return reader(rt).thread_exists(thread_id)
 
 
-def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> StateView:
+def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None = None,
+               checkpoint_ns: str = "") -> StateView:
     """Materialize one checkpoint (the namespace head when ``checkpoint_id`` is None): :meth:`ThreadReader.read_state`.
 
     Raises:

@@ -49,7 +49,8 @@ class SummaryCache:
         """The cached row if it was computed for exactly this head, else ``None``."""
         with self._lock:
             row = self._rows.get((id(rt.saver), thread_id))
-            if row is None or (row.head_checkpoint_id, row.head_marker, row.head_counters) != (head_id, marker, counters):
+            if row is None or ((row.head_checkpoint_id, row.head_marker, row.head_counters)
+                               != (head_id, marker, counters)):
                 return None
             self._rows.move_to_end((id(rt.saver), thread_id))
             return row

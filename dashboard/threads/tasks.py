@@ -1,4 +1,5 @@
-"""Celery tasks for threads: thin wrappers over :mod:`dashboard.threads.services` and :mod:`~dashboard.threads.storage`."""
+"""Celery tasks for threads: thin wrappers over :mod:`dashboard.threads.services` and
+:mod:`~dashboard.threads.storage`."""
 
 from __future__ import annotations
 

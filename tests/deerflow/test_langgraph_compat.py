@@ -99,7 +99,8 @@ def _private_module(name: str) -> bool:
 
 
 #: Test modules whose subject is LangGraph's own storage internals (they compare against them on purpose).
-LANGGRAPH_INTERNALS_TESTS = {"tests/deerflow/runtime/test_storage_shape.py", "tests/deerflow/test_langgraph_compat.py"}
+LANGGRAPH_INTERNALS_TESTS = {"tests/deerflow/runtime/test_storage_shape.py",
+                             "tests/deerflow/test_langgraph_compat.py"}
 
 
 def test_no_private_langgraph_import_outside_the_compat_module():

@@ -21,7 +21,8 @@ class Command(DashboardCommand):
     uses_checkpoint_database = True
 
     def add_arguments(self, parser):
-        parser.add_argument("--full", action="store_true", help="rebuild every row (reconcile) instead of the watermark refresh")
+        parser.add_argument("--full", action="store_true",
+                            help="rebuild every row (reconcile) instead of the watermark refresh")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args, full: bool, json: bool, **options):

@@ -1,4 +1,5 @@
-"""``python manage.py seed_threads --threads N --turns-min A --turns-max B --mode full|delta|mixed --snapshot-frequency K [--seed S]``.
+"""``python manage.py seed_threads --threads N --turns-min A --turns-max B --mode full|delta|mixed
+--snapshot-frequency K [--seed S]``.
 
 Writes realistic synthetic threads into the checkpoint database config.yaml
 names (see :mod:`deerflow.seed`) and keeps the thread summary current: when
