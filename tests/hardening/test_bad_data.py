@@ -224,6 +224,7 @@ def test_full_mode_refuses_the_damaged_delta_thread_with_409_first(sqlite_fixtur
     assert staff_client.get(f"/api/threads/{THREAD}/state").status_code == 409
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_checkpoint_of_the_real_fixture_has_a_gap(backend, request):
     """No false positives: every checkpoint of every thread, every namespace, replays whole."""

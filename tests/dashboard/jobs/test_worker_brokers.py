@@ -255,7 +255,6 @@ def short_broker_timeout(broker_kind: str, broker_env: dict) -> Iterator[float]:
         helpers.set_rabbitmq_consumer_timeout(previous)
 
 
-@pytest.mark.slow
 def _thread_ids(database: DatabaseConfig) -> set[str]:
     from deerflow import inventory
     from deerflow.savers import open_checkpointer
@@ -263,6 +262,7 @@ def _thread_ids(database: DatabaseConfig) -> set[str]:
         return {s.thread_id for s in inventory.list_threads(saver, limit=500)[0]}
 
 
+@pytest.mark.slow  # waits out RabbitMQ's once-a-minute consumer-timeout check
 def test_a_task_past_its_time_limit_is_recorded_once_and_never_delivered_again(short_broker_timeout, home, worker):
     """A conversion longer than the task time limit (derived below the broker's timeout) is stopped inside the
     task, its transaction rolls back, the row says ``time_limit`` -- and the broker never delivers it again.
