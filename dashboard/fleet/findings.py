@@ -1,0 +1,259 @@
+"""The fleet audit's findings about processes: what the registry rows and the live check prove.
+
+Spec, "Cross-process invariant": every process sharing one checkpoint database
+must freeze the same mode and (in delta mode) the same cadence. These findings
+compare the registry's rows with each other, with each process's config.yaml
+on disk, and with the live check's replies; no stored thread is read.
+:func:`registry_findings` is cheap enough for the banner on every page.
+:mod:`dashboard.fleet.audit` adds the findings the data proves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dashboard.celery import mode_queue
+from dashboard.fleet.control import LiveCheck
+
+__all__ = ["SEVERITIES", "Finding", "live_findings", "live_only_rows", "readability_findings",
+           "registry_findings"]
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One audit finding: ``severity`` (error|warning|info), a machine ``code``, words for people."""
+
+    severity: str
+    code: str
+    message: str
+    evidence: str
+    hint: str
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    diffs = []
+    if a["mode"] != b["mode"]:
+        diffs.append(f"checkpoint_channel_mode {a['mode']} ≠ {b['mode']}")
+    if a["mode"] == b["mode"] == "delta" and a["snapshot_frequency"] != b["snapshot_frequency"]:
+        diffs.append(f"snapshot_frequency {a['snapshot_frequency']} ≠ {b['snapshot_frequency']}")
+    return diffs
+
+
+def _names(rows: list[dict[str, Any]]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = [r["name"] for r in rows]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _verb(rows: list[dict[str, Any]]) -> str:
+    return "differs" if len(rows) == 1 else "differ"
+
+
+def _froze(rows: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{r['name']} froze {r['mode']}/{r['snapshot_frequency']} from {r['config_path'] or '?'}"
+                     for r in rows)
+
+
+def _groups(rows: list[dict[str, Any]], key) -> dict[Any, list[dict[str, Any]]]:
+    """``rows`` grouped by ``key(row)``, groups and members in first-seen order."""
+    out: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
+
+
+def _agreement_findings(serving: list[dict[str, Any]]) -> list[Finding]:
+    """Mode, cadence and config.yaml disagreements among serving processes.
+
+    Processes are grouped by value; the group holding the first process
+    (web processes first) is the reference, and every other group gets one
+    finding naming all its members and all the reference's members, so no
+    disagreement hides behind another (a full web process does not mask two
+    delta workers with different cadences).
+    """
+    findings: list[Finding] = []
+    if not serving:
+        return findings
+    by_mode = _groups(serving, lambda r: r["mode"])
+    ref_mode = serving[0]["mode"]
+    for mode, members in by_mode.items():
+        if mode == ref_mode:
+            continue
+        ref = by_mode[ref_mode]
+        findings.append(Finding(
+            "error", "mode_mismatch",
+            f"{_names(members)} {_verb(members)} from {_names(ref)} in: checkpoint_channel_mode {mode} ≠ {ref_mode}",
+            _froze(members + ref),
+            "Give every process the same config.yaml and restart them together."))
+    delta = [r for r in serving if r["mode"] == "delta"]
+    by_cadence = _groups(delta, lambda r: r["snapshot_frequency"])
+    if len(by_cadence) > 1:
+        ref_k = delta[0]["snapshot_frequency"]
+        ref = by_cadence[ref_k]
+        for k, members in by_cadence.items():
+            if k == ref_k:
+                continue
+            findings.append(Finding(
+                "error", "cadence_mismatch",
+                f"{_names(members)} {_verb(members)} from {_names(ref)} in: snapshot_frequency {k} ≠ {ref_k}",
+                _froze(members + ref),
+                "Give every process the same config.yaml and restart them together: the runtime cannot see "
+                "this mismatch, each process snapshots threads at its own cadence."))
+    by_bound = _groups([r for r in serving if r["max_supersteps"] is not None], lambda r: r["max_supersteps"])
+    if len(by_bound) > 1:
+        findings.append(Finding(
+            "warning", "max_supersteps_differs",
+            "processes see different LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT values: "
+            + "; ".join(f"{bound}: {_names(members)}" for bound, members in by_bound.items()),
+            "the bound forces a snapshot after that many supersteps without one",
+            "Set LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT the same way for every process (or nowhere)."))
+    agreeing = _groups(serving, lambda r: (r["mode"], r["snapshot_frequency"] if r["mode"] == "delta" else None))
+    for members in agreeing.values():
+        # An outside process that sent no config hash is unknown, not different.
+        by_sha = _groups([r for r in members if r["config_sha256"]], lambda r: r["config_sha256"])
+        if len(by_sha) < 2:
+            continue
+        (ref_sha, ref), *others = by_sha.items()
+        for sha, group in others:
+            findings.append(Finding(
+                "warning", "config_differs",
+                f"{_names(group)} and {_names(ref)} agree on mode and cadence but read different config.yaml files",
+                f"sha256 {sha[:12]} ({', '.join(sorted({r['config_path'] for r in group}))}) ≠ "
+                f"{ref_sha[:12]} ({', '.join(sorted({r['config_path'] for r in ref}))})",
+                "Identical config.yaml files are a deployment requirement; deploy one file everywhere."))
+    return findings
+
+
+def _process_findings(rows: list[dict[str, Any]]) -> list[Finding]:
+    findings: list[Finding] = []
+    order = {"web": 0, "worker": 1, "external": 2}
+    serving = sorted((r for r in rows if r["state"] == "live"), key=lambda r: (order.get(r["role"], 3), r["name"]))
+    findings += _agreement_findings(serving)
+    for r in rows:
+        if r["state"] == "stale":
+            findings.append(Finding(
+                "warning", "stale_process", f"{r['name']} missed three heartbeats",
+                f"last heartbeat {r['last_heartbeat']}",
+                "Check whether the process is alive; dismiss it on the audit page once you know it is gone "
+                "(a process silent for 24 h counts as gone: no more warning)."))
+        if r["state"] == "superseded":
+            findings.append(Finding(
+                "info", "restarted_process", f"{r['name']} was restarted: {r['superseded_by']} replaced it",
+                f"same host, role and config.yaml, started later; last heartbeat {r['last_heartbeat']}",
+                "Nothing to fix: dismiss the old process on the audit page."))
+        if r["state"] != "live":
+            continue
+        drift = []
+        if r["disk_error"]:
+            # The runtime's drift check keeps serving the frozen values when the file
+            # cannot be read; only a restart would fail.
+            findings.append(Finding(
+                "warning", "config_unreadable", f"{r['name']}'s config.yaml cannot be read any more",
+                r["disk_error"],
+                "The process keeps serving with its frozen mode and cadence, but would not start again: "
+                "fix the file before restarting anything."))
+        elif r["disk_mode"] and r["disk_mode"] != r["mode"]:
+            drift.append(f"checkpoint_channel_mode {r['mode']} (frozen) ≠ {r['disk_mode']} (on disk)")
+        elif (r["disk_mode"] == "delta" and r["disk_snapshot_frequency"] is not None
+              and r["disk_snapshot_frequency"] != r["snapshot_frequency"]):
+            drift.append(f"snapshot_frequency {r['snapshot_frequency']} (frozen) ≠ "
+                         f"{r['disk_snapshot_frequency']} (on disk)")
+        if drift:
+            findings.append(Finding(
+                "error", "config_drift", f"{r['name']} is mid mode-flip: {'; '.join(drift)}",
+                f"{r['config_path']} changed after the process froze",
+                "It answers 503 to thread reads until restarted: restart it (and every process sharing the database)."))
+        elif r["disk_sha256"] and r["disk_sha256"] != r["config_sha256"]:
+            findings.append(Finding(
+                "warning", "config_edited", f"{r['name']}'s config.yaml changed on disk (mode and cadence unchanged)",
+                f"sha256 {r['config_sha256'][:12]} (frozen) ≠ {r['disk_sha256'][:12]} (on disk)",
+                "Restart the process at a convenient time so it runs what the file says."))
+        for q in r["queues"]:
+            if q.startswith("checkpoints.") and q != mode_queue(r["mode"]):
+                findings.append(Finding(
+                    "error", "queue_mode_mismatch", f"{r['name']} ({r['mode']}) consumes {q}",
+                    f"queues: {', '.join(r['queues'])}",
+                    f"A {r['mode']}-mode worker must consume only {mode_queue(r['mode'])}; fix its -Q option."))
+    return findings
+
+
+def live_only_rows(live: LiveCheck, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Workers that answered the live check but have no live registry row, as rows for the findings.
+
+    Such a worker serves (it consumes tasks) although its heartbeats do not
+    reach this database; its mode and cadence still have to agree.
+    """
+    registered = {r["instance_id"] for r in rows if r["state"] == "live"}
+    out = []
+    for node, facts in sorted(live.replies.items()):
+        if facts.get("instance_id") and facts["instance_id"] in registered:
+            continue
+        out.append({
+            "name": node, "instance_id": facts.get("instance_id") or "", "role": "worker",
+            "host": facts.get("host", ""), "pid": facts.get("pid"), "state": "live",
+            "mode": facts.get("mode", ""), "snapshot_frequency": facts.get("snapshot_frequency"),
+            "config_path": facts.get("config_path", ""), "config_sha256": facts.get("config_sha256", ""),
+            "max_supersteps": facts.get("max_supersteps"), "versions": facts.get("versions") or {},
+            "queues": facts.get("queues") or [], "started_at": None, "last_heartbeat": None,
+            "disk_sha256": facts.get("disk_sha256", ""), "disk_mode": facts.get("disk_mode", ""),
+            "disk_snapshot_frequency": facts.get("disk_snapshot_frequency"),
+            "disk_error": facts.get("disk_error", ""),
+        })
+    return out
+
+
+def live_findings(live: LiveCheck, rows: list[dict[str, Any]], live_only: list[dict[str, Any]]) -> list[Finding]:
+    if not live.supported:
+        return [Finding("info", "live_check_unavailable", "Live check not available", live.error or "",
+                        "The audit relies on heartbeats only.")]
+    findings = []
+    by_instance = {facts.get("instance_id"): (node, facts) for node, facts in live.replies.items()}
+    for r in rows:
+        if r["role"] != "worker" or r["state"] != "live":
+            continue
+        if r["instance_id"] not in by_instance:
+            findings.append(Finding("warning", "worker_silent", f"{r['name']} did not answer the live check",
+                                    f"no reply within {live.timeout_s:.1f} s",
+                                    "The worker may be busy, hung, or on another broker; check its log."))
+            continue
+        node, facts = by_instance[r["instance_id"]]
+        diffs = _differences(facts, r)
+        if diffs:
+            findings.append(Finding("error", "live_differs", f"{node} answers differently from its registry row",
+                                    "; ".join(diffs), "Restart the worker so its registry row is rewritten."))
+    for r in live_only:
+        findings.append(Finding(
+            "warning", "worker_unregistered", f"{r['name']} answered the live check but has no live registry row",
+            f"{r['name']} froze {r['mode']}/{r['snapshot_frequency']} from {r['config_path'] or '?'}",
+            "Its heartbeats do not reach this dashboard's database: check its DASHBOARD_DATABASE_URL "
+            "(it is included in the mode and cadence comparisons above)."))
+    return findings
+
+
+def registry_findings(rows: list[dict[str, Any]]) -> list[Finding]:
+    """The findings the registry alone proves (mode, cadence and config agreement, drift, unreadable
+    config.yaml, stale processes): no live check, no data read. One small query's worth of work, so the
+    banner on every page can use it."""
+    return _process_findings(rows)
+
+
+def readability_findings(full_processes: list[str], delta_threads: int) -> list[Finding]:
+    """The fleet cannot read some threads: live full-mode processes while delta threads are stored.
+
+    Args:
+        full_processes: names of the live processes frozen in full mode.
+        delta_threads: threads whose storage is delta (``mode == "delta"`` in the thread summary, count);
+            a full-mode process answers 409 for each of them (spec: full mode refuses delta lineage).
+    """
+    if not full_processes or not delta_threads:
+        return []
+    names = (full_processes[0] if len(full_processes) == 1
+             else f"{', '.join(full_processes[:-1])} and {full_processes[-1]}")
+    return [Finding(
+        "error", "full_fleet_unreadable_threads",
+        f"{delta_threads:,} delta thread(s) cannot be read by the full-mode process(es) {names}: they answer 409",
+        f"{delta_threads:,} thread(s) stored in delta mode; {len(full_processes)} live full-mode process(es)",
+        "Convert those threads to full (Threads, mode delta, Convert to full), or run every process in delta mode.")]
