@@ -33,7 +33,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain"]
+__all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain", "replay_chains"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ _POSTGRES_SQL = """
     WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, stored) AS (
         SELECT c.checkpoint_id, c.parent_checkpoint_id, {stored_c}
         FROM checkpoints c
-        WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s
+        WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id {seed}
         UNION
         SELECT p.checkpoint_id, p.parent_checkpoint_id, {stored_p}
         FROM chain JOIN checkpoints p
@@ -141,7 +141,13 @@ def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]
                 if out[-1][2]:
                     break
         return out
-    sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"), stored_p=_POSTGRES_STORED.format(a="p"))
+    return _postgres_rows(saver, params, "= %s")
+
+
+def _postgres_rows(saver: Any, params: tuple, seed: str) -> list[tuple[str, str | None, bool, bool]]:
+    """:data:`_POSTGRES_SQL` seeded by ``checkpoint_id {seed}`` (one id, or ``= ANY(%s)`` of a list)."""
+    sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"),
+                               stored_p=_POSTGRES_STORED.format(a="p"), seed=seed)
     with saver._cursor() as cur:  # the saver's own pool/connection handling
         cur.execute(sql, (*params, params[0], params[1]))
         return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"]), bool(r["stored_none"]))
@@ -232,6 +238,59 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
     rows = _chain(saver, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
     links = {cid: (parent, stored) for cid, parent, stored, _none in rows}
     nones = frozenset(cid for cid, _parent, _stored, none in rows if none)
+    return _walk(checkpoint_id, links, nones, lambda: _first_id(saver, thread_id, checkpoint_ns))
+
+
+def replay_chains(saver: Any, thread_id: str, checkpoint_ns: str,
+                  checkpoint_ids: list[str]) -> dict[str, ReplayChain]:
+    """:func:`replay_chain` of several checkpoints of one namespace (a history page), equal to it for each.
+
+    On Postgres one recursive query walks from all of them at once (the rows
+    their walks share are read once); on SQLite each is walked as
+    :func:`replay_chain` walks it.
+
+    Args:
+        saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: empty chains, no gap).
+        thread_id, checkpoint_ns: the namespace.
+        checkpoint_ids: the checkpoints to reconstruct.
+
+    Returns:
+        ``{checkpoint_id: ReplayChain}`` for every id given.
+    """
+    conn = getattr(saver, "conn", None)
+    if conn is None or isinstance(conn, sqlite3.Connection) or not checkpoint_ids:
+        return {cid: replay_chain(saver, thread_id, checkpoint_ns, cid) for cid in checkpoint_ids}
+    rows = _postgres_rows(saver, (thread_id, checkpoint_ns, list(checkpoint_ids), thread_id, checkpoint_ns),
+                          "= ANY(%s)")
+    links = {cid: (parent, stored) for cid, parent, stored, _none in rows}
+    none_ids = {cid for cid, _parent, _stored, none in rows if none}
+    first: list[str | None] = []
+
+    def first_id() -> str | None:
+        if not first:
+            first.append(_first_id(saver, thread_id, checkpoint_ns))
+        return first[0]
+
+    return {cid: _walk(cid, links, frozenset(none_ids & _reached(cid, links)), first_id)
+            for cid in checkpoint_ids}
+
+
+def _reached(checkpoint_id: str, links: dict[str, tuple[str | None, bool]]) -> set[str]:
+    """The rows the recursive query returns when seeded with ``checkpoint_id`` alone: itself and, up from
+    each row that stores no value, its parent (each row once)."""
+    out: set[str] = set()
+    current: str | None = checkpoint_id
+    while current is not None and current in links and current not in out:
+        out.add(current)
+        parent, stored = links[current]
+        current = None if stored else parent
+    return out
+
+
+def _walk(checkpoint_id: str, links: dict[str, tuple[str | None, bool]], nones: frozenset[str],
+          first_id: Any) -> ReplayChain:
+    """The chain from ``checkpoint_id`` through ``links`` (``{id: (parent, stores a value)}``); ``first_id()``
+    names the namespace's first checkpoint (asked only when the walk ends at a parentless row)."""
     seen: list[str] = []
     current = checkpoint_id
 
@@ -245,7 +304,7 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
             return done(None)  # an anchor: the reader seeds from the value stored here
         if parent is None:
             seen.append(current)
-            if current == _first_id(saver, thread_id, checkpoint_ns):
+            if current == first_id():
                 return done(None)  # the root
             return done(LineageGap("null_parent", checkpoint_id, current, None, len(seen) - 1))
         if parent in seen or parent == current:
@@ -255,4 +314,3 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
     if not seen:
         return done(None)  # checkpoint_id itself is not stored: the caller reports that
     return done(LineageGap("missing_parent", checkpoint_id, seen[-1], current, len(seen) - 1))
-
