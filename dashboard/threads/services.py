@@ -29,7 +29,7 @@ from deerflow.errors import (
     ThreadNotFoundError,
 )
 from deerflow.history_values import derive_messages
-from deerflow.lineage import ReplayChain, branch_points, replay_chain
+from deerflow.lineage import ReplayChain, branch_points, replay_chain, replay_chains
 from deerflow.prefetch import reuse_tuple
 from deerflow.readercompare import REASONS, needs_comparison, replay_reading
 from deerflow.replaycheck import find_reducer_failure
@@ -234,6 +234,15 @@ def _replay_chain(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str, chec
     return replay_chain(rt.saver, thread_id, checkpoint_ns, checkpoint_id)
 
 
+def _replay_chains(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str,
+                   tuples: list[Any]) -> dict[str, ReplayChain]:
+    """:func:`_replay_chain` of every tuple of a history page (one query on Postgres), by checkpoint id."""
+    ids = [t.config["configurable"]["checkpoint_id"] for t in tuples]
+    if rt.mode != CHECKPOINT_MODE_DELTA:
+        return {cid: ReplayChain(None, (), frozenset()) for cid in ids}
+    return replay_chains(rt.saver, thread_id, checkpoint_ns, ids)
+
+
 class _Branches:
     """The namespace's branch points, queried once per request and only when a replay chain is longer than one."""
 
@@ -417,13 +426,14 @@ def read_history(
     known: dict[str, tuple[Any, list[Any] | None]] = {}  # id -> (tuple, LangGraph's reading of messages)
     rows = []
     branches = _Branches(rt, thread_id, checkpoint_ns)
+    chains = _replay_chains(rt, thread_id, checkpoint_ns, page)
     for tup in reversed(page):
         cid = tup.config["configurable"]["checkpoint_id"]
         if not delta:
             _gate_lineage(rt, thread_id, checkpoint_ns, cid)
         parent_id = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
         parent_tup, parent_theirs = known.get(parent_id, (None, None)) if parent_id != cid else (None, None)
-        chain = _replay_chain(rt, thread_id, checkpoint_ns, cid)
+        chain = chains[cid]
         problem = "history_incomplete" if chain.gap else None
         messages = theirs = None
         disagreement: dict[str, Any] | None = None
