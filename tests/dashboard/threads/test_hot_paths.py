@@ -158,3 +158,14 @@ def test_an_unfiltered_page_keys_its_items_by_the_messages_and_builds_them_only_
     hits = message_page(thread({"q": "x"}, "1"), q="x is")
     assert [i.index for i in hits.items] == [3] and hits.shown == 1
     assert message_items_key(None, "t", "", "cp", hits) != key
+
+
+def test_fragment_keys_digest_every_part_and_fall_back_to_repr():
+    import threading
+
+    from dashboard.threads.fragments import fragment_key
+
+    assert fragment_key("a", {"x": [1, 2]}) == fragment_key("a", {"x": [1, 2]})
+    assert len({fragment_key("a", v) for v in (1, 1.0, True, "1", (1,), [1], None)}) == 7
+    lock = threading.Lock()  # does not pickle: digested by repr
+    assert fragment_key("a", lock) == fragment_key("a", lock) != fragment_key("a", threading.Lock())
