@@ -169,3 +169,27 @@ def test_fragment_keys_digest_every_part_and_fall_back_to_repr():
     assert len({fragment_key("a", v) for v in (1, 1.0, True, "1", (1,), [1], None)}) == 7
     lock = threading.Lock()  # does not pickle: digested by repr
     assert fragment_key("a", lock) == fragment_key("a", lock) != fragment_key("a", threading.Lock())
+
+
+def test_the_grouping_reads_tool_calls_as_getattr_does():
+    from langchain_core.messages import SystemMessage, ToolMessage
+
+    from dashboard.threads.messages import _tool_calls
+
+    calls = [{"name": "search", "args": {}, "id": "c1"}]
+
+    class Plain:
+        tool_calls = calls
+
+    class Computed:
+        @property
+        def tool_calls(self):
+            return calls
+
+    class Nothing:
+        pass
+
+    for message in (HumanMessage("q"), AIMessage("a"), AIMessage("", tool_calls=calls), SystemMessage("s"),
+                    ToolMessage("r", tool_call_id="c1"), HumanMessage("q", tool_calls=calls),  # an extra field
+                    Plain(), Computed(), Nothing(), "text", None):
+        assert _tool_calls(message) == getattr(message, "tool_calls", None), message
