@@ -193,3 +193,22 @@ def test_the_grouping_reads_tool_calls_as_getattr_does():
                     ToolMessage("r", tool_call_id="c1"), HumanMessage("q", tool_calls=calls),  # an extra field
                     Plain(), Computed(), Nothing(), "text", None):
         assert _tool_calls(message) == getattr(message, "tool_calls", None), message
+
+
+def test_the_message_section_key_follows_the_search_form_and_the_page_numbers():
+    from dashboard.threads.forms import ThreadPageForm
+    from dashboard.threads.fragments import message_section_key
+    from dashboard.threads.messages import message_page
+
+    messages = [HumanMessage(f"q{i}", id=f"h{i}") for i in range(5)]
+
+    def key(data: dict, page: int = 1, page_size: int = 2) -> str:
+        form = ThreadPageForm(data)
+        assert form.is_valid()
+        return message_section_key("items", message_page(messages, page=page, page_size=page_size), form)
+
+    base = key({})
+    assert key({}) == base
+    assert key({"q": " "}) != base  # the widget draws the bound value, stripped or not
+    assert key({"role": "human"}) != base
+    assert key({}, page=2) != base and key({}, page_size=3) != base
