@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.context_processors import PermWrapper
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
-from django.db import connections, router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 
 __all__ = ["TemplatePerms", "permissions_sql", "prefill_permissions"]
 
@@ -61,7 +61,7 @@ def prefill_permissions(user: Any) -> bool:
             or not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False)
             or getattr(user, "is_superuser", False) or hasattr(user, "_perm_cache")):
         return False
-    connection = connections[router.db_for_read(Permission)]
+    connection = connections[router.db_for_read(Permission) or DEFAULT_DB_ALIAS]
     with connection.cursor() as cur:
         cur.execute(permissions_sql(connection), [user.pk, user.pk])
         user._perm_cache = {f"{app_label}.{codename}" for app_label, codename in cur.fetchall()}

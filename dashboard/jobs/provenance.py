@@ -7,7 +7,7 @@ backup is still active is decided by the revert confirmation page.
 
 from __future__ import annotations
 
-from django.db import connections, router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 
 from dashboard.jobs.models import ConversionJob, ThreadResult
 
@@ -32,9 +32,9 @@ def thread_jobs(thread_id: str) -> list[ThreadResult]:
 
 def _has_results(thread_id: str) -> bool:
     """Whether any job result names ``thread_id`` (the ``thread_id`` index, one row at most)."""
-    connection = connections[router.db_for_read(ThreadResult)]
+    connection = connections[router.db_for_read(ThreadResult) or DEFAULT_DB_ALIAS]
     q = connection.ops.quote_name
-    column = q(ThreadResult._meta.get_field("thread_id").column)
+    column = q(str(ThreadResult._meta.get_field("thread_id").column))
     with connection.cursor() as cur:
         cur.execute(f"SELECT 1 FROM {q(ThreadResult._meta.db_table)} WHERE {column} = %s LIMIT 1", [thread_id])
         return cur.fetchone() is not None
