@@ -13,8 +13,8 @@ Modules (run in this order; each adds flat keys to one results dict):
 * :mod:`benchmarks.bench_web` -- requests/s and p99 of 20 loopback clients, gunicorn gthread vs two sync workers.
 
 :func:`run_all` writes ``benchmarks/results/latest.json`` and ``latest.md``
-(a small-scale or subset run: ``latest-<scale>[-<names>].*``; :mod:`benchmarks.report`). Scratch Postgres databases are created and
-dropped by each benchmark. Benchmarks are not tests: nothing here asserts a time.
+(a small-scale or subset run: ``latest-<scale>[-<names>].*``; :mod:`benchmarks.report`). Scratch Postgres
+databases are created and dropped by each benchmark. Benchmarks are not tests: nothing here asserts a time.
 """
 
 from __future__ import annotations

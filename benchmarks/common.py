@@ -90,7 +90,8 @@ def median_ms(fn: Callable[[], Any], repeats: int, *, warmup: int = 1) -> float:
 
 
 def runtime_for(database: DatabaseConfig, mode: str, snapshot_frequency: int = 10) -> Any:
-    """A dashboard runtime on ``database`` in ``mode`` from a real config.yaml, not frozen (benchmarks read both modes)."""
+    """A dashboard runtime on ``database`` in ``mode`` from a real config.yaml, not frozen (benchmarks read both
+    modes)."""
     from dashboard.runtime import DashboardRuntime
     from deerflow.config import load_config
 

@@ -19,8 +19,9 @@ conversion transaction dies with its connection, as in a SIGKILL) and
 recorded on its row as ``time_limit`` -- neither run a second time by a
 redelivery nor lost. No soft limit: ``SoftTimeLimitExceeded`` is raised
 wherever the task happens to be, and code that turns a decoder's failure into
-a finding (``deerflow.convert``) would report it as an integrity mismatch. A redelivery that happens anyway (a worker that lost the
-broker for a moment) is guarded by the row's claim number
+a finding (``deerflow.convert``) would report it as an integrity mismatch. A
+redelivery that happens anyway (a worker that lost the broker for a moment)
+is guarded by the row's claim number
 (:func:`dashboard.jobs.services.run_thread`).
 """
 

@@ -157,16 +157,35 @@ _runtime: DashboardRuntime | None = None
 _runtime_lock = threading.Lock()
 
 
+#: Why a web process or a worker does not start on the ``memory`` backend (``{path}``: the config file).
+MEMORY_BACKEND_STARTUP = (
+    "{path}: database.backend: memory cannot be browsed or converted: an in-memory saver starts empty in "
+    "every process and has no tables to read. Set database.backend to sqlite or postgres (the DeerFlow "
+    "deployment's own checkpoint database) in that config.yaml, or point DEER_FLOW_CONFIG_PATH at the "
+    "deployment's config.yaml, and start the process again."
+)
+
+
 def startup(path: str | None = None) -> DashboardRuntime:
     """Load config.yaml (``path`` or ``DEER_FLOW_CONFIG_PATH``), freeze, and install the runtime.
 
-    Idempotent within a process. Raises ``ConfigError`` for a bad file and
-    ``CheckpointModeReconfigurationError`` if the process froze other values.
+    The web process and every worker start here; as the management commands do
+    (:data:`dashboard.commands.MEMORY_BACKEND_MESSAGE`), they refuse the ``memory``
+    backend before freezing anything. Idempotent within a process.
+
+    Raises:
+        ConfigError: a bad file, or ``database.backend: memory`` (:data:`MEMORY_BACKEND_STARTUP`,
+            key ``database.backend``).
+        CheckpointModeReconfigurationError: the process froze other values.
     """
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = DashboardRuntime.from_config(load_config(path))
+            config = load_config(path)
+            if config.database.backend == "memory":
+                raise ConfigError(MEMORY_BACKEND_STARTUP.format(path=config.path), path=str(config.path),
+                                  key="database.backend")
+            _runtime = DashboardRuntime.from_config(config)
         return _runtime
 
 

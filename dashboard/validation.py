@@ -50,8 +50,10 @@ def hostile_parameter(where: str, items: Iterable[tuple[str, Any]]) -> str | Non
             return f"a {where} name contains a NUL byte (\\x00): {_name(name)!r}"
         if isinstance(value, str) and NUL in value:
             return f"{where} {name} contains a NUL byte (\\x00), which no stored value can hold"
-        if isinstance(value, int) and not isinstance(value, bool) and not -MAX_STORED_INT - 1 <= value <= MAX_STORED_INT:
-            return f"{where} {name} is {len(str(abs(value)))} digits long, past the largest stored id ({MAX_STORED_INT})"
+        if (isinstance(value, int) and not isinstance(value, bool)
+                and not -MAX_STORED_INT - 1 <= value <= MAX_STORED_INT):
+            return (f"{where} {name} is {len(str(abs(value)))} digits long, "
+                    f"past the largest stored id ({MAX_STORED_INT})")
     return None
 
 

@@ -77,7 +77,8 @@ def _sqlite(saver: Any, thread_id: str) -> Iterator[Undecodable]:
         checkpoints = list(_rows(conn, "SELECT checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints "
                                        "WHERE thread_id = ? ORDER BY checkpoint_ns, checkpoint_id", (thread_id,)))
         writes = list(_rows(conn, "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value FROM writes "
-                                  "WHERE thread_id = ? ORDER BY checkpoint_ns, checkpoint_id, task_id, idx", (thread_id,)))
+                                  "WHERE thread_id = ? ORDER BY checkpoint_ns, checkpoint_id, task_id, idx",
+                            (thread_id,)))
     for ns, cid, type_, blob in checkpoints:
         if (why := _decodes(serde, type_, blob, checkpoint=True)) is not None:
             yield Undecodable(thread_id, ns, cid, "checkpoint", why)

@@ -110,7 +110,8 @@ def _summary_cadences_ready(saver: Any) -> bool:
 
 
 def infer_cadences(saver: Any, thread_ids: list[str] | None = None,
-                   max_supersteps: int = DEFAULT_MAX_SUPERSTEPS, *, use_summary: bool = True) -> dict[str, CadenceInference]:
+                   max_supersteps: int = DEFAULT_MAX_SUPERSTEPS, *,
+                   use_summary: bool = True) -> dict[str, CadenceInference]:
     """Infer each delta thread's snapshot cadence from its checkpoint metadata.
 
     Args:

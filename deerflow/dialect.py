@@ -1,7 +1,7 @@
 """The SQL dialect of a checkpoint database: chosen once, asked for every difference.
 
 :class:`Dialect` is a :class:`~enum.StrEnum` (``"sqlite"`` / ``"postgres"``,
-so ``dialect == "postgres"`` still holds) that owns everything the two
+so a dialect still compares equal to its name) that owns everything the two
 LangGraph layouts do differently, so no module branches on the string:
 
 * **choice** -- :meth:`Dialect.of_database` (a ``database:`` block),
@@ -12,7 +12,9 @@ LangGraph layouts do differently, so no module branches on the string:
 * **placeholders and rows** -- :meth:`Dialect.sql` (``?`` everywhere),
   :meth:`Dialect.rows`;
 * **table names** -- :attr:`Dialect.writes_table`, :attr:`Dialect.write_value_column`,
-  :attr:`Dialect.saver_tables`, :attr:`Dialect.has_blob_table`;
+  :attr:`Dialect.write_columns`, :attr:`Dialect.saver_tables`, :attr:`Dialect.has_blob_table`;
+* **stored documents and loading** -- :attr:`Dialect.json_columns`, :meth:`Dialect.json_param`,
+  :attr:`Dialect.bulk_copy`, :attr:`Dialect.pipelines`;
 * **locks** -- :meth:`Dialect.lock_thread` (``pg_advisory_xact_lock``; SQLite's
   ``BEGIN IMMEDIATE`` already holds the database write lock), :meth:`Dialect.begin`;
 * **DDL** -- :attr:`Dialect.bigint`, :attr:`Dialect.smallint`,
@@ -87,15 +89,34 @@ class Dialect(StrEnum):
 
     @classmethod
     def of_connection(cls, conn: Any) -> Dialect:
-        """``SQLITE`` for a ``sqlite3.Connection``, else ``POSTGRES`` (a psycopg connection or pool)."""
-        return cls.SQLITE if isinstance(conn, sqlite3.Connection) else cls.POSTGRES
+        """The dialect of a connection or pool, decided by its type (never by the attributes it happens to have).
+
+        Args:
+            conn: a ``sqlite3.Connection``, a psycopg connection (sync or async)
+                or a ``psycopg_pool`` pool (any subclass of its ``BasePool``).
+
+        Raises:
+            TypeError: ``conn`` is none of those.
+        """
+        if isinstance(conn, sqlite3.Connection):
+            return cls.SQLITE
+        import psycopg
+        from psycopg_pool.base import BasePool
+
+        if isinstance(conn, psycopg.BaseConnection | BasePool):
+            return cls.POSTGRES
+        raise TypeError(f"not a sqlite3 or psycopg connection, nor a psycopg_pool pool: {type(conn).__name__}")
 
     @classmethod
     def of_saver(cls, saver: Any) -> Dialect | None:
-        """The dialect of a LangGraph saver's tables, or ``None`` for a saver without SQL tables (``InMemorySaver``)."""
+        """The dialect of a LangGraph saver's tables (its ``conn``), or ``None`` for a saver without SQL tables.
+
+        Raises:
+            TypeError: the saver's ``conn`` is not a connection or pool (see :meth:`of_connection`).
+        """
         conn = getattr(saver, "conn", None)
         if conn is None:
-            return None
+            return None  # InMemorySaver keeps no SQL tables
         return cls.of_connection(conn)
 
     # -- connect --------------------------------------------------------------------
@@ -163,6 +184,13 @@ class Dialect(StrEnum):
         return "value" if self is Dialect.SQLITE else "blob"
 
     @property
+    def write_columns(self) -> str:
+        """The writes table's columns in the order LangGraph's schema declares them, comma-separated."""
+        if self is Dialect.SQLITE:
+            return "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path"
+        return "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob"
+
+    @property
     def has_blob_table(self) -> bool:
         """True when channel values live in ``checkpoint_blobs`` (Postgres), not in the checkpoint (SQLite)."""
         return self is Dialect.POSTGRES
@@ -178,10 +206,38 @@ class Dialect(StrEnum):
         return self is Dialect.POSTGRES
 
     def table_exists_sql(self) -> str:
-        """``SELECT ... AS x`` true when the table named by the one ``?`` parameter exists (Postgres: on the search path)."""
+        """``SELECT ... AS x`` true when the table named by the one ``?`` parameter exists (Postgres: on the
+        search path)."""
         if self is Dialect.SQLITE:
             return "SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = ?"
         return "SELECT to_regclass(?) IS NOT NULL AS x"
+
+    # -- stored documents and loading ----------------------------------------------
+    @property
+    def json_columns(self) -> bool:
+        """True when ``checkpoint`` and ``metadata`` are JSONB documents (Postgres: the driver returns them
+        parsed, or JSON text from ``COPY``/casts); False when they are bytes (SQLite: msgpack checkpoint,
+        JSON metadata)."""
+        return self is Dialect.POSTGRES
+
+    def json_param(self, value: Any) -> Any:
+        """``value`` bound for a ``checkpoint``/``metadata`` column: wrapped in psycopg's ``Jsonb`` on
+        Postgres, as is on SQLite (the stored bytes)."""
+        if self is Dialect.SQLITE:
+            return value
+        from psycopg.types.json import Jsonb
+
+        return Jsonb(value)
+
+    @property
+    def bulk_copy(self) -> bool:
+        """True when rows are bulk-loaded with ``COPY ... (FORMAT BINARY)`` (Postgres); SQLite: ``executemany``."""
+        return self is Dialect.POSTGRES
+
+    @property
+    def pipelines(self) -> bool:
+        """True when the driver can queue statements without waiting for each result (psycopg pipeline mode)."""
+        return self is Dialect.POSTGRES
 
     # -- transactions and locks -----------------------------------------------------
     def begin(self, conn: Any, *, write: bool) -> None:
@@ -212,7 +268,8 @@ class Dialect(StrEnum):
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
     def try_lock_sql(self) -> str | None:
-        """SQL taking a transaction-scoped lock on the ``?`` key without waiting (``AS ok``), or ``None`` (SQLite: held)."""
+        """SQL taking a transaction-scoped lock on the ``?`` key without waiting (``AS ok``), or ``None``
+        (SQLite: held)."""
         if self is Dialect.SQLITE:
             return None
         return "SELECT pg_try_advisory_xact_lock(hashtext(?)) AS ok"
@@ -264,6 +321,12 @@ class Dialect(StrEnum):
             return (f"CAST(json_extract(CAST({alias}.metadata AS TEXT), "
                     f"'$.{COUNTERS_METADATA_KEY}.messages[{index}]') AS INTEGER)")
         return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages'->>{index})::bigint)"
+
+    def source(self, alias: str = "c") -> str:
+        """The metadata ``source`` (LangGraph's ``input`` / ``loop`` / ``update`` / ``fork``) as text, or NULL."""
+        if self is Dialect.SQLITE:
+            return f"json_extract(CAST({alias}.metadata AS TEXT), '$.source')"
+        return f"({alias}.metadata->>'source')"
 
     def step(self, alias: str = "c") -> str:
         """The metadata ``step`` as an integer, or NULL."""

@@ -12,7 +12,7 @@
     ├── CheckpointDecodeError               a stored checkpoint value cannot be decoded (HTTP 422)
     ├── IncompleteHistoryError              a delta checkpoint's replay chain is broken (HTTP 422)
     ├── ReducerError                        a stored write the messages reducer refuses (HTTP 422)
-    ├── BranchAmbiguousError                sibling forks: which child consumed the branch point's writes is unknown (HTTP 422)
+    ├── BranchAmbiguousError                sibling forks: which child consumed the fork's writes is unknown (HTTP 422)
     ├── InvalidCursorError                  (deerflow.inventory) a thread-list cursor does not decode
     ├── BackupNotFoundError                 (deerflow.convert.backups) no active backup with this id
     │   └── BackupAlreadyPurgedError        the backup was purged before

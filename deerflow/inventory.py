@@ -176,7 +176,8 @@ def _page(rows: list[dict[str, Any]], *, limit: int, cursor: str | None, mode: s
           thread_class: str | None, sort: str) -> tuple[list[ThreadSummary], str | None]:
     """Filter, order and cut one keyset page in memory (the same order and cursors as the SQL path)."""
     key = SORTS[sort]
-    rows = [r for r in rows if (not mode or r["mode"] == mode) and (not thread_class or r["thread_class"] == thread_class)]
+    rows = [r for r in rows
+            if (not mode or r["mode"] == mode) and (not thread_class or r["thread_class"] == thread_class)]
     empty = "" if sort == "updated" else 0
     rows.sort(key=lambda r: (r[key] if r[key] is not None else empty, r["thread_id"]), reverse=True)
     if cursor:

@@ -29,9 +29,11 @@ repeated row, so a cycle ends it). Nothing is written.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
+
+from deerflow.sqlread import has_sql_tables, reader_for
+from deerflow.storage_errors import translated
 
 __all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain", "replay_chains"]
 
@@ -90,17 +92,17 @@ _POSTGRES_SQL = """
     WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, stored) AS (
         SELECT c.checkpoint_id, c.parent_checkpoint_id, {stored_c}
         FROM checkpoints c
-        WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id {seed}
+        WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id {seed}
         UNION
         SELECT p.checkpoint_id, p.parent_checkpoint_id, {stored_p}
         FROM chain JOIN checkpoints p
-          ON p.thread_id = %s AND p.checkpoint_ns = %s AND p.checkpoint_id = chain.parent_checkpoint_id
+          ON p.thread_id = ? AND p.checkpoint_ns = ? AND p.checkpoint_id = chain.parent_checkpoint_id
         WHERE NOT chain.stored
     )
     SELECT chain.checkpoint_id, chain.parent_checkpoint_id, chain.stored,
            jsonb_typeof(k.checkpoint -> 'channel_values' -> 'messages') = 'null' AS stored_none
     FROM chain JOIN checkpoints k
-      ON k.thread_id = %s AND k.checkpoint_ns = %s AND k.checkpoint_id = chain.checkpoint_id
+      ON k.thread_id = ? AND k.checkpoint_ns = ? AND k.checkpoint_id = chain.checkpoint_id
 """
 _POSTGRES_STORED = """(
     COALESCE(jsonb_typeof({a}.checkpoint -> 'channel_values' -> 'messages'), 'null') NOT IN ('null')
@@ -125,33 +127,32 @@ _SQLITE_SQL = """
 
 
 def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]]:
-    """``[(checkpoint_id, parent_id, stores_messages, stores_none)]`` from the checkpoint up to (and with) its anchor."""
-    conn = saver.conn
-    if isinstance(conn, sqlite3.Connection):
-        out: list[tuple[str, str | None, bool, bool]] = []
-        seen: set[str] = set()
-        with saver.lock:
-            for cid, parent, type_tag, blob in conn.execute(_SQLITE_SQL, params):
-                if cid in seen:
-                    break
-                seen.add(cid)
-                values = saver.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
-                none = MESSAGES in values and values[MESSAGES] is None
-                out.append((cid, parent, MESSAGES in values and not none, none))
-                if out[-1][2]:
-                    break
-        return out
-    return _postgres_rows(saver, params, "= %s")
+    """``[(checkpoint_id, parent_id, stores_messages, stores_none)]``: the checkpoint up to its anchor (included)."""
+    reader = reader_for(saver)
+    if reader.dialect.has_blob_table:  # Postgres: the stage-1 probe, in SQL
+        return _postgres_rows(saver, params, "= ?")
+    # SQLite: values live inside the checkpoint blob; rows are streamed and the walk stops at the anchor
+    out: list[tuple[str, str | None, bool, bool]] = []
+    seen: set[str] = set()
+    with reader.reading() as tx, translated():
+        for cid, parent, type_tag, blob in tx.conn.execute(_SQLITE_SQL, params):
+            if cid in seen:
+                break
+            seen.add(cid)
+            values = saver.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+            none = MESSAGES in values and values[MESSAGES] is None
+            out.append((cid, parent, MESSAGES in values and not none, none))
+            if out[-1][2]:
+                break
+    return out
 
 
 def _postgres_rows(saver: Any, params: tuple, seed: str) -> list[tuple[str, str | None, bool, bool]]:
-    """:data:`_POSTGRES_SQL` seeded by ``checkpoint_id {seed}`` (one id, or ``= ANY(%s)`` of a list)."""
+    """:data:`_POSTGRES_SQL` seeded by ``checkpoint_id {seed}`` (one id, or ``= ANY(?)`` of a list)."""
     sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"),
                                stored_p=_POSTGRES_STORED.format(a="p"), seed=seed)
-    with saver._cursor() as cur:  # the saver's own pool/connection handling
-        cur.execute(sql, (*params, params[0], params[1]))
-        return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"]), bool(r["stored_none"]))
-                for r in cur.fetchall()]
+    return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"]), bool(r["stored_none"]))
+            for r in reader_for(saver).query(sql, [*params, params[0], params[1]])]
 
 
 #: Parents whose stored ``messages`` writes a child may not have consumed: two or more children, or
@@ -183,29 +184,19 @@ def branch_points(saver: Any, thread_id: str, checkpoint_ns: str) -> frozenset[s
     Returns:
         Their ids.
     """
-    conn = getattr(saver, "conn", None)
-    if conn is None:
+    if not has_sql_tables(saver):
         return frozenset()
-    params = (thread_id, checkpoint_ns, thread_id, checkpoint_ns)
-    if isinstance(conn, sqlite3.Connection):
-        sql = _BRANCH_SQL.format(meta="json_extract(CAST(c.metadata AS TEXT), '$.source')", writes="writes")
-        with saver.lock:
-            return frozenset(r[0] for r in conn.execute(sql, params))
-    sql = _BRANCH_SQL.format(meta="c.metadata ->> 'source'", writes="checkpoint_writes").replace("?", "%s")
-    with saver._cursor() as cur:
-        cur.execute(sql, params)
-        return frozenset(r["p"] for r in cur.fetchall())
+    reader = reader_for(saver)
+    sql = _BRANCH_SQL.format(meta=reader.dialect.source("c"), writes=reader.writes_table)
+    return frozenset(r["p"] for r in reader.query(sql, [thread_id, checkpoint_ns, thread_id, checkpoint_ns]))
 
 
 def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
-    sql = "SELECT MIN(checkpoint_id) AS first FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
-    conn = saver.conn
-    if isinstance(conn, sqlite3.Connection):
-        with saver.lock:
-            return conn.execute(sql, (thread_id, checkpoint_ns)).fetchone()[0]
-    with saver._cursor() as cur:
-        cur.execute(sql.replace("?", "%s"), (thread_id, checkpoint_ns))
-        return cur.fetchone()["first"]
+    """The namespace's first checkpoint id (LangGraph's ids sort by time), or ``None`` when it has none."""
+    rows = reader_for(saver).query(
+        "SELECT MIN(checkpoint_id) AS first FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+        [thread_id, checkpoint_ns])
+    return rows[0]["first"]
 
 
 def find_lineage_gap(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> LineageGap | None:
@@ -233,7 +224,7 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
     Returns:
         A :class:`ReplayChain`.
     """
-    if getattr(saver, "conn", None) is None:
+    if not has_sql_tables(saver):
         return ReplayChain(None, (), frozenset())
     rows = _chain(saver, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
     links = {cid: (parent, stored) for cid, parent, stored, _none in rows}
@@ -257,11 +248,10 @@ def replay_chains(saver: Any, thread_id: str, checkpoint_ns: str,
     Returns:
         ``{checkpoint_id: ReplayChain}`` for every id given.
     """
-    conn = getattr(saver, "conn", None)
-    if conn is None or isinstance(conn, sqlite3.Connection) or not checkpoint_ids:
+    if not checkpoint_ids or not has_sql_tables(saver) or not reader_for(saver).dialect.has_blob_table:
         return {cid: replay_chain(saver, thread_id, checkpoint_ns, cid) for cid in checkpoint_ids}
     rows = _postgres_rows(saver, (thread_id, checkpoint_ns, list(checkpoint_ids), thread_id, checkpoint_ns),
-                          "= ANY(%s)")
+                          "= ANY(?)")
     links = {cid: (parent, stored) for cid, parent, stored, _none in rows}
     none_ids = {cid for cid, _parent, _stored, none in rows if none}
     first: list[str | None] = []

@@ -15,8 +15,8 @@ web process holds a worker for that long, and a few refreshing operators
 saturate it (health checks included). :class:`FailFastConnectionPool` tells
 an outage from a busy pool after a ``PoolTimeout``: it connects once
 directly; if that fails too, that caller gets :class:`ServerUnreachable` (a
-``PoolTimeout`` carrying libpq's reason), and later callers get it at once for ``cooldown_s`` seconds while the pool keeps
-reconnecting in the background. A pool that timed out because every
+``PoolTimeout`` carrying libpq's reason), and later callers get it at once
+for ``cooldown_s`` seconds while the pool keeps reconnecting in the background. A pool that timed out because every
 connection was busy (the direct connection succeeds) is left as it is.
 """
 

@@ -24,12 +24,12 @@ partial tree. Read-only.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace
 from deerflow.lineage import ReplayChain
+from deerflow.sqlread import reader_for
 
 __all__ = ["REASONS", "ReplayReading", "needs_comparison", "replay_reading"]
 
@@ -73,13 +73,10 @@ def _config(thread_id: str, ns: str, cid: str) -> dict[str, Any]:
 
 
 def _children(saver: Any, thread_id: str, ns: str, parent: str) -> list[str]:
-    sql = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND parent_checkpoint_id = ?"
-    if isinstance(saver.conn, sqlite3.Connection):
-        with saver.lock:
-            return [r[0] for r in saver.conn.execute(sql, (thread_id, ns, parent))]
-    with saver._cursor() as cur:
-        cur.execute(sql.replace("?", "%s"), (thread_id, ns, parent))
-        return [r["checkpoint_id"] for r in cur.fetchall()]
+    rows = reader_for(saver).query(
+        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND parent_checkpoint_id = ?",
+        [thread_id, ns, parent])
+    return [r["checkpoint_id"] for r in rows]
 
 
 def _node(tup: Any, *, with_writes: bool, root: bool = False) -> CheckpointNode:

@@ -64,7 +64,7 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> dict[str,
 
 
 def _chain_writes(saver: Any, target: Any) -> tuple[Any, list[tuple[str, str, int, Any]]] | None:
-    """``(seed, [(write_checkpoint_id, task_id, index, value)] oldest first)``; ``None`` when the target stores a value."""
+    """``(seed, [(write_checkpoint_id, task_id, index, value)] oldest first)``, or ``None`` if the target stores one."""
     if MESSAGES in (target.checkpoint.get("channel_values") or {}):
         return None
     collected: list[list[tuple[str, str, int, Any]]] = []

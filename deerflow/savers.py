@@ -181,7 +181,8 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
 
 
 @asynccontextmanager
-async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4) -> AsyncIterator[BaseCheckpointSaver]:
+async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = False,
+                                  pool_size: int = 4) -> AsyncIterator[BaseCheckpointSaver]:
     """Async twin of :func:`open_checkpointer` (``AsyncSqliteSaver`` / ``AsyncPostgresSaver``).
 
     Args and errors as for :func:`open_checkpointer`; ``create`` also creates

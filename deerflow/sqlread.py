@@ -1,7 +1,8 @@
 """SQL on a LangGraph saver's own connection, portable across its SQLite and Postgres layouts.
 
 :class:`SqlReader` runs queries (``?`` placeholders on both dialects) and
-transactions on the saver's connection or pool; :class:`Tx` runs statements
+transactions on the saver's connection or pool (told apart by type:
+:func:`postgres_connection`); :class:`Tx` runs statements
 inside one. Both carry a :class:`deerflow.dialect.Dialect` as ``dialect``, and
 the SQL fragments the inventory, the summary and the census share (the
 DeerFlow marker, LangGraph's ``messages`` counters, the step, stored sizes)
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from deerflow.dialect import Dialect
 from deerflow.errors import NoSqlTablesError
 from deerflow.storage_errors import translated
 
-__all__ = ["SqlReader", "Tx", "checkpoint_time", "has_sql_tables", "reader_for", "table_exists"]
+__all__ = ["SqlReader", "Tx", "checkpoint_time", "has_sql_tables", "postgres_connection", "reader_for", "table_exists"]
 
 _GREGORIAN_EPOCH = dt.datetime(1582, 10, 15, tzinfo=dt.UTC)
 
@@ -140,6 +141,8 @@ class SqlReader(_Fragments):
 
     Raises:
         NoSqlTablesError: the saver keeps no SQL tables (``InMemorySaver``).
+        TypeError: the saver's ``conn`` is neither a connection nor a pool (:meth:`Dialect.of_connection`);
+            an asynchronous one is refused when first used (:func:`postgres_connection`).
     """
 
     def __init__(self, saver: Any):
@@ -156,12 +159,8 @@ class SqlReader(_Fragments):
 
     @contextmanager
     def _pg_connection(self) -> Iterator[Any]:
-        conn_or_pool = self.saver.conn
-        if hasattr(conn_or_pool, "connection"):
-            with translated(), conn_or_pool.connection() as conn:
-                yield conn
-        else:
-            yield conn_or_pool
+        with postgres_connection(self.saver.conn, lock=getattr(self.saver, "lock", None)) as conn:
+            yield conn
 
     @contextmanager
     def reading(self) -> Iterator[Tx]:
@@ -212,8 +211,46 @@ class SqlReader(_Fragments):
             yield Tx(self.dialect, conn) if conn.autocommit else None
 
 
+@contextmanager
+def postgres_connection(conn_or_pool: Any, *, lock: Any = None) -> Iterator[Any]:
+    """The psycopg connection behind a Postgres saver's ``conn``, chosen by type.
+
+    A ``psycopg.Connection`` is used as it is (under ``lock``, the saver's own,
+    when given: one connection serves one statement at a time, as the saver's
+    ``_cursor()`` keeps it). A ``psycopg_pool.ConnectionPool`` (or subclass)
+    lends one of its connections for the block. Nothing is guessed from
+    attributes: every psycopg connection has a ``connection`` property (itself),
+    so "has ``.connection``" does not tell a pool from a connection.
+
+    Args:
+        conn_or_pool: a saver's ``conn``.
+        lock: the saver's ``lock`` (taken only around a single connection).
+
+    Raises:
+        TypeError: an asynchronous connection or pool, or not a psycopg object at all.
+        StorageError: the pool could not lend a connection.
+    """
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    if isinstance(conn_or_pool, psycopg.Connection):
+        with lock if lock is not None else nullcontext():
+            yield conn_or_pool
+        return
+    if isinstance(conn_or_pool, ConnectionPool):
+        with translated(), conn_or_pool.connection() as conn:
+            yield conn
+        return
+    raise TypeError(f"SqlReader needs a psycopg Connection or a psycopg_pool ConnectionPool, "
+                    f"not {type(conn_or_pool).__name__}")
+
+
 def has_sql_tables(saver: Any) -> bool:
-    """True when ``saver`` keeps its checkpoints in SQL tables (SQLite or Postgres), False for ``InMemorySaver``."""
+    """True when ``saver`` keeps its checkpoints in SQL tables (SQLite or Postgres), False for ``InMemorySaver``.
+
+    Raises:
+        TypeError: the saver's ``conn`` is neither a connection nor a pool (:meth:`Dialect.of_connection`).
+    """
     return Dialect.of_saver(saver) is not None
 
 

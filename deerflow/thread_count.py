@@ -39,6 +39,6 @@ def count_threads(saver: Any, *, mode: str | None = None, thread_class: str | No
                    if (not mode or r.mode == mode) and (not thread_class or r.thread_class == thread_class))
     reader = reader_for(saver)
     where, params = inventory.summary_conditions(reader, mode=mode, thread_class=thread_class, q=q)
-    rows = reader.query(f"SELECT COUNT(*) AS n FROM dfa_thread_summary {'WHERE ' + ' AND '.join(where) if where else ''}",
-                        params)
+    condition = f"WHERE {' AND '.join(where)}" if where else ""
+    rows = reader.query(f"SELECT COUNT(*) AS n FROM dfa_thread_summary {condition}", params)
     return int(rows[0]["n"])

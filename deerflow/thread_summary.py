@@ -105,7 +105,8 @@ class ThreadSummary:
         return out
 
 
-def classify(*, marker_count: int, counters_count: int, bare_count: int, head_marker: bool, head_counters: bool) -> ThreadClass:
+def classify(*, marker_count: int, counters_count: int, bare_count: int, head_marker: bool,
+             head_counters: bool) -> ThreadClass:
     """The thread class from metadata counts (see the module docstring for the rules)."""
     if marker_count == 0 and counters_count == 0:
         return ThreadClass.FULL

@@ -9,8 +9,9 @@ One list of backends and one way to make a database for a test, instead of a cop
 * Fixtures, imported by the conftests that offer them (a fixture is registered where it is imported):
   ``tests/conftest.py`` offers the real fixture everywhere (``sqlite_fixture_dir``, ``sqlite_fixture_db``,
   ``sqlite_fixture_db_rw``, ``postgres_fixture_db``, ``postgres_fixture_db_rw``, ``empty_postgres_db``,
-  ``fixture_backend``); ``tests/deerflow/convert`` and ``tests/deerflow/retention`` offer :func:`db` and
-  :func:`fixture_db`. ``db`` is imported only there, because it shadows pytest-django's ``db`` fixture.
+  ``fixture_backend``); ``tests/deerflow/convert`` and ``tests/deerflow/retention`` offer :func:`scratch_db`
+  (a fresh, empty database per backend; named so it never shadows pytest-django's ``db`` fixture) and
+  :func:`fixture_db`.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def fixture_backend(request: pytest.FixtureRequest) -> tuple[str, DatabaseConfig
 # -- fresh and writable databases per backend (tests/deerflow/convert, tests/deerflow/retention)
 
 @pytest.fixture(params=BACKENDS)
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatabaseConfig]:
+def scratch_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatabaseConfig]:
     """A fresh, empty database on each backend, for hand-built threads (Postgres: dropped afterwards).
 
     The Postgres database is named after the test's folder (``dfa_convert_…``, ``dfa_retention_…``).

@@ -109,7 +109,8 @@ class IdTooLong(InvalidSelection):
     """A thread or backup id longer than :data:`dashboard.jobs.selection.MAX_ID_LENGTH` characters."""
 
     code = "id_too_long"
-    hint = "Check the ids: DeerFlow thread ids and backup ids are short; copy them from the thread list or the backups page."
+    hint = ("Check the ids: DeerFlow thread ids and backup ids are short; copy them from the thread list or the "
+            "backups page.")
 
 
 class UnknownThreads(InvalidSelection):
@@ -138,7 +139,8 @@ class NotADryRun(InvalidSelection):
     def page_view(self) -> ErrorView:
         """The error as the job pages show it."""
         return ErrorView(status=self.status, code=self.code, hint=self.page_hint,
-                         detail=f"Job {self.job_id} is not a finished dry run; start a conversion from a dry run's page.")
+                         detail=f"Job {self.job_id} is not a finished dry run; "
+                                "start a conversion from a dry run's page.")
 
 
 class InvalidRetention(JobError):

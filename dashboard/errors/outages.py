@@ -200,7 +200,8 @@ def _unmigrated(exc: BaseException) -> bool:
 def _broker(exc: BaseException) -> tuple[str, str, str]:
     url = maybe_sanitize_url(settings.CELERY_BROKER_URL)
     service = {"redis": "Redis", "amqp": "RabbitMQ"}.get(broker_kind(url), "The broker")
-    return ("broker_unavailable", "The Celery broker (CELERY_BROKER_URL) cannot be reached; nothing was sent to the workers.",
+    return ("broker_unavailable",
+            "The Celery broker (CELERY_BROKER_URL) cannot be reached; nothing was sent to the workers.",
             f"{service} at {url} is unreachable: {_reason(exc)}. {_START} A job launched meanwhile waits paused: "
             "resume it from its page once the broker is back (a job selecting by filter is cancelled instead: "
             "launch it again).")

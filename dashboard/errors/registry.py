@@ -82,7 +82,8 @@ CODES: dict[str, Code] = {
         "the thread unless the operator acknowledges it (convert_threads --acknowledge-branch-ambiguous).")),
     "invalid_cursor": Code(400, "Drop the cursor parameter to start from the first page."),
     "config_error": Code(503, "Fix config.yaml and restart the process."),
-    "job_not_found": Code(404, "Open the job from the Jobs page, which lists every job; check the number in the address."),
+    "job_not_found": Code(404, (
+        "Open the job from the Jobs page, which lists every job; check the number in the address.")),
     "permission_denied": Code(403, "Ask an administrator for the permission, or log in as another user."),
     "server_error": Code(500, (
         "This is a bug, not something you did: retry, and if it persists report the time and the address; "

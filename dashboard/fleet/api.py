@@ -44,7 +44,8 @@ def heartbeat(request: HttpRequest) -> HttpResponse:
                                     f"Ask an administrator for the permission {HEARTBEAT_PERMISSION} for the "
                                     "account whose token the outside process sends."))
     try:
-        body = json_body(request, hint="Send a JSON object (see the heartbeat snippet in docs/operations.md, Fleet audit, for the fields).")
+        body = json_body(request, hint=("Send a JSON object (see the heartbeat snippet in docs/operations.md, "
+                                        "Fleet audit, for the fields)."))
     except BodyRefused as exc:
         return json_error(exc.view)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -53,7 +54,9 @@ def heartbeat(request: HttpRequest) -> HttpResponse:
         return json_error(ErrorView(400, "invalid_json", "Body must be a JSON object.", "Send a JSON object."))
     form = ExternalHeartbeatForm(body)
     if not form.is_valid():
-        return json_error(invalid_parameters(form, what="heartbeat", hint="See the heartbeat snippet in docs/operations.md (Fleet audit) for the fields."))
+        return json_error(invalid_parameters(
+            form, what="heartbeat",
+            hint="See the heartbeat snippet in docs/operations.md (Fleet audit) for the fields."))
     instance_id = form.cleaned_data["instance_id"]
     if ProcessRecord.objects.filter(instance_id=instance_id).exclude(role="external").exists():
         return json_error(ErrorView(409, "instance_conflict",

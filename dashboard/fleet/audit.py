@@ -312,7 +312,8 @@ def readability_findings(full_processes: list[str], delta_threads: int) -> list[
     """
     if not full_processes or not delta_threads:
         return []
-    names = full_processes[0] if len(full_processes) == 1 else f"{', '.join(full_processes[:-1])} and {full_processes[-1]}"
+    names = (full_processes[0] if len(full_processes) == 1
+             else f"{', '.join(full_processes[:-1])} and {full_processes[-1]}")
     return [Finding(
         "error", "full_fleet_unreadable_threads",
         f"{delta_threads:,} delta thread(s) cannot be read by the full-mode process(es) {names}: they answer 409",
@@ -320,7 +321,9 @@ def readability_findings(full_processes: list[str], delta_threads: int) -> list[
         "Convert those threads to full (Threads, mode delta, Convert to full), or run every process in delta mode.")]
 
 
-def thread_census(rt: DashboardRuntime, *, with_threads: bool = True) -> tuple[dict[str, int], list[inventory.ThreadSummary]]:
+def thread_census(
+    rt: DashboardRuntime, *, with_threads: bool = True,
+) -> tuple[dict[str, int], list[inventory.ThreadSummary]]:
     """Thread count per class (all of :data:`deerflow.inventory.THREAD_CLASSES`; one ``GROUP BY`` on the
     thread summary) and, with ``with_threads``, every summary (paged from the summary's index)."""
     counts = inventory.class_counts(rt.saver)
@@ -517,6 +520,7 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
               "unregistered": [r["name"] for r in live_only]},
         findings=findings, census=counts, cadences=cadences,
         writers={"window_hours": hours, **writers.as_dict()},
-        readiness=_readiness(counts, serving, writers, legacy_estimate(rt, by_class) if by_class is not None else None), threads=threads, storage=storage,
+        readiness=_readiness(counts, serving, writers, legacy_estimate(rt, by_class) if by_class is not None else None),
+        threads=threads, storage=storage,
         writers_as_of=writers.as_of if writers.source == "summary" else None,
     )

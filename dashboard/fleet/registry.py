@@ -41,7 +41,8 @@ def save_facts(instance_id: str, facts: dict[str, Any], *, started_at=None, inte
     """Create or refresh a registry row from a facts dict (see :func:`process_facts`)."""
     now = timezone.now()
     values = {k: facts[k] for k in _FIELDS if k in facts and facts[k] is not None}
-    values.update(last_heartbeat=now, stopped_at=None, heartbeat_interval_s=interval_s, dismissed_at=None, dismissed_by="")
+    values.update(last_heartbeat=now, stopped_at=None, heartbeat_interval_s=interval_s,
+                  dismissed_at=None, dismissed_by="")
     values["name"] = name or f"{facts['role']}@{facts['host']}:{facts['pid']}"
     record, created = ProcessRecord.objects.update_or_create(
         instance_id=instance_id, defaults=values, create_defaults={**values, "started_at": started_at or now})

@@ -57,16 +57,19 @@ def dismiss_process(request: HttpRequest) -> HttpResponse:
     409 for a live or stopped process.
     """
     if not request.user.has_perm(DISMISS_PERMISSION):
-        return error_page(request, ErrorView(403, "permission_denied", "You may read the audit but not dismiss processes.",
+        return error_page(request, ErrorView(403, "permission_denied",
+                                             "You may read the audit but not dismiss processes.",
                                              f"Ask an administrator for the permission {DISMISS_PERMISSION}."))
     form = DismissProcessForm(request.POST)
     if not form.is_valid():
-        return error_page(request, invalid_parameters(form, what="form", hint="Use the Dismiss button of the audit page."))
+        return error_page(request, invalid_parameters(form, what="form",
+                                                      hint="Use the Dismiss button of the audit page."))
     try:
         dismiss(form.cleaned_data["instance_id"], request.user.get_username())
     except ProcessRecord.DoesNotExist as exc:
         return error_page(request, ErrorView(404, "process_not_found", str(exc), "Reload the audit page."))
     except NotDismissible as exc:
         return error_page(request, ErrorView(409, "process_not_dismissible", str(exc),
-                                             "A live process leaves the list by itself when it stops; reload the audit page."))
+                                             "A live process leaves the list by itself when it stops; "
+                                             "reload the audit page."))
     return redirect(reverse("audit"))

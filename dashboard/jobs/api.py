@@ -38,9 +38,10 @@ _PRUNE_FIELDS = ("kept_checkpoint_ids", "deleted_checkpoint_ids", "protected_che
 
 #: What a job body holds (said with every 400 of ``POST /api/jobs``).
 JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run, compact, prune_dry_run or "
-                 "prune); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, throttle_delay_s, "
-                 "max_in_flight, integrity, force_full_fleet, acknowledge_branch_ambiguous; for prune kinds rule, "
-                 "keep_last, protect, backup (docs/operations.md, Conversion jobs; docs/retention.md).")
+                 "prune); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, "
+                 "throttle_delay_s, max_in_flight, integrity, force_full_fleet, acknowledge_branch_ambiguous; "
+                 "for prune kinds rule, keep_last, protect, backup (docs/operations.md, Conversion jobs; "
+                 "docs/retention.md).")
 
 
 def _iso(value) -> str | None:

@@ -48,7 +48,8 @@ FILL, OUTLIER_FILL, AXIS = "#4a78b5", "#c0392b", "#66707a"
 
 
 def interval_words(seconds: int) -> str:
-    """``30`` -> ``"30 s"``, ``60`` -> ``"minute"``, ``300`` -> ``"5 min"``, ``3600`` -> ``"hour"``, ``7200`` -> ``"2 h"``."""
+    """``30`` -> ``"30 s"``, ``60`` -> ``"minute"``, ``300`` -> ``"5 min"``, ``3600`` -> ``"hour"``,
+    ``7200`` -> ``"2 h"``."""
     for unit, size, one in (("d", 86400, "day"), ("h", 3600, "hour"), ("min", 60, "minute")):
         if seconds >= size and seconds % size == 0:
             return one if seconds == size else f"{seconds // size} {unit}"

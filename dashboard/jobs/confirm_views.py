@@ -33,8 +33,8 @@ from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
 from deerflow.convert import BackupInfo, list_backups
 
-__all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm_page", "confirm_rows", "convert_confirm",
-           "revert_confirm"]
+__all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm_page", "confirm_rows",
+           "convert_confirm", "revert_confirm"]
 
 #: What each dry run confirms: the status of the rows it would rewrite, the template and the form.
 _CONFIRMS: dict[str, tuple[str, str, type[Form]]] = {
@@ -82,7 +82,8 @@ def convert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
     if dry_run.kind not in _CONFIRMS or not dry_run.finished:
         return error_page(request, ErrorView(409, "not_a_finished_dry_run",
-                                             f"Job {dry_run.pk} is not a finished dry run: there is no estimate to confirm.",
+                                             f"Job {dry_run.pk} is not a finished dry run: "
+                                             "there is no estimate to confirm.",
                                              "Open a finished dry run's page and use its Convert or Compact button."))
     template, context = confirm_page(dry_run)
     return render(request, template, context)
@@ -155,6 +156,7 @@ def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
         rows.append(RevertRow(b, summary.bytes_total if summary else None))
     permission = "jobs.manage_retention" if job.kind == ConversionJob.Kind.PRUNE else "jobs.manage_conversions"
     return render(request, "jobs/revert_job_confirm.html", {
-        "job": job, "rows": rows, "permission": permission, "may_revert": request.user.has_perm(permission), "backup_bytes": sum(r.backup.bytes for r in rows),
+        "job": job, "rows": rows, "permission": permission, "may_revert": request.user.has_perm(permission),
+        "backup_bytes": sum(r.backup.bytes for r in rows),
         "bytes_now": sum(r.bytes_now or 0 for r in rows),
         "checkpoint_rows": sum(r.backup.checkpoint_rows for r in rows)})

@@ -71,7 +71,8 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
     if throttle_delay_s < 0 or max_in_flight < 1:
         raise InvalidSelection("throttle_delay_s must be >= 0 and max_in_flight >= 1.")
     limits = settings.BROKER_LIMITS
-    if runner == "celery" and limits.broker_timeout_s and throttle_delay_s >= limits.broker_timeout_s - limits.time_limit_s:
+    if (runner == "celery" and limits.broker_timeout_s
+            and throttle_delay_s >= limits.broker_timeout_s - limits.time_limit_s):
         # A countdown task is held unacknowledged by a worker until it falls due and then while it runs:
         # past the broker's timeout it would be delivered again.
         raise InvalidSelection(
@@ -190,7 +191,8 @@ def _revertible(source: ConversionJob) -> list[str]:
     ids = active_backups(source)
     if not ids:
         raise InvalidSelection(f"Job {source.pk}'s backups were all restored or purged; there is nothing left "
-                               "to revert.", hint="Nothing to do: the backups page (/jobs/backups/) shows each backup's status.")
+                               "to revert.",
+                               hint="Nothing to do: the backups page (/jobs/backups/) shows each backup's status.")
     return ids
 
 

@@ -35,8 +35,8 @@ class ConversionJob(models.Model):
             ``compact_dry_run`` (compaction preview), ``compact`` (full to delta, :mod:`dashboard.jobs.compaction`),
             ``prune_dry_run`` (retention preview), ``prune`` (retention, :mod:`dashboard.jobs.pruning`) or
             ``reclaim`` (VACUUM the checkpoint database, :mod:`dashboard.jobs.reclaiming`).
-        state: see :class:`State` (a filter selection starts ``resolving``, the others ``queued``); ``revision`` is bumped on every state change and
-            also serializes dispatchers (its UPDATE takes the row's write lock).
+        state: see :class:`State` (a filter selection starts ``resolving``, the others ``queued``); ``revision``
+            is bumped on every state change and also serializes dispatchers (its UPDATE takes the row's write lock).
         selection: what was asked for, as JSON: ``{"thread_ids": [...]}``,
             ``{"filter": {"mode", "thread_class", "q", "updated_before", "updated_after"}}``
             or, for reverts, ``{"backup_ids": [...]}``; a reclaim: ``{"database": "sqlite" | "postgres"}``.
@@ -204,7 +204,8 @@ class ThreadResult(models.Model):
     class Meta:
         ordering = ["id"]
         # thread_id: a thread page lists the jobs that touched it (dashboard.jobs.provenance) without a scan.
-        indexes = [models.Index(fields=["job", "status"]), models.Index(fields=["thread_id"], name="jobs_result_thread_idx")]
+        indexes = [models.Index(fields=["job", "status"]),
+                   models.Index(fields=["thread_id"], name="jobs_result_thread_idx")]
 
     def __str__(self) -> str:
         return f"{self.thread_id} ({self.status})"

@@ -20,8 +20,8 @@ from deerflow import convert
 from deerflow.convert import ThreadReport
 from deerflow.retention import PruneReport, delete_thread, prune_thread, revert_prune
 
-__all__ = ["MARK_WORDS", "MAX_KEEP_LAST", "REASON_WORDS", "RULES", "checkpoint_marks", "is_prune_backup", "normalize_retention",
-           "revert_one", "run_one", "to_thread_report"]
+__all__ = ["MARK_WORDS", "MAX_KEEP_LAST", "REASON_WORDS", "RULES", "checkpoint_marks", "is_prune_backup",
+           "normalize_retention", "revert_one", "run_one", "to_thread_report"]
 
 #: The largest N of ``keep_last`` a job or policy takes (a thread with more checkpoints keeps them all anyway).
 MAX_KEEP_LAST = 1_000_000
@@ -105,7 +105,8 @@ def run_one(rt: DashboardRuntime, thread_id: str, retention: dict[str, Any], *, 
     """
     report = _prune(rt, thread_id, retention, dry_run=dry_run, note=note)
     if retried and not dry_run and report.status in ("nothing_to_prune", "not_found"):
-        mine = [b for b in convert.list_backups(rt.config.database, thread_id) if b.note == note and b.status == "active"]
+        mine = [b for b in convert.list_backups(rt.config.database, thread_id)
+                if b.note == note and b.status == "active"]
         if mine:
             report.status = "deleted" if retention["rule"] == "delete_threads" else "pruned"
             report.backup_id = mine[0].backup_id

@@ -128,7 +128,8 @@ def run_one(rt: DashboardRuntime, job: ConversionJob) -> convert.ThreadReport:
     except sqlite3.OperationalError as exc:
         if "full" not in str(exc).lower():
             raise  # "database is locked": transient, the task retries it
-        return convert.ThreadReport(thread_id=DATABASE_ROW, status=ThreadResult.ERROR, error=str(exc), hint=NO_DISK_HINT)
+        return convert.ThreadReport(thread_id=DATABASE_ROW, status=ThreadResult.ERROR, error=str(exc),
+                                    hint=NO_DISK_HINT)
     except (ValueError, FileNotFoundError) as exc:
         return convert.ThreadReport(thread_id=DATABASE_ROW, status=ThreadResult.ERROR, error=str(exc),
                                     hint="Reclaim needs the SQLite file or the Postgres database DeerFlow writes.")

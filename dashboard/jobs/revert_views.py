@@ -56,7 +56,8 @@ def backup_revert(request: HttpRequest) -> HttpResponse:
     """The confirmation page (GET, any staff; the button needs the permission) and the revert job
     (POST, ``jobs.manage_conversions``; ``jobs.manage_retention`` for a prune's backup) for one active backup."""
     form = RevertBackupForm(request.POST if request.method == "POST" else request.GET)
-    if request.method == "POST" and not (request.user.has_perm(PERMISSION) or request.user.has_perm(RETENTION_PERMISSION)):
+    if request.method == "POST" and not (request.user.has_perm(PERMISSION)
+                                         or request.user.has_perm(RETENTION_PERMISSION)):
         return error_page(request, ErrorView(403, "permission_denied", "You may view backups but not revert them.",
                                              f"Ask an administrator for the permission {PERMISSION}."))
     if not form.is_valid():

@@ -182,8 +182,8 @@ def _refused(thread_id: str, detail: str, hint: str, code: str) -> _Outcome:
 
 
 TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME_LIMIT_S, kept below the broker's "
-                   "timeout) and its process was stopped; its conversion rolled back. Raise both limits together, then retry "
-                   "the job (docs/reliability.md, 'Brokers').")
+                   "timeout) and its process was stopped; its conversion rolled back. Raise both limits together, "
+                   "then retry the job (docs/reliability.md, 'Brokers').")
 
 
 def _error_outcome(thread_id: str, exc: Exception) -> _Outcome:

@@ -165,8 +165,8 @@ def missing_threads(rt: DashboardRuntime, thread_ids: list[str]) -> list[str]:
     reader, found = reader_for(rt.saver), set()
     for i in range(0, len(thread_ids), _IN_CHUNK):
         chunk = thread_ids[i:i + _IN_CHUNK]
-        rows = reader.query(f"SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id IN ({','.join('?' * len(chunk))})",
-                            chunk)
+        rows = reader.query("SELECT DISTINCT thread_id FROM checkpoints "
+                            f"WHERE thread_id IN ({','.join('?' * len(chunk))})", chunk)
         found.update(r["thread_id"] for r in rows)
     return [t for t in thread_ids if t not in found]
 

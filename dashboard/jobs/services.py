@@ -47,8 +47,8 @@ from dashboard.jobs.running import _Outcome as _Outcome  # noqa: E402
 from dashboard.jobs.running import _record as _record  # noqa: E402
 
 __all__ = [
-    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run", "launch", "pause", "record_failure",
-    "resume", "retry", "revert", "run_inline", "run_thread", "set_dispatcher", "unqueue",
+    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run", "launch", "pause",
+    "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "set_dispatcher", "unqueue",
 ]
 
 log = logging.getLogger("dashboard.jobs")

@@ -69,7 +69,8 @@ def refusal(permission: str) -> ErrorView:
     if permission == RETENTION_PERMISSION:
         return ErrorView(403, "permission_denied", "You may view jobs but not prune: pruning deletes checkpoint "
                          "history, which running conversions does not include.",
-                         f"Ask an administrator for the permission {RETENTION_PERMISSION} (deleting is not converting).")
+                         f"Ask an administrator for the permission {RETENTION_PERMISSION} "
+                         "(deleting is not converting).")
     return ErrorView(403, "permission_denied", "You may view jobs but not run them.",
                      f"Ask an administrator for the permission {PERMISSION}.")
 
@@ -143,7 +144,8 @@ def _charts(job: ConversionJob) -> dict:
 
 def _revert_offer(job: ConversionJob, derived: list[ConversionJob]) -> dict:
     """``revertible``: a finished conversion with a backup still active; ``reverted_by``: its revert jobs."""
-    if job.kind not in (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT, ConversionJob.Kind.PRUNE) or not job.finished:
+    if (job.kind not in (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT, ConversionJob.Kind.PRUNE)
+            or not job.finished):
         return {}
     try:
         revertible = bool(services.active_backups(job))
@@ -257,7 +259,8 @@ def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchFo
         check_threads_exist(get_runtime(), form.selection().get("thread_ids") or [])  # a clear 400 naming them
         job = services.create_job(request.user, kind, form.selection(),
                                   integrity=not form.cleaned_data["skip_integrity"],
-                                  acknowledge_branch_ambiguous=form.cleaned_data["acknowledge_branch_ambiguous"], **extra)
+                                  acknowledge_branch_ambiguous=form.cleaned_data["acknowledge_branch_ambiguous"],
+                                  **extra)
     except JobError as exc:
         return error_page(request, exc.view())
     services.launch(job)

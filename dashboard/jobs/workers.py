@@ -58,7 +58,8 @@ def check_delta_workers(timeout: float = 1.0, app=None) -> WorkerCheck:
     if not replies and filesystem:
         return WorkerCheck("unknown", detail="No worker answered. The filesystem broker cannot confirm whether a "
                            "delta-mode worker is running.", hint=START_HINT)
-    seen = f" Workers answering ({', '.join(others)}) do not consume {THREAD_QUEUE} (full-mode workers)." if others else ""
+    seen = (f" Workers answering ({', '.join(others)}) do not consume {THREAD_QUEUE} (full-mode workers)."
+            if others else "")
     return WorkerCheck("none", [], others, detail=f"No live worker can run this job.{seen}", hint=START_HINT)
 
 

@@ -19,7 +19,8 @@ import os
 
 from dashboard.jobs.errors import ReadOnlyDatabase
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.dialect import Dialect
+from deerflow.savers import sqlite_checkpoint_path
 
 __all__ = ["BACKUP_TABLES", "CHECKPOINT_TABLES", "check_can_write", "missing_privileges"]
 
@@ -49,9 +50,7 @@ def missing_privileges(database: DatabaseConfig) -> tuple[str, list[str]]:
         return f"OS user {os.getuid()}", [f"write access to {p}" for p in lacking]
     if database.backend != "postgres":
         return "", []
-    import psycopg
-
-    with psycopg.connect(database.postgres_url or "", connect_timeout=5, **postgres_connect_kwargs(database)) as conn:
+    with Dialect.POSTGRES.connect(database, connect_timeout=5) as conn:
         rows = conn.execute(_PRIVILEGES_SQL, [list(CHECKPOINT_TABLES + BACKUP_TABLES)]).fetchall()
     missing = [f"INSERT, UPDATE, DELETE on {r['name']}" for r in rows if r["present"] and not r["writable"]]
     if any(not r["present"] for r in rows if r["name"] in BACKUP_TABLES) and not rows[0]["can_create"]:

@@ -166,20 +166,25 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: dict[str, s
     try:
         document = yaml.safe_load(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{file}: config file is not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(file)) from exc
+        raise ConfigError(f"{file}: config file is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                          path=str(file)) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{file}: config file is not valid YAML{where}: {getattr(exc, 'problem', exc)}", path=str(file)) from exc
+        raise ConfigError(f"{file}: config file is not valid YAML{where}: {getattr(exc, 'problem', exc)}",
+                          path=str(file)) from exc
     if document is None:
-        raise ConfigError(f"{file}: config file is empty; it needs a 'database:' block.", path=str(file), key="database")
+        raise ConfigError(f"{file}: config file is empty; it needs a 'database:' block.",
+                          path=str(file), key="database")
     if not isinstance(document, dict):
-        raise ConfigError(f"{file}: top level must be a mapping with a 'database:' key, got {type(document).__name__}.", path=str(file), key="database")
+        raise ConfigError(f"{file}: top level must be a mapping with a 'database:' key, "
+                          f"got {type(document).__name__}.", path=str(file), key="database")
     block = document.get("database")
     if block is None:
         block = {}
     if not isinstance(block, dict):
-        raise ConfigError(f"{file}: 'database' must be a mapping, got {type(block).__name__}.", path=str(file), key="database")
+        raise ConfigError(f"{file}: 'database' must be a mapping, got {type(block).__name__}.",
+                          path=str(file), key="database")
     block = {k: _resolve_env(v, k, file, env) for k, v in block.items()}
     try:
         database = DatabaseConfig.model_validate(block)

@@ -19,6 +19,7 @@ from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.storage import ConversionSession, open_session
+from deerflow.dialect import Dialect
 from deerflow.errors import DeerFlowError
 from deerflow.sqlread import table_exists
 
@@ -27,13 +28,9 @@ __all__ = ["BackupInfo", "BackupNotFoundError", "copy_to_backup", "list_backups"
 
 _CHECKPOINT_COLS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
 _BLOB_COLS = "thread_id, checkpoint_ns, channel, version, type, blob"
-_WRITE_COLS = {
-    "sqlite": "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path",
-    "postgres": "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob",
-}
-_WRITES_TABLE = {"sqlite": "writes", "postgres": "checkpoint_writes"}
+#: ``dfa_backup_writes`` mirrors the dialect's writes table (:attr:`Dialect.write_columns`).
 _WHOLE_THREAD_DDL = {
-    "sqlite": [
+    Dialect.SQLITE: [
         """CREATE TABLE IF NOT EXISTS dfa_backup_writes (
             backup_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
             checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL,
@@ -41,7 +38,7 @@ _WHOLE_THREAD_DDL = {
             PRIMARY KEY (backup_id, checkpoint_ns, checkpoint_id, task_id, idx))""",
         "CREATE TABLE IF NOT EXISTS dfa_backup_scopes (backup_id TEXT PRIMARY KEY, scope TEXT NOT NULL)",
     ],
-    "postgres": [
+    Dialect.POSTGRES: [
         """CREATE TABLE IF NOT EXISTS dfa_backup_writes (
             backup_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
             checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, task_path TEXT NOT NULL DEFAULT '',
@@ -57,7 +54,8 @@ class BackupNotFoundError(DeerFlowError, LookupError):
 
 
 class BackupAlreadyPurgedError(BackupNotFoundError):
-    """The backup exists but was purged: its rows are gone (purging it again would report a purge that did not happen)."""
+    """The backup exists but was purged: its rows are gone (purging it again would report a purge that
+    did not happen)."""
 
 
 @dataclass(frozen=True)
@@ -141,13 +139,12 @@ def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *
 
 def _copy_whole_thread(session: ConversionSession, backup_id: str, thread_id: str) -> tuple[int, int]:
     """Copy every blob and writes row of the thread; ``(rows copied, bytes)``."""
-    cols, table = _WRITE_COLS[session.dialect], _WRITES_TABLE[session.dialect]
+    cols, table = session.dialect.write_columns, session.dialect.writes_table
     copied = session.execute(f"INSERT INTO dfa_backup_writes (backup_id, {cols}) SELECT ?, {cols} FROM {table} "
                              "WHERE thread_id = ?", [backup_id, thread_id])
-    value = "value" if session.dialect == "sqlite" else "blob"
-    size = int(session.query(f"SELECT COALESCE(SUM(COALESCE(LENGTH({value}), 0)), 0) AS b FROM {table} "
+    size = int(session.query(f"SELECT COALESCE(SUM({session.dialect.write_bytes(None)}), 0) AS b FROM {table} "
                              "WHERE thread_id = ?", [thread_id])[0]["b"])
-    if session.dialect == "postgres":
+    if session.dialect.has_blob_table:
         copied += session.execute(f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} "
                                   "FROM checkpoint_blobs WHERE thread_id = ?", [backup_id, thread_id])
         size += int(session.query("SELECT COALESCE(SUM(COALESCE(length(blob), 0)), 0) AS b FROM checkpoint_blobs "
@@ -165,11 +162,12 @@ def _restore_whole_thread(session: ConversionSession, info: BackupInfo) -> None:
     thread_id, backup_id = info.thread_id, info.backup_id
     in_backup = ("EXISTS (SELECT 1 FROM dfa_backup_checkpoints b WHERE b.backup_id = ? "
                  "AND b.checkpoint_ns = {t}.checkpoint_ns AND b.checkpoint_id = {t}.checkpoint_id)")
-    table, cols = _WRITES_TABLE[session.dialect], _WRITE_COLS[session.dialect]
+    table, cols = session.dialect.writes_table, session.dialect.write_columns
     session.execute(f"DELETE FROM {table} WHERE thread_id = ? AND ({in_backup.format(t=table)} OR EXISTS ("
-                    f"SELECT 1 FROM dfa_backup_writes w WHERE w.backup_id = ? AND w.checkpoint_ns = {table}.checkpoint_ns "
+                    "SELECT 1 FROM dfa_backup_writes w WHERE w.backup_id = ? "
+                    f"AND w.checkpoint_ns = {table}.checkpoint_ns "
                     f"AND w.checkpoint_id = {table}.checkpoint_id))", [thread_id, backup_id, backup_id])
-    if session.dialect == "postgres":
+    if session.dialect.has_blob_table:
         # Blobs only the backed-up checkpoints' current rows reference (e.g. a rebased snapshot) go first.
         session.execute(
             "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND EXISTS (SELECT 1 FROM checkpoints c "
@@ -185,7 +183,7 @@ def _restore_whole_thread(session: ConversionSession, info: BackupInfo) -> None:
                     "FROM dfa_backup_checkpoints WHERE backup_id = ?", [backup_id])
     session.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM dfa_backup_writes WHERE backup_id = ?",
                     [backup_id])
-    if session.dialect == "postgres":
+    if session.dialect.has_blob_table:
         session.execute(
             f"INSERT INTO checkpoint_blobs ({_BLOB_COLS}) SELECT {_BLOB_COLS} FROM dfa_backup_blobs "
             "WHERE backup_id = ? ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE "

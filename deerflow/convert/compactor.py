@@ -144,7 +144,7 @@ class _Estimate:
         checkpoint, metadata = compacted_row(e.tup, e.value, decision)
         config = config_for(self.thread_id, e.ns, None)
         self.total -= self.sizes.get((e.ns, e.checkpoint_id), 0)
-        if self.session.dialect == "sqlite":
+        if not self.session.dialect.json_columns:  # msgpack checkpoint + JSON metadata bytes, values inline
             self.total += len(self.serde.dumps_typed(checkpoint)[1]) + len(
                 json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore"))
             return
@@ -210,7 +210,7 @@ class _Writer:
         """
         versions = sorted({str(t.checkpoint["channel_versions"]["messages"]) for t in tuples.values()
                            if is_full_checkpoint(t) and _has_messages(t)})
-        if self.session.dialect == "postgres" and versions:
+        if self.session.dialect.has_blob_table and versions:
             self._back_up()
             self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
                                  "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])

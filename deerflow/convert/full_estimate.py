@@ -43,7 +43,7 @@ class Estimate:
         target = self.plan.target(e)
         config, checkpoint, metadata, _versions = rewritten(self.thread_id, e, target, self.encoder)
         self.total -= self.sizes.get((e.ns, e.checkpoint_id), 0)
-        if self.session.dialect == "sqlite":
+        if not self.session.dialect.json_columns:  # msgpack checkpoint + JSON metadata bytes, values inline
             self.total += len(self.serde.dumps_typed(checkpoint)[1]) + len(
                 json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore"))
             return

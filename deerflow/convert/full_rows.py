@@ -16,6 +16,7 @@ from typing import Any
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.report import Abort
 from deerflow.convert.walk import Entry, config_for
+from deerflow.dialect import Dialect
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 
 __all__ = ["VersionPlan", "needs_rewrite", "rewrites_version", "rewritten"]
@@ -69,10 +70,13 @@ class VersionPlan:
     own version ``<version>~dfa<n>``, which sorts right after the original and
     before every later version (StateGraph nodes trigger on their own
     ``branch:to:*`` channels, so ``next`` is unchanged).
+
+    Args:
+        dialect: a :class:`~deerflow.dialect.Dialect` or its value (versions split only with a blob table).
     """
 
     def __init__(self, dialect: str):
-        self.dialect = dialect
+        self.dialect = Dialect(dialect)
         self._digest: dict[tuple[str, str], str | None] = {}
 
     def target(self, e: Entry) -> Any:
@@ -81,7 +85,7 @@ class VersionPlan:
         if "messages" not in versions:
             return None
         version = versions["messages"]
-        if self.dialect != "postgres":
+        if not self.dialect.has_blob_table:
             return version
         candidate, n = str(version), 0
         while self._digest.setdefault((e.ns, candidate), e.digest) != e.digest:

@@ -48,7 +48,8 @@ class Writer:
         self.encoder = MessageEncoder(self.serde.inner)
         self.plan = VersionPlan(session.dialect)
         self.backup_id: str | None = None
-        # Postgres: (ns, version) -> (sha256, bytes) of the messages blob; SQLite: (ns, checkpoint_id) -> checkpoint blob.
+        # Postgres: (ns, version) -> (sha256, bytes) of the messages blob;
+        # SQLite: (ns, checkpoint_id) -> checkpoint blob.
         self.sent: dict[tuple[str, str], tuple[str, int]] = {}
         self.versions: dict[tuple[str, str], str | None] = {}  # (ns, checkpoint_id) -> messages version written
         self.analyzed: set[tuple[str, str]] = set()
@@ -70,7 +71,7 @@ class Writer:
         """
         versions = sorted({str(t.checkpoint["channel_versions"]["messages"])
                            for t in tuples.values() if rewrites_version(t)})
-        if self.session.dialect == "postgres" and versions:
+        if self.session.dialect.has_blob_table and versions:
             self._back_up()
             self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
                                  "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])
@@ -96,11 +97,11 @@ class Writer:
         config, checkpoint, metadata, new_versions = rewritten(self.thread_id, e, target, self.encoder)
         self.versions[(e.ns, e.checkpoint_id)] = None if target is None else str(target)
         blob_key = (e.ns, str(target))
-        if session.dialect == "postgres" and blob_key in self.sent:
+        if session.dialect.has_blob_table and blob_key in self.sent:
             new_versions = {}  # same namespace, version and value: the blob is already written
         self.serde.last = None
         self.puts.put(config, checkpoint, metadata, new_versions)  # pipelined after the backup (its row counts)
-        if session.dialect == "sqlite":
+        if not session.dialect.has_blob_table:  # the value is inside the checkpoint row
             self.sent[(e.ns, e.checkpoint_id)] = self.serde.last
         elif new_versions:
             self.sent[blob_key] = self.serde.last
@@ -117,11 +118,12 @@ class Writer:
             return Abort("verification_failed", error, "Nothing was changed (rolled back). Report the thread shape.",
                           difference)
 
-        if session.dialect == "postgres":
+        if session.dialect.has_blob_table:
             stored = {(r["checkpoint_ns"], r["version"]): (r["h"], int(r["n"])) for r in session.query(
-                "SELECT checkpoint_ns, version, encode(sha256(blob), 'hex') AS h, COALESCE(length(blob), 0) AS n FROM checkpoint_blobs "
-                "WHERE thread_id = ? AND channel = 'messages'", [thread_id])}
-            rows = session.query("SELECT checkpoint_ns, checkpoint_id, checkpoint->'channel_versions'->>'messages' AS v, "
+                "SELECT checkpoint_ns, version, encode(sha256(blob), 'hex') AS h, COALESCE(length(blob), 0) AS n "
+                "FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages'", [thread_id])}
+            rows = session.query("SELECT checkpoint_ns, checkpoint_id, "
+                                 "checkpoint->'channel_versions'->>'messages' AS v, "
                                  "metadata FROM checkpoints WHERE thread_id = ?", [thread_id])
         else:
             stored, rows = {}, []
@@ -143,7 +145,7 @@ class Writer:
             if checkpoint_metadata_uses_delta(row["metadata"]):
                 raise fail(f"checkpoint {key[1]} still carries delta metadata after rewrite",
                            {"checkpoint_id": key[1], "checkpoint_ns": key[0]})
-            if session.dialect == "postgres" and key in self.versions and row["v"] != self.versions[key]:
+            if session.dialect.has_blob_table and key in self.versions and row["v"] != self.versions[key]:
                 raise fail(f"checkpoint {key[1]} points at messages version {row['v']!r}, "
                            f"not the rewritten {self.versions[key]!r}",
                            {"checkpoint_id": key[1], "checkpoint_ns": key[0]})

@@ -129,7 +129,8 @@ class LangGraphRule:
             # a parent that is not stored ends LangGraph's walk there: the chain starts empty
             children.setdefault(parent if parent in nodes else None, []).append(cid)
         specs = {MESSAGES: self.spec}
-        replays = {cid: bool(_delta_channels_to_replay(specs, checkpoint)) for cid, (checkpoint, _p, _w) in nodes.items()}
+        replays = {cid: bool(_delta_channels_to_replay(specs, checkpoint))
+                   for cid, (checkpoint, _p, _w) in nodes.items()}
         # a child reads its parent's channel when it is replayed, or passes it on when it is no seed
         inherits = {cid: replays[cid] or not self.is_seed(checkpoint["channel_values"])
                     for cid, (checkpoint, _p, _w) in nodes.items()}

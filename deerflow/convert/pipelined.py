@@ -74,7 +74,7 @@ class PipelinedPuts:
                 self.saver, self._pipeline, self._stack = self.session.saver, None, None
 
     def _start(self) -> None:
-        if self._pipeline is None and self._stack is not None and self.session.dialect == "postgres":
+        if self._pipeline is None and self._stack is not None and self.session.dialect.pipelines:
             from langgraph.checkpoint.postgres import PostgresSaver
 
             self._pipeline = self._stack.enter_context(self.session.conn.pipeline())

@@ -1,4 +1,5 @@
-"""Give the space a compaction (and a purge of its backups) freed back: SQLite ``VACUUM``, Postgres ``VACUUM (ANALYZE)``.
+"""Give the space a compaction (and a purge of its backups) freed back: SQLite ``VACUUM``, Postgres
+``VACUUM (ANALYZE)``.
 
 Rewritten rows leave free pages behind: the file (SQLite) or the tables
 (Postgres) keep their size until the database reclaims them.
@@ -23,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import postgres_connect_kwargs, sqlite_checkpoint_path
+from deerflow.dialect import Dialect
+from deerflow.savers import sqlite_checkpoint_path
 
 __all__ = ["LANGGRAPH_TABLES", "ReclaimReport", "database_sizes", "reclaim_space"]
 
@@ -101,9 +103,7 @@ def database_sizes(database: DatabaseConfig) -> dict[str, int]:
             raise FileNotFoundError(f"SQLite checkpoint file {path} does not exist")
         return _sqlite_sizes(path)
     if database.backend == "postgres":
-        import psycopg
-
-        with psycopg.connect(database.postgres_url, **postgres_connect_kwargs(database)) as conn:
+        with Dialect.POSTGRES.connect(database) as conn:
             return _postgres_sizes(conn)
     raise ValueError("reclaiming space needs a persistent backend (sqlite or postgres), not 'memory'")
 
@@ -140,10 +140,8 @@ def reclaim_space(database: DatabaseConfig, *, full: bool = False) -> ReclaimRep
             conn.close()
         report.sizes_after = _sqlite_sizes(path)
     elif database.backend == "postgres":
-        import psycopg
-
         statement = "VACUUM (FULL, ANALYZE)" if full else "VACUUM (ANALYZE)"
-        with psycopg.connect(database.postgres_url or "", **postgres_connect_kwargs(database)) as pg:  # autocommit
+        with Dialect.POSTGRES.connect(database) as pg:
             report = ReclaimReport("postgres", statement, _postgres_sizes(pg))
             for table in LANGGRAPH_TABLES:
                 pg.execute(f"{statement} {table}")  # VACUUM cannot run inside a transaction block

@@ -13,7 +13,8 @@ __all__ = ["Abort", "ReportStatus", "STATUSES", "ThreadReport", "record"]
 
 
 class ReportStatus(StrEnum):
-    """A conversion or compaction status of one thread; the values are stored in ``ThreadResult.status`` and sent in JSON."""
+    """A conversion or compaction status of one thread; the values are stored in ``ThreadResult.status``
+    and sent in JSON."""
 
     ALREADY_FULL = "already_full"
     NEEDS_CONVERSION = "needs_conversion"

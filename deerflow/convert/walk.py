@@ -98,7 +98,8 @@ class Walk:
         # Called with (checkpoint_ns, the saver's tuple, pending writes included) for each checkpoint as it is read.
         self.on_read: Callable[[str, Any], None] | None = None
 
-    def _namespace(self, ns: str, paths: dict[tuple[str, str, str], str]) -> tuple[dict[str, Any], list[CheckpointNode]]:
+    def _namespace(self, ns: str,
+                   paths: dict[tuple[str, str, str], str]) -> tuple[dict[str, Any], list[CheckpointNode]]:
         # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
         # task_path (a property of the task) is read only to flag order-unknown parallel writes.
         tuples: dict[str, Any] = {}

@@ -63,7 +63,8 @@ _EMPTY_DIGEST = messages_sha256([])
 
 
 def keep_last(target: Any, thread_id: str, n: int, **options: Any) -> PruneReport:
-    """Keep each namespace's head and its ``n - 1`` nearest ancestors (plus the protected set); see :func:`prune_thread`."""
+    """Keep each namespace's head and its ``n - 1`` nearest ancestors (plus the protected set); see
+    :func:`prune_thread`."""
     return prune_thread(target, thread_id, "keep_last", n=n, **options)
 
 
@@ -195,7 +196,7 @@ def _prune_once(store: Any, thread_id: str, report: PruneReport, rule: str, *, n
         report.status, report.bytes_after = "nothing_to_prune", report.bytes_before
         return
     versions = {k: (entries[k].tup.checkpoint.get("channel_versions") or {}).get("messages") for k in plan.kept}
-    vplan = RebasePlan(store.dialect, {k: (versions[k], entries[k].digest) for k in plan.kept},
+    vplan = RebasePlan(store.shared_versions, {k: (versions[k], entries[k].digest) for k in plan.kept},
                        store.blob_keys(thread_id))
     targets = {k: vplan.version_for(k[0], versions[k], entries[k].digest) for k in rebased}
     for k, version in targets.items():
@@ -260,14 +261,15 @@ def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], be
     disagreed before the prune (``Entry.differs``): a rebase on its chain stored that value.
     """
     def fail(error: str, difference: dict[str, Any]) -> RetentionAbort:
-        return RetentionAbort("verification_failed", error, "Nothing was changed (rolled back). Report the thread shape.",
-                              difference)
+        return RetentionAbort("verification_failed", error,
+                              "Nothing was changed (rolled back). Report the thread shape.", difference)
 
     after_entries, _findings = _walk(store, thread_id)
     for k in sorted(plan.kept):
         want = entries[k].digest
         got = after_entries[k].digest if k in after_entries else None
-        if got is None and want == _EMPTY_DIGEST and "messages" not in (entries[k].tup.checkpoint.get("channel_versions") or {}):
+        if (got is None and want == _EMPTY_DIGEST
+                and "messages" not in (entries[k].tup.checkpoint.get("channel_versions") or {})):
             got = want  # a chain start that never had messages: our walk has no seed for it, LangGraph reads []
         if got != want:
             raise fail(f"checkpoint {k[1]} reads differently after the prune (one-pass walk)",

@@ -40,13 +40,15 @@ class RebasePlan:
     """The ``messages`` version each rebased checkpoint stores its snapshot under.
 
     Args:
-        dialect: ``"sqlite"`` (values inline: versions never change), ``"postgres"`` or ``"memory"``.
+        shared_versions: the store keeps one blob per ``(namespace, channel, version)`` (Postgres,
+            memory: the store's ``shared_versions``); false when values are inline (SQLite: versions never change).
         kept: ``{key: (messages version or None, our digest)}`` for every kept checkpoint.
         blob_keys: ``{(ns, channel, version)}`` of blobs stored now.
     """
 
-    def __init__(self, dialect: str, kept: Mapping[_Key, tuple[Any, str | None]], blob_keys: Iterable[tuple[str, str, str]]):
-        self.dialect = dialect
+    def __init__(self, shared_versions: bool, kept: Mapping[_Key, tuple[Any, str | None]],
+                 blob_keys: Iterable[tuple[str, str, str]]):
+        self.shared_versions = shared_versions
         self._digests: dict[tuple[str, str], set[str | None]] = {}
         for (ns, _cid), (version, digest) in kept.items():
             if version is not None:
@@ -55,7 +57,7 @@ class RebasePlan:
 
     def version_for(self, ns: str, version: Any, digest: str | None) -> Any:
         """The version to store ``digest``'s snapshot under (``version`` itself when no kept reader disagrees)."""
-        if self.dialect == "sqlite":
+        if not self.shared_versions:
             return version
         if self._digests.get((ns, str(version)), {digest}) == {digest}:
             return version

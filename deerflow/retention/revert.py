@@ -43,7 +43,8 @@ def revert_prune(database: DatabaseConfig, backup_id: str) -> PruneReport:
             report.hint = "List backups (manage.py conversion_backups) to find an active one."
             return report
         walk_report = ThreadReport(thread_id=info.thread_id)
-        report.kept_checkpoint_ids = sorted(e.checkpoint_id for e in Walk(session, info.thread_id, walk_report, _no_rewrite))
+        report.kept_checkpoint_ids = sorted(e.checkpoint_id
+                                            for e in Walk(session, info.thread_id, walk_report, _no_rewrite))
         report.bytes_after = session.stored_bytes(info.thread_id)
         report.status = "reverted"
         session.commit()

@@ -28,7 +28,6 @@ __all__ = ["MemorySession", "MemoryStore", "SqlStore"]
 
 _Key = tuple[str, str]
 
-_WRITES = {"sqlite": "writes", "postgres": "checkpoint_writes"}
 
 
 class SqlStore:
@@ -44,10 +43,12 @@ class SqlStore:
         self.session = session
         self.dialect = session.dialect
         self.saver = session.saver
+        #: True when one blob row per ``(namespace, channel, version)`` is shared (Postgres), not inline (SQLite).
+        self.shared_versions = self.dialect.has_blob_table
 
     def writes_owners(self, thread_id: str) -> set[_Key]:
         """Checkpoints with writes rows stored under them: ``{(checkpoint_ns, checkpoint_id)}``."""
-        rows = self.session.query(f"SELECT DISTINCT checkpoint_ns, checkpoint_id FROM {_WRITES[self.dialect]} "
+        rows = self.session.query(f"SELECT DISTINCT checkpoint_ns, checkpoint_id FROM {self.dialect.writes_table} "
                                   "WHERE thread_id = ?", [thread_id])
         return {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows}
 
@@ -58,16 +59,13 @@ class SqlStore:
 
     def finish_rebase(self, thread_id: str, key: _Key, metadata: Any) -> None:
         """After the rebase ``put``: parent link cleared, the original metadata column put back unchanged."""
-        if self.dialect == "postgres":
-            from psycopg.types.json import Jsonb
-
-            metadata = Jsonb(metadata)
         self.session.execute("UPDATE checkpoints SET parent_checkpoint_id = NULL, metadata = ? WHERE thread_id = ? "
-                             "AND checkpoint_ns = ? AND checkpoint_id = ?", [metadata, thread_id, *key])
+                             "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                             [self.dialect.json_param(metadata), thread_id, *key])
 
     def blob_keys(self, thread_id: str) -> set[tuple[str, str, str]]:
         """``{(checkpoint_ns, channel, version)}`` of the thread's stored blobs (Postgres; empty on SQLite)."""
-        if self.dialect != "postgres":
+        if not self.dialect.has_blob_table:
             return set()
         rows = self.session.query("SELECT checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = ?",
                                   [thread_id])
@@ -79,7 +77,7 @@ class SqlStore:
         by_ns: dict[str, list[str]] = {}
         for ns, cid in deleted:
             by_ns.setdefault(ns, []).append(cid)
-        table = _WRITES[self.dialect]
+        table = self.dialect.writes_table
         for ns, ids in by_ns.items():
             for chunk in _chunks(sorted(ids)):
                 marks = ", ".join("?" * len(chunk))
@@ -96,12 +94,11 @@ class SqlStore:
     def sizes(self, thread_id: str) -> tuple[dict[_Key, int], dict[_Key, int], dict[tuple[str, str, str], int]]:
         """Stored bytes per checkpoint row, per checkpoint's writes rows, and per blob (Postgres)."""
         rows = self.session.checkpoint_row_sizes(thread_id)
-        value = "value" if self.dialect == "sqlite" else "blob"
         writes = {(r["checkpoint_ns"], r["checkpoint_id"]): int(r["b"] or 0) for r in self.session.query(
-            f"SELECT checkpoint_ns, checkpoint_id, SUM(COALESCE(LENGTH({value}), 0)) AS b "
-            f"FROM {_WRITES[self.dialect]} WHERE thread_id = ? GROUP BY checkpoint_ns, checkpoint_id", [thread_id])}
+            f"SELECT checkpoint_ns, checkpoint_id, SUM({self.dialect.write_bytes(None)}) AS b "
+            f"FROM {self.dialect.writes_table} WHERE thread_id = ? GROUP BY checkpoint_ns, checkpoint_id", [thread_id])}
         blobs: dict[tuple[str, str, str], int] = {}
-        if self.dialect == "postgres":
+        if self.dialect.has_blob_table:
             blobs = {(r["checkpoint_ns"], r["channel"], r["version"]): int(r["b"] or 0) for r in self.session.query(
                 "SELECT checkpoint_ns, channel, version, COALESCE(length(blob), 0) AS b FROM checkpoint_blobs "
                 "WHERE thread_id = ?", [thread_id])}
@@ -170,6 +167,7 @@ class MemoryStore:
 
     persistent = False
     dialect = "memory"
+    shared_versions = True  # one ``blobs`` entry per (thread, namespace, channel, version)
 
     def __init__(self, saver: Any, thread_id: str):
         self.session = MemorySession(saver)

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from deerflow.dialect import Dialect
 from deerflow.seed.ids import clock_seq_of, iso_ts, uuid6_at
 from deerflow.seed.template import Template
 
@@ -85,7 +86,7 @@ class PreparedTemplate:
 
     def __init__(self, template: Template):
         self.template = template
-        self.dialect = template.dialect
+        self.dialect = Dialect(template.dialect)
         self.turn_checkpoints: list[list[tuple[Any, ...]]] = []
         self.turn_writes: list[list[tuple[Any, ...]]] = []
         self.turn_blobs: list[list[bytes]] = []
@@ -95,16 +96,16 @@ class PreparedTemplate:
             self.turn_blobs.append([self._prepare_blob(b) for b in turn.blobs])
 
     def _prepare_checkpoint(self, row: dict[str, Any]) -> tuple[Any, ...]:
-        value = row["checkpoint"] if self.dialect == "sqlite" else row["checkpoint"].encode("utf-8")
+        value = row["checkpoint"].encode("utf-8") if self.dialect.json_columns else row["checkpoint"]
         parts = _split(value, row["checkpoint_id"].encode("ascii"), row["ts"].encode("ascii"))
         metadata = row["metadata"]
-        if self.dialect == "postgres":
+        if self.dialect.bulk_copy:  # a binary COPY field of JSONB: version 1, then the JSON text
             metadata = _f(b"\x01" + metadata.encode("utf-8"))
         return (row["checkpoint_id"], row["parent_checkpoint_id"], row["checkpoint_ns"], row["type"],
                 parts, metadata, clock_seq_of(row["checkpoint_id"]))
 
     def _prepare_write(self, row: dict[str, Any]) -> tuple[Any, ...]:
-        if self.dialect == "sqlite":
+        if not self.dialect.bulk_copy:
             return (row["checkpoint_id"], row["task_id"], row["checkpoint_ns"],
                     (row["task_path"], row["idx"], row["channel"], row["type"], row["blob"]))
         tail = (_text(row["task_path"]) + _f(struct.pack(">i", row["idx"])) + _text(row["channel"])

@@ -23,13 +23,14 @@ from __future__ import annotations
 import random
 import sqlite3
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from deerflow.dialect import Dialect
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
 from deerflow.seed.ids import TaskIdRecorder
@@ -153,7 +154,8 @@ def _new_rows_postgres(conn: Any, after: str, seen_blobs: set[tuple[str, str, st
     for blob in conn.execute(
             "SELECT b.checkpoint_ns, b.channel, b.version, b.type, b.blob FROM checkpoint_blobs b "
             "WHERE b.thread_id = %s AND (b.checkpoint_ns, b.channel, b.version) IN ("
-            " SELECT c.checkpoint_ns, v.key, v.value FROM checkpoints c, jsonb_each_text(c.checkpoint->'channel_versions') v"
+            " SELECT c.checkpoint_ns, v.key, v.value FROM checkpoints c,"
+            " jsonb_each_text(c.checkpoint->'channel_versions') v"
             " WHERE c.thread_id = %s AND c.checkpoint_id > %s) ORDER BY b.channel, b.version",
             (TEMPLATE_THREAD_ID, TEMPLATE_THREAD_ID, after)).fetchall():
         key = (blob["checkpoint_ns"], blob["channel"], blob["version"])
@@ -163,23 +165,30 @@ def _new_rows_postgres(conn: Any, after: str, seen_blobs: set[tuple[str, str, st
     return rows
 
 
-def _row_totals(dialect: str, conn: Any) -> tuple[int, int, int]:
-    if dialect == "sqlite":
-        return (conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0],
-                conn.execute("SELECT count(*) FROM writes").fetchone()[0], 0)
-    checkpoints, writes, blobs = (conn.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"]
-                                  for t in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"))
-    return checkpoints, writes, blobs
+def _row_totals(dialect: Dialect, conn: Any) -> tuple[int, int, int]:
+    """``(checkpoints, writes, blobs)`` rows the scratch saver holds (no blob table: 0 blobs)."""
+    def count(table: str) -> int:
+        return int(dialect.rows(conn.execute(f"SELECT count(*) AS n FROM {table}"))[0]["n"])
+
+    return (count("checkpoints"), count(dialect.writes_table),
+            count("checkpoint_blobs") if dialect.has_blob_table else 0)
 
 
-def _attach_ts(dialect: str, serde: Any, turn: TurnRows) -> None:
+def _attach_ts(dialect: Dialect, serde: Any, turn: TurnRows) -> None:
     for row in turn.checkpoints:
-        if dialect == "sqlite":
-            row["ts"] = serde.loads_typed((row["type"], row["checkpoint"]))["ts"]
-        else:
+        if dialect.json_columns:
             import json
 
             row["ts"] = json.loads(row["checkpoint"])["ts"]
+        else:
+            row["ts"] = serde.loads_typed((row["type"], row["checkpoint"]))["ts"]
+
+
+#: A scratch saver and its connection per dialect, given the target's Postgres URL (unused by SQLite).
+_SCRATCH: dict[Dialect, Callable[[str], AbstractContextManager[tuple[Any, Any]]]] = {
+    Dialect.SQLITE: lambda _url: _sqlite_scratch(),
+    Dialect.POSTGRES: postgres_scratch,
+}
 
 
 # -- the run -----------------------------------------------------------------------
@@ -215,15 +224,16 @@ def record_template(
         RuntimeError: LangGraph wrote a row this recorder cannot attribute to a turn, or a
             task id it did not see computed (the copy would not be exact).
     """
-    if kind not in KINDS or dialect not in ("sqlite", "postgres") or turns < 1:
+    if kind not in KINDS or dialect not in tuple(Dialect) or turns < 1:
         raise ValueError(f"bad template request: kind={kind!r} dialect={dialect!r} turns={turns!r}")
+    sql = Dialect(dialect)
     rng = random.Random(f"{seed}:{key}")
     plans = plan_turns(rng, turns, long_output_rate=long_output_rate, text_scale=text_scale,
                        max_tool_rounds=max_tool_rounds)
     forked_at = turns // 2 if fork and turns >= 4 else None
     recorder = TaskIdRecorder()
-    scratch = _sqlite_scratch() if dialect == "sqlite" else postgres_scratch(postgres_url or "")
-    out = Template(key=key, kind=kind, dialect=dialect, turns=[], tasks=recorder, forked_at=forked_at)
+    scratch = _SCRATCH[sql](postgres_url or "")
+    out = Template(key=key, kind=kind, dialect=sql, turns=[], tasks=recorder, forked_at=forked_at)
     with scratch as (saver, conn), recorder.recording():
         agents: dict[str, ScriptedAgent] = {}
         ends: list[str] = []
@@ -240,16 +250,16 @@ def record_template(
             if kind != "markerless":
                 config = inject_checkpoint_mode(config, mode)
             result = agent.graph.invoke({"messages": [agent.human()]}, cast(RunnableConfig, config))
-            turn = (_new_rows_sqlite(conn, newest) if dialect == "sqlite"
-                    else _new_rows_postgres(conn, newest, seen_blobs))
+            turn = (_new_rows_postgres(conn, newest, seen_blobs) if sql.has_blob_table
+                    else _new_rows_sqlite(conn, newest))
             turn.digest, turn.message_count = messages_sha256(result["messages"]), len(result["messages"])
-            _attach_ts(dialect, saver.serde, turn)
+            _attach_ts(sql, saver.serde, turn)
             if digests:
                 turn.checkpoint_digests = _digests(saver, snapshot_frequency, turn)
             newest = turn.checkpoints[-1]["checkpoint_id"]
             ends.append(newest)
             out.turns.append(turn)
-        _check_complete(out, _row_totals(dialect, conn))
+        _check_complete(out, _row_totals(sql, conn))
     return out
 
 

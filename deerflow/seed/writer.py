@@ -31,7 +31,7 @@ def _sample(template: Template, spec: CloneSpec) -> SeededThread:
 
 
 def _new_batch(dialect: Dialect) -> PostgresBatch | SqliteBatch:
-    return PostgresBatch() if dialect is Dialect.POSTGRES else SqliteBatch()
+    return PostgresBatch() if dialect.bulk_copy else SqliteBatch()
 
 
 def _account(report: SeedReport, batch: Any, threads: int, kinds: Counter, started: float) -> None:

@@ -43,7 +43,7 @@ def _snapshot_rule(r: SqlReader) -> str:
 
 
 def snapshot_sql(r: SqlReader, where: str) -> str:
-    """``SELECT thread_id, checkpoint_id, u, s`` of every cadence snapshot ``c`` (``where``: extra ``AND ...`` on ``c``)."""
+    """``SELECT thread_id, checkpoint_id, u, s`` of every cadence snapshot ``c`` (``where``: ``AND ...`` on ``c``)."""
     u_p, s_p = counter_expr(r, "p", 0), counter_expr(r, "p", 1)
     return (
         f"SELECT c.thread_id, c.checkpoint_id, {u_p} AS u, {s_p} AS s FROM checkpoints c {_PARENT_JOIN} "

@@ -95,7 +95,7 @@ def upsert_rows(tx: Tx, reader: SqlReader, where: str, params: list[Any]) -> int
 
 
 def recompute(tx: Tx, reader: SqlReader, thread_ids: list[str], chunk: int = 500) -> int:
-    """Recompute the rows (and cadence and write facts) of ``thread_ids``; drop rows of threads that have no checkpoint left."""
+    """Recompute the rows (and cadence and write facts) of ``thread_ids``; drop the rows of threads now empty."""
     written = 0
     if thread_ids:
         bump_version(tx)

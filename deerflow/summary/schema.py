@@ -220,9 +220,11 @@ def _probe(saver: Any) -> str:
     if not reader.dialect.table_privileges:
         return "read"
     row = reader.query(
-        "SELECT has_table_privilege('dfa_thread_summary', 'SELECT') AND has_table_privilege('dfa_summary_state', 'SELECT') AS r, "
+        "SELECT has_table_privilege('dfa_thread_summary', 'SELECT') "
+        "AND has_table_privilege('dfa_summary_state', 'SELECT') AS r, "
         "has_table_privilege('dfa_thread_summary', 'INSERT') AND has_table_privilege('dfa_thread_summary', 'UPDATE') "
-        "AND has_table_privilege('dfa_thread_summary', 'DELETE') AND has_table_privilege('dfa_summary_state', 'UPDATE') AS w")[0]
+        "AND has_table_privilege('dfa_thread_summary', 'DELETE') "
+        "AND has_table_privilege('dfa_summary_state', 'UPDATE') AS w")[0]
     return "write" if row["w"] and row["r"] else ("read" if row["r"] else "none")
 
 

@@ -48,7 +48,8 @@ window.__xss = [];
 window.__csp = [];
 for (const name of ['alert', 'confirm', 'prompt']) {
   const original = window[name];
-  window[name] = function (...args) { window.__xss.push(name + ':' + args.join(',')); return original.apply(this, args); };
+  window[name] = function (...args) { window.__xss.push(name + ':' + args.join(',')); \
+return original.apply(this, args); };
 }
 document.addEventListener('securitypolicyviolation',
   (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + (e.sample || '')));

@@ -59,7 +59,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
         h = Home(server, root)
         h.shell("from django.contrib.auth import get_user_model; from django.contrib.auth.models import Permission; "
                 f"u = get_user_model().objects.get(username={USERNAME!r}); "
-                "u.user_permissions.add(*Permission.objects.filter(codename__in=['manage_conversions', 'dismiss_process']))")
+                "u.user_permissions.add(*Permission.objects.filter("
+                "codename__in=['manage_conversions', 'dismiss_process']))")
         yield h
     finally:
         server.proc.stop()
@@ -72,12 +73,14 @@ def page(browser, tmp_path: Path) -> Iterator:  # noqa: F811
 
 
 def _finished_job(home: Home, kind: str, thread_ids: list[str]) -> dict:
-    """A job of ``kind`` over ``thread_ids``, run inline to its end: ``{"id", "results": {thread: [status, backup]}}``."""
+    """A job of ``kind`` over ``thread_ids``, run inline to its end:
+    ``{"id", "results": {thread: [status, backup]}}``."""
     out = home.shell(
         "import json; from dashboard.jobs import services; "
         f"job = services.run_inline(services.create_job(None, {kind!r}, {{'thread_ids': {thread_ids!r}}}, "
         "launched_by='test', confirmed=True)); "
-        "print(json.dumps({'id': job.pk, 'results': {r.thread_id: [r.status, r.backup_id] for r in job.results.all()}}))")
+        "print(json.dumps({'id': job.pk, "
+        "'results': {r.thread_id: [r.status, r.backup_id] for r in job.results.all()}}))")
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -91,7 +94,8 @@ def test_a_confirmation_page_before_a_bulk_conversion(home, page, tmp_path):
     page.click("#review-conversion")
     page.wait_for_url(server.url(f"/jobs/{dry['id']}/confirm"))
     assert page.locator("h1").inner_text() == f"Convert {len(convertible)} threads to full?"
-    listed = page.locator("#confirm-threads tr[data-thread-id]").evaluate_all("rows => rows.map(r => r.dataset.threadId)")
+    listed = page.locator("#confirm-threads tr[data-thread-id]").evaluate_all(
+        "rows => rows.map(r => r.dataset.threadId)")
     assert sorted(listed) == convertible
     assert all(g.startswith("× ") for g in page.locator("#confirm-threads td:nth-child(5)").all_inner_texts())
     assert "until the backup is purged" in page.locator("#conversion-summary").inner_text()
@@ -120,7 +124,8 @@ def test_a_revert_from_the_backups_page(home, page):
     page.wait_for_url(lambda url: url.rstrip("/").split("/")[-1].isdigit())
     revert_id = int(page.url.rstrip("/").split("/")[-1])
     assert page.locator("h1").inner_text() == f"Job #{revert_id} · revert"
-    out = home.shell("import json; from dashboard.jobs import services; from dashboard.jobs.models import ConversionJob; "
+    out = home.shell("import json; from dashboard.jobs import services; "
+                     "from dashboard.jobs.models import ConversionJob; "
                      f"job = services.run_inline(ConversionJob.objects.get(pk={revert_id})); "
                      "print(json.dumps([job.state, job.selection]))")
     assert json.loads(out.strip().splitlines()[-1]) == ["succeeded", {"backup_ids": [backup_id]}]
@@ -147,7 +152,8 @@ def test_a_dismissed_stale_process(home, page, tmp_path):
     assert "restarted (replaced by celery@old-host (after))" in old.locator("td.process-state").inner_text()
     assert page.locator(".finding[data-code='restarted_process']").count() == 1
     assert page.locator(".finding[data-code='stale_process']").count() == 0
-    assert page.locator("#census-chart g.bar").count() == 5 and page.locator("#storage-by-mode-chart g.bar").count() == 2
+    assert (page.locator("#census-chart g.bar").count() == 5
+            and page.locator("#storage-by-mode-chart g.bar").count() == 2)
     _shot(page, tmp_path, "audit-restarted-process", full_page=True)
     old.locator("form.dismiss button").click()
     page.wait_for_url(server.url("/audit/"))

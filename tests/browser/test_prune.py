@@ -36,7 +36,8 @@ def prune_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ser
 
 @pytest.fixture
 def page(browser) -> Iterator:  # noqa: F811
-    with probed_page(browser, 180_000) as page:  # a worker runs both jobs; under a loaded -n 4 suite 90 s was not enough
+    # A worker runs both jobs; under a loaded -n 4 suite 90 s was not enough.
+    with probed_page(browser, 180_000) as page:
         yield page
 
 

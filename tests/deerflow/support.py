@@ -127,7 +127,8 @@ def build_agent_graph(
         if remove_on_turn is not None and turn == remove_on_turn and messages[-1].type == "human":
             out.append(RemoveMessage(id="ai-2-3"))
         if tool_every and turn % tool_every == 0 and messages[-1].type == "human":
-            calls = [{"name": "lookup", "args": {"q": turn, "k": k}, "id": f"call-{turn}-{k}"} for k in range(2 if fanout else 1)]
+            calls = [{"name": "lookup", "args": {"q": turn, "k": k}, "id": f"call-{turn}-{k}"}
+                     for k in range(2 if fanout else 1)]
             out.append(AIMessage("", id=f"ai-{turn}-{n}", tool_calls=calls))
         else:
             out.append(AIMessage(f"answer {turn} after {n}", id=f"ai-{turn}-{n}"))
@@ -146,7 +147,8 @@ def build_agent_graph(
         messages = state["messages"]
         if summarize_on_turn is not None and turn_of(messages) == summarize_on_turn:
             kept = messages[-3:]
-            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept], "summary_text": f"summary of {len(messages)}"}
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept],
+                    "summary_text": f"summary of {len(messages)}"}
         return {}
 
     def route(state: dict[str, Any]) -> Any:
@@ -176,7 +178,8 @@ def build_agent_graph(
     return builder.compile(checkpointer=checkpointer)
 
 
-def run_turn(graph: Any, thread_id: str, mode: str, turn: int, *, checkpoint_id: str | None = None, human_id: bool = True) -> dict[str, Any]:
+def run_turn(graph: Any, thread_id: str, mode: str, turn: int, *, checkpoint_id: str | None = None,
+             human_id: bool = True) -> dict[str, Any]:
     """One DeerFlow-style turn: the marker injected, ``{'messages': [HumanMessage]}`` in."""
     config = inject_checkpoint_mode(config_for(thread_id, checkpoint_id), mode)
     message = HumanMessage(f"question {turn}", id=f"h-{turn}") if human_id else HumanMessage(f"question {turn}")

@@ -53,6 +53,7 @@ def test_what_the_reader_must_decide_answers_none():
 
 
 def test_full_mode_reads_the_stored_value_alone():
-    assert [m.id for m in derive_messages(_tup("3", "2", {"messages": [H, A]}), None, None, delta=False)] == ["h1", "a1"]
+    assert [m.id for m in derive_messages(_tup("3", "2", {"messages": [H, A]}), None, None,
+                                          delta=False)] == ["h1", "a1"]
     assert derive_messages(_tup("3", "2"), None, None, delta=False) == []
     assert derive_messages(_tup("3", "2", {"messages": _DeltaSnapshot([A])}), None, None, delta=False) is None

@@ -98,13 +98,18 @@ def _private_module(name: str) -> bool:
     return parts[0] == "langgraph" and any(p.startswith("_") for p in parts)
 
 
+#: Test modules whose subject is LangGraph's own storage internals (they compare against them on purpose).
+LANGGRAPH_INTERNALS_TESTS = {"tests/deerflow/runtime/test_storage_shape.py", "tests/deerflow/test_langgraph_compat.py"}
+
+
 def test_no_private_langgraph_import_outside_the_compat_module():
     offenders = []
     walked = set()
-    for package in ("deerflow", "dashboard", "benchmarks"):
+    for package in ("deerflow", "dashboard", "benchmarks", "tests"):
         for path in (REPO / package).rglob("*.py"):
             walked.add(path.relative_to(REPO).as_posix())
-            if path == REPO / "deerflow" / "_langgraph_compat.py":
+            if (path == REPO / "deerflow" / "_langgraph_compat.py"
+                    or path.relative_to(REPO).as_posix() in LANGGRAPH_INTERNALS_TESTS):
                 continue
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 # importlib.import_module("langgraph._internal...") is an import too.
@@ -121,6 +126,6 @@ def test_no_private_langgraph_import_outside_the_compat_module():
                                   if a.name.startswith("langgraph") and any(p.startswith("_")
                                                                               for p in a.name.split("."))]
     assert offenders == []
-    # The walk covered the three trees (not an empty glob).
+    # The walk covered the four trees (not an empty glob).
     assert {"deerflow/convert/encoding.py", "dashboard/threads/services.py",
-            "benchmarks/bench_list.py"} <= walked
+            "benchmarks/bench_list.py", "tests/deerflow/convert/test_onepass.py"} <= walked

@@ -164,3 +164,19 @@ def test_every_deerflow_module_imports_without_django():
     expected += sum(1 for p in (REPO / "deerflow").rglob("__init__.py")) - 1  # subpackages (not deerflow itself)
     assert int(count) == expected
     assert django_modules == "[]"
+
+
+# -- the read path stays in deerflow once it enters it -------------------------
+#: The modules holding the rules of reading a stored thread; only :mod:`deerflow.reader` (and deerflow's
+#: own rewrites) call them, so a thread id handed to the reader never climbs back up into the dashboard.
+READ_RULES = ("deerflow.lineage", "deerflow.readercompare", "deerflow.replaycheck", "deerflow.prefetch",
+              "deerflow.history_values", "deerflow.lineage_gate")
+
+
+def test_the_dashboard_reads_threads_through_the_reader_not_the_read_rules():
+    modules = _modules()
+    offenders = sorted(f"{name} imports {edge}" for name, path in modules.items() if name.startswith("dashboard")
+                       for edge in _edges(name, path, modules) if edge in READ_RULES)
+    assert offenders == []
+    reader_edges = _edges("deerflow.reader.reader", modules["deerflow.reader.reader"], modules)
+    assert {"deerflow.prefetch", "deerflow.replaycheck", "deerflow.history_values"} <= reader_edges

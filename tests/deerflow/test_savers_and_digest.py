@@ -48,7 +48,8 @@ def test_sqlite_backend_opens_sqlite_dir_deerflow_db(tmp_path):
     with pytest.raises(ConfigError) as info:
         with open_checkpointer(database):
             pass
-    assert str(tmp_path / "nested" / "dir" / "deerflow.db") in str(info.value) and info.value.key == "database.sqlite_dir"
+    assert (str(tmp_path / "nested" / "dir" / "deerflow.db") in str(info.value)
+            and info.value.key == "database.sqlite_dir")
 
     async def missing() -> None:
         async with open_async_checkpointer(database):
@@ -66,7 +67,8 @@ def test_sqlite_backend_opens_sqlite_dir_deerflow_db(tmp_path):
     async def reopen() -> int:
         async with open_async_checkpointer(database) as saver:
             assert isinstance(saver, AsyncSqliteSaver)
-            return len((await CheckpointStateAccessor.for_saver(saver, mode="full").aget(config_for("s"))).values["messages"])
+            return len((await CheckpointStateAccessor.for_saver(saver, mode="full").aget(config_for("s")))
+                       .values["messages"])
 
     assert asyncio.run(reopen()) == 2
 
@@ -76,7 +78,8 @@ def test_postgres_connect_kwargs():
     assert kwargs["autocommit"] is True and kwargs["prepare_threshold"] == 0
     assert kwargs["row_factory"] is psycopg.rows.dict_row
     assert "options" not in kwargs
-    schema = postgres_connect_kwargs(DatabaseConfig(backend="postgres", postgres_url="postgresql://x/y", postgres_schema="deer"))
+    schema = postgres_connect_kwargs(DatabaseConfig(backend="postgres", postgres_url="postgresql://x/y",
+                                                    postgres_schema="deer"))
     assert schema["options"] == "-c search_path=deer"
 
 
@@ -91,8 +94,10 @@ def test_postgres_backend_sync_and_async_with_schema():
             assert isinstance(saver, PostgresSaver)
             run_turn(build_agent_graph("delta", saver), "p", "delta", 1)
         with psycopg.connect(url, autocommit=True) as conn:
-            tables = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'deer'")}
-            public = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")}
+            tables = {r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deer'")}
+            public = {r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")}
         assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations"} <= tables
         assert "checkpoints" not in public
 

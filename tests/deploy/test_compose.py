@@ -286,7 +286,8 @@ def test_python_health_checks_compile(services):
         if argv[:2] == ["python", "-c"]:
             compile(argv[2], f"<{name} healthcheck>", "exec")
             assert "/healthz" in argv[2]
-    dockerfile_check = re.search(r"^HEALTHCHECK [^\n]*\\\n\s*CMD (\[[^\n]*\])$", DOCKERFILE.read_text(encoding="utf-8"), re.M)
+    dockerfile_check = re.search(r"^HEALTHCHECK [^\n]*\\\n\s*CMD (\[[^\n]*\])$",
+                                 DOCKERFILE.read_text(encoding="utf-8"), re.M)
     compile(yaml.safe_load(dockerfile_check.group(1))[2], "<Dockerfile HEALTHCHECK>", "exec")
 
 

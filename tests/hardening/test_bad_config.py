@@ -3,7 +3,8 @@
 Each case starts the real thing in a subprocess, as an operator would:
 the WSGI module gunicorn loads (``import dashboard.wsgi``) and ``celery -A
 dashboard worker``. Both must exit non-zero with the loader's message
-(naming the file, the key and the allowed values), and neither may have
+(naming the file, the key and the allowed values; the ``memory`` backend is
+refused as the management commands refuse it), and neither may have
 written anything: the dashboard's SQLite database is not even created (the
 process registry is written only after the freeze). The loader's own
 messages are tested case by case in ``tests/deerflow/config/test_config_loader.py``.
@@ -33,6 +34,9 @@ CASES = {
                     "database.checkpoint_delta.snapshot_frequency"),
     "unset_var": ("database:\n  backend: postgres\n  postgres_url: $DFA_HARDENING_UNSET_URL\n",
                   "environment variable DFA_HARDENING_UNSET_URL is not set"),
+    # as the commands refuse it (dashboard.commands): an in-memory saver has nothing to browse
+    "memory": ("database:\n  backend: memory\n",
+               "database.backend: memory cannot be browsed or converted"),
 }
 
 

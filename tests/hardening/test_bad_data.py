@@ -109,7 +109,8 @@ def test_undecodable_pending_write(sqlite_fixture_db_rw, runtime_for, staff_clie
         cid, task, idx, channel = conn.execute(
             "SELECT checkpoint_id, task_id, idx, channel FROM writes WHERE thread_id = ? AND channel = 'messages' "
             "ORDER BY checkpoint_id DESC LIMIT 1", (THREAD,)).fetchone()
-        conn.execute("UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?",
+        conn.execute("UPDATE writes SET value = ? "
+                     "WHERE thread_id = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?",
                      (b"\xc1\xc1\xc1", THREAD, cid, task, idx))
     runtime_for(sqlite_fixture_db_rw, "delta")
     body = staff_client.get(f"/api/threads/{THREAD}/state").json()
@@ -146,7 +147,8 @@ def test_pruned_snapshot_ancestors(sqlite_fixture_db_rw, runtime_for, staff_clie
     """Keep the newest three checkpoints only: the snapshot they replay from is gone."""
     ids = root_ids(sqlite_fixture_db_rw)
     for table in ("checkpoints", "writes"):
-        damage(sqlite_fixture_db_rw, f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id < ?", (THREAD, ids[-3]))
+        damage(sqlite_fixture_db_rw, f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id < ?",
+               (THREAD, ids[-3]))
     runtime_for(sqlite_fixture_db_rw, "delta")
     before = sha(db_file(sqlite_fixture_db_rw))
 
@@ -170,7 +172,8 @@ def test_pruning_that_keeps_the_snapshot_still_reads(sqlite_fixture_db_rw, runti
     ids = root_ids(sqlite_fixture_db_rw)
     snapshot = ids[14]  # step 13
     for table in ("checkpoints", "writes"):
-        damage(sqlite_fixture_db_rw, f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id < ?", (THREAD, ids[10]))
+        damage(sqlite_fixture_db_rw, f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id < ?",
+               (THREAD, ids[10]))
     runtime_for(sqlite_fixture_db_rw, "delta")
     state = staff_client.get(f"/api/threads/{THREAD}/state").json()
     assert len(state["values"]["messages"]) == 18  # the whole conversation, as before pruning

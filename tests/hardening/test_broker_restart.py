@@ -244,6 +244,7 @@ def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_
     (row,) = _rows(home, job_id)
     assert (row["status"], row["attempts"]) == ("converted", 1), row
     # The redelivered copy ran beside the owner and declined the row.
-    declined = r"run_thread\[\S+\] succeeded in [\d.]+s: \{'result_id': " + str(row["id"]) + r", 'status': '\w+', 'ran': False\}"
+    declined = (r"run_thread\[\S+\] succeeded in [\d.]+s: \{'result_id': " + str(row["id"])
+                + r", 'status': '\w+', 'ran': False\}")
     helpers.wait_for_log(worker2, declined, timeout=30)
     assert owners.owner_alive({**elsewhere, "worker_node": "nobody@nowhere"}, row["id"], app=app, timeout=0.5) is None

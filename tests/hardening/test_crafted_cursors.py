@@ -66,7 +66,8 @@ def test_a_crafted_cursor_answers_400_invalid_cursor_on_the_api(request, runtime
     assert response["Content-Type"] == "application/json"
     body = response.json()
     assert body["code"] == "invalid_cursor"
-    assert body["detail"].startswith("cursor is not valid") or f"cursor does not belong to sort={sort}" in body["detail"]
+    assert (body["detail"].startswith("cursor is not valid")
+            or f"cursor does not belong to sort={sort}" in body["detail"])
     assert body["hint"] == HINT
 
 

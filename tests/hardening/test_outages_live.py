@@ -151,7 +151,8 @@ def test_unmigrated_dashboard_database(web_with_unmigrated_dashboard_db):
     payload = json.loads(body)
     assert payload["code"] == "dashboard_database_unavailable"
     assert payload["hint"].startswith("PostgreSQL at 127.0.0.1:5432: relation")
-    assert payload["hint"].endswith("Run `python manage.py migrate` (with the same DASHBOARD_DATABASE_URL), then retry.")
+    assert payload["hint"].endswith(
+        "Run `python manage.py migrate` (with the same DASHBOARD_DATABASE_URL), then retry.")
 
 
 def test_broker_down_from_the_start(web_without_broker):
@@ -171,7 +172,8 @@ def test_broker_down_from_the_start(web_without_broker):
     (job,) = json.loads(body)["jobs"]
     assert job["state"] == "paused"  # nothing will start it by itself: it waits for an operator's resume
 
-    status, body, _ = web.request("/api/jobs", data=json.dumps({"kind": "dry_run", "thread_ids": ["delta-f10-1t"]}).encode(),
+    status, body, _ = web.request("/api/jobs",
+                                  data=json.dumps({"kind": "dry_run", "thread_ids": ["delta-f10-1t"]}).encode(),
                                   headers={"X-CSRFToken": web.csrf(), "Content-Type": "application/json",
                                            "Referer": web.base + "/"})
     assert status == 503 and json.loads(body)["code"] == "broker_unavailable"

@@ -217,7 +217,8 @@ def test_overwrite_wrappers_in_any_channel_show_the_payload_and_are_flagged(db, 
     with open_saver(db) as saver:
         graph = build_state_mutation_graph("manual_state_update", mode, checkpointer=saver)
         config = config_for("wrapped")
-        graph.update_state(config, {"messages": Overwrite([HumanMessage("q0", id="h0")])}, as_node="manual_state_update")
+        graph.update_state(config, {"messages": Overwrite([HumanMessage("q0", id="h0")])},
+                           as_node="manual_state_update")
         graph.update_state(config, {"todos": Overwrite([{"content": "t1", "status": "pending"}])},
                            as_node="manual_state_update")
         head = saver.get_tuple(config)

@@ -72,7 +72,8 @@ def dashboard_home(root: Path, mode: str) -> tuple[Path, Path]:
     fixtures_real.restore_sqlite(root / "data")
     var_dir = root / "var"
     var_dir.mkdir(exist_ok=True)
-    return write_config(root / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(root / "data")), mode), var_dir
+    return write_config(root / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(root / "data")),
+                        mode), var_dir
 
 
 def dashboard_env(*, config_path: Path, var_dir: Path, **extra: str) -> dict[str, str]:

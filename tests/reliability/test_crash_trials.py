@@ -103,7 +103,7 @@ for line in sys.stdin:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     say(event="exit", pid=pid, signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None)
-"""
+"""  # noqa: E501 - the child's source, byte for byte (a raw string: a line in it cannot be wrapped)
 
 
 @dataclass

@@ -14,8 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ["deerflow.dialect", "deerflow.storage_errors",
            "deerflow.sqlread", "deerflow.summary", "deerflow.summary.schema", "deerflow.summary.rows",
-           "deerflow.summary.refresh", "deerflow.summary.writes", "deerflow.footprint", "deerflow.inventory", "deerflow.seed",
-           "deerflow.seed.ids", "deerflow.seed.script", "deerflow.seed.template", "deerflow.seed.load",
+           "deerflow.summary.refresh", "deerflow.summary.writes", "deerflow.footprint", "deerflow.inventory",
+           "deerflow.seed", "deerflow.seed.ids", "deerflow.seed.script", "deerflow.seed.template", "deerflow.seed.load",
            "deerflow.seed.plan", "deerflow.seed.run", "deerflow.cursors", "deerflow.thread_summary",
            "deerflow.lineage_gate"]
 

@@ -92,7 +92,8 @@ def test_thread_page_has_a_storage_chart_drawn_with_attributes_only(sqlite_fixtu
     runtime_for(sqlite_fixture_db, "delta")
     html = staff_client.get("/threads/delta-f10-200t/").content.decode()
     assert 'hx-get="/threads/delta-f10-200t/?fragment=storage' in html  # loaded after the page
-    chart = staff_client.get("/threads/delta-f10-200t/", {"fragment": "storage"}, HTTP_HX_REQUEST="true").content.decode()
+    chart = staff_client.get("/threads/delta-f10-200t/", {"fragment": "storage"},
+                             HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in chart
     # Opened on its own (no htmx), the same URL is a whole page around the same chart.
     assert "<html" in staff_client.get("/threads/delta-f10-200t/", {"fragment": "storage"}).content.decode()

@@ -20,7 +20,8 @@ from dashboard.outages import redact
 
 
 class Command(BaseCommand):
-    help = "Run the scale and speed benchmarks and write benchmarks/results/latest.{json,md} (a small or --only run: latest-<scale>[-<names>].{json,md})."
+    help = ("Run the scale and speed benchmarks and write benchmarks/results/latest.{json,md} "
+            "(a small or --only run: latest-<scale>[-<names>].{json,md}).")
 
     def add_arguments(self, parser):
         parser.add_argument("--scale", choices=("small", "full"), default="full")

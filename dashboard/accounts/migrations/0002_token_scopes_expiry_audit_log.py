@@ -42,7 +42,8 @@ class Migration(migrations.Migration):
                 ('action', models.CharField(blank=True, max_length=100)),
                 ('status', models.PositiveSmallIntegerField()),
                 ('remote_addr', models.CharField(blank=True, max_length=64)),
-                ('user', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('user', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+',
+                                           to=settings.AUTH_USER_MODEL)),
             ],
             options={
                 'verbose_name_plural': 'audit entries',

@@ -16,7 +16,8 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('instance_id', models.CharField(max_length=64, unique=True)),
-                ('role', models.CharField(choices=[('web', 'web'), ('worker', 'worker'), ('external', 'external')], max_length=16)),
+                ('role', models.CharField(choices=[('web', 'web'), ('worker', 'worker'), ('external', 'external')],
+                                          max_length=16)),
                 ('name', models.CharField(max_length=255)),
                 ('host', models.CharField(max_length=255)),
                 ('pid', models.IntegerField()),
@@ -38,7 +39,8 @@ class Migration(migrations.Migration):
             ],
             options={
                 'ordering': ['role', 'host', 'pid'],
-                'indexes': [models.Index(fields=['stopped_at', 'last_heartbeat'], name='fleet_proce_stopped_93a588_idx')],
+                'indexes': [models.Index(fields=['stopped_at', 'last_heartbeat'],
+                                         name='fleet_proce_stopped_93a588_idx')],
             },
         ),
     ]

@@ -12,6 +12,9 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AlterModelOptions(
             name='processrecord',
-            options={'ordering': ['role', 'host', 'pid'], 'permissions': [('report_heartbeat', "May report an outside process's heartbeat")]},
+            options={
+                'ordering': ['role', 'host', 'pid'],
+                'permissions': [('report_heartbeat', "May report an outside process's heartbeat")],
+            },
         ),
     ]

@@ -12,7 +12,13 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AlterModelOptions(
             name='processrecord',
-            options={'ordering': ['role', 'host', 'pid'], 'permissions': [('report_heartbeat', "May report an outside process's heartbeat"), ('dismiss_process', 'May dismiss a stale or restarted process on the audit page')]},
+            options={
+                'ordering': ['role', 'host', 'pid'],
+                'permissions': [
+                    ('report_heartbeat', "May report an outside process's heartbeat"),
+                    ('dismiss_process', 'May dismiss a stale or restarted process on the audit page'),
+                ],
+            },
         ),
         migrations.AddField(
             model_name='processrecord',

@@ -14,7 +14,15 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AlterModelOptions(
             name='conversionjob',
-            options={'ordering': ['-created_at', '-id'], 'permissions': [('manage_conversions', 'Can launch, pause, cancel, retry and revert conversions, and purge backups'), ('manage_retention', 'Can launch, confirm, pause, cancel, retry and revert prune jobs (deleting checkpoint history) and edit retention policies')]},
+            options={
+                'ordering': ['-created_at', '-id'],
+                'permissions': [
+                    ('manage_conversions',
+                     'Can launch, pause, cancel, retry and revert conversions, and purge backups'),
+                    ('manage_retention', 'Can launch, confirm, pause, cancel, retry and revert prune jobs '
+                                         '(deleting checkpoint history) and edit retention policies'),
+                ],
+            },
         ),
         migrations.AddField(
             model_name='conversionjob',
@@ -29,12 +37,27 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='conversionjob',
             name='kind',
-            field=models.CharField(choices=[('dry_run', 'dry run'), ('convert', 'convert to full'), ('revert', 'revert'), ('compact_dry_run', 'compaction dry run'), ('compact', 'compact to delta'), ('prune_dry_run', 'prune dry run'), ('prune', 'prune history')], max_length=16),
+            field=models.CharField(choices=[('dry_run', 'dry run'), ('convert', 'convert to full'),
+                                            ('revert', 'revert'), ('compact_dry_run', 'compaction dry run'),
+                                            ('compact', 'compact to delta'), ('prune_dry_run', 'prune dry run'),
+                                            ('prune', 'prune history')], max_length=16),
         ),
         migrations.AlterField(
             model_name='threadresult',
             name='status',
-            field=models.CharField(choices=[('pending', 'pending'), ('queued', 'queued'), ('running', 'running'), ('skipped', 'skipped'), ('refused', 'refused'), ('error', 'error'), ('already_full', 'already_full'), ('needs_conversion', 'needs_conversion'), ('blocked', 'blocked'), ('integrity_mismatch', 'integrity_mismatch'), ('converted', 'converted'), ('reverted', 'reverted'), ('verification_failed', 'verification_failed'), ('changed_during_conversion', 'changed_during_conversion'), ('not_found', 'not_found'), ('already_delta', 'already_delta'), ('needs_compaction', 'needs_compaction'), ('compacted', 'compacted'), ('would_prune', 'would_prune'), ('pruned', 'pruned'), ('nothing_to_prune', 'nothing_to_prune'), ('would_delete', 'would_delete'), ('deleted', 'deleted'), ('changed_during_prune', 'changed_during_prune')], db_index=True, default='pending', max_length=32),
+            field=models.CharField(choices=[('pending', 'pending'), ('queued', 'queued'), ('running', 'running'),
+                                            ('skipped', 'skipped'), ('refused', 'refused'), ('error', 'error'),
+                                            ('already_full', 'already_full'), ('needs_conversion', 'needs_conversion'),
+                                            ('blocked', 'blocked'), ('integrity_mismatch', 'integrity_mismatch'),
+                                            ('converted', 'converted'), ('reverted', 'reverted'),
+                                            ('verification_failed', 'verification_failed'),
+                                            ('changed_during_conversion', 'changed_during_conversion'),
+                                            ('not_found', 'not_found'), ('already_delta', 'already_delta'),
+                                            ('needs_compaction', 'needs_compaction'), ('compacted', 'compacted'),
+                                            ('would_prune', 'would_prune'), ('pruned', 'pruned'),
+                                            ('nothing_to_prune', 'nothing_to_prune'), ('would_delete', 'would_delete'),
+                                            ('deleted', 'deleted'), ('changed_during_prune', 'changed_during_prune')],
+                                   db_index=True, default='pending', max_length=32),
         ),
         migrations.CreateModel(
             name='RetentionPolicy',
@@ -43,7 +66,10 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=100, unique=True)),
                 ('idle_days', models.FloatField(blank=True, null=True)),
                 ('filter', models.JSONField(blank=True, default=dict)),
-                ('rule', models.CharField(choices=[('keep_last', 'keep the last N checkpoints'), ('safe_only', 'only the provably safe shapes'), ('delete_threads', 'delete the threads whole')], default='keep_last', max_length=16)),
+                ('rule', models.CharField(choices=[('keep_last', 'keep the last N checkpoints'),
+                                                   ('safe_only', 'only the provably safe shapes'),
+                                                   ('delete_threads', 'delete the threads whole')], default='keep_last',
+                                          max_length=16)),
                 ('keep_last', models.PositiveIntegerField(blank=True, null=True)),
                 ('protect', models.JSONField(blank=True, default=list)),
                 ('backup', models.BooleanField(default=True)),
@@ -52,7 +78,8 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('last_run_at', models.DateTimeField(blank=True, null=True)),
                 ('last_error', models.TextField(blank=True)),
-                ('last_job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='jobs.conversionjob')),
+                ('last_job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL,
+                                               related_name='+', to='jobs.conversionjob')),
             ],
             options={
                 'verbose_name_plural': 'retention policies',

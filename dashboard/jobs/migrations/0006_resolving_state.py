@@ -13,6 +13,10 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='conversionjob',
             name='state',
-            field=models.CharField(choices=[('resolving', 'resolving its filter'), ('queued', 'Queued'), ('running', 'Running'), ('paused', 'Paused'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('partially_failed', 'partially failed'), ('cancelling', 'Cancelling'), ('cancelled', 'Cancelled')], db_index=True, default='queued', max_length=20),
+            field=models.CharField(choices=[('resolving', 'resolving its filter'), ('queued', 'Queued'),
+                                            ('running', 'Running'), ('paused', 'Paused'), ('succeeded', 'Succeeded'),
+                                            ('failed', 'Failed'), ('partially_failed', 'partially failed'),
+                                            ('cancelling', 'Cancelling'), ('cancelled', 'Cancelled')], db_index=True,
+                                   default='queued', max_length=20),
         ),
     ]

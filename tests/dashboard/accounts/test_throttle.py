@@ -45,7 +45,8 @@ def test_it_locks_a_username_after_the_limit_even_for_the_right_password(staff_u
     assert "_auth_user_id" not in response.wsgi_request.session
     html = response.content.decode()
     assert "Too many failed attempts" in html and "axes_reset" in html
-    assert any("Locking out" in r.getMessage() and "staff" in r.getMessage() for r in caplog.records), "the lockout is logged"
+    assert any("Locking out" in r.getMessage() and "staff" in r.getMessage()
+               for r in caplog.records), "the lockout is logged"
 
 
 def test_it_locks_an_address_that_tries_many_usernames(staff_user):

@@ -182,7 +182,8 @@ def test_recent_writer_facts_over_the_whole_fixture(fixture_saver, manifest):
     assert facts.checkpoints == len(all_cps)
     assert facts.threads == len(manifest["threads"])
     assert facts.delta_marked == sum(1 for c in all_cps if c["delta_marker"])
-    assert facts.counters_only == sum(1 for c in all_cps if c["counters_since_delta_snapshot"] and not c["delta_marker"])
+    assert facts.counters_only == sum(1 for c in all_cps
+                                      if c["counters_since_delta_snapshot"] and not c["delta_marker"])
     assert facts.counters_only == 49  # the marker-less thread
     assert facts.plain == facts.checkpoints - facts.delta_marked - facts.counters_only
     expected_cadences: dict[int, int] = {}

@@ -125,4 +125,5 @@ def test_an_unreachable_rabbitmq_cancels_a_resolving_job_and_says_rabbitmq(tmp_p
     assert (result["error"], result["state"], result["rows"]) == ("OperationalError", "cancelled", 0)
     code, _, hint = result["outage"]
     assert code == "broker_unavailable"
-    assert hint.startswith("RabbitMQ at amqp://guest:***@127.0.0.1:") and "a job selecting by filter is cancelled" in hint
+    assert (hint.startswith("RabbitMQ at amqp://guest:***@127.0.0.1:")
+            and "a job selecting by filter is cancelled" in hint)

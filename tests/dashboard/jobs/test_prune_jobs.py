@@ -76,7 +76,8 @@ def test_prune_dry_run_then_prune_over_the_api_then_revert(delta_rt, migrated, p
     rows = {r["thread_id"]: r for r in answer.json()["results"]}
     row = rows[THREAD]
     assert row["status"] == "would_prune"
-    assert len(row["kept_checkpoint_ids"]) >= 3 and len(row["deleted_checkpoint_ids"]) == before - len(row["kept_checkpoint_ids"])
+    assert (len(row["kept_checkpoint_ids"]) >= 3
+            and len(row["deleted_checkpoint_ids"]) == before - len(row["kept_checkpoint_ids"]))
     assert {p["reason"] for p in row["protected"]} >= {"head"}
     assert row["checkpoints_deleted"] == len(row["deleted_checkpoint_ids"]) and row["bytes_after"] < row["bytes_before"]
 

@@ -56,7 +56,8 @@ def test_purging_an_unknown_backup_is_a_404(converted, manager_client):
 
 
 def test_a_viewer_may_not_purge(converted, small_db, viewer_client):
-    assert viewer_client.post("/jobs/backups/purge", {"backup_id": converted["delta-f10-9t"], "confirm": "on"}).status_code == 403
+    assert viewer_client.post("/jobs/backups/purge",
+                              {"backup_id": converted["delta-f10-9t"], "confirm": "on"}).status_code == 403
     assert {b.status for b in convert.list_backups(small_db)} == {"active"}
 
 

@@ -101,8 +101,8 @@ def test_a_hostile_thread_id_is_escaped_in_the_chart(staff_client):
 
 def test_twenty_threads_are_drawn_and_the_rest_counted(staff_client):
     t0 = timezone.now() - dt.timedelta(minutes=10)
-    job = _job_with_rows("dry_run", [(f"t{i:02}", 100, 100 + 10 * i, t0 + dt.timedelta(seconds=20 * i), "needs_conversion")
-                                     for i in range(25)])
+    job = _job_with_rows("dry_run", [
+        (f"t{i:02}", 100, 100 + 10 * i, t0 + dt.timedelta(seconds=20 * i), "needs_conversion") for i in range(25)])
     doc = parse(staff_client.get(f"/jobs/{job.pk}/").content)
     bars = _growth_bars(doc)
     assert [b[0] for b in bars] == [f"t{i:02}" for i in range(24, 4, -1)]

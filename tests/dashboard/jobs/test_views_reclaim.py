@@ -46,7 +46,8 @@ def test_a_finished_compaction_offers_reclaim_and_the_whole_path_shrinks_the_fil
     response = manager_client.post("/jobs/reclaim", {"source_job": job.pk, "confirm": "on"})
     reclaim = ConversionJob.objects.get(kind="reclaim")
     assert response.status_code == 302 and response["Location"] == f"/jobs/{reclaim.pk}/"
-    assert (reclaim.source_job_id, reclaim.selection, reclaim.reclaim) == (job.pk, {"database": "sqlite"}, {"full": False})
+    assert (reclaim.source_job_id, reclaim.selection, reclaim.reclaim) == (
+        job.pk, {"database": "sqlite"}, {"full": False})
     reclaim = run_inline(reclaim)
     assert reclaim.state == "succeeded"
     report = reclaim.reclaim

@@ -1,4 +1,5 @@
-"""A real delta-mode Celery worker (prefork; Redis and RabbitMQ brokers) runs a conversion job launched through the service.
+"""A real delta-mode Celery worker (prefork; Redis and RabbitMQ brokers) runs a conversion job launched through
+the service.
 
 What this proves (issue 4, items 5 and 6):
 
@@ -221,7 +222,8 @@ def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home
 
     database = DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data"))
     from deerflow import convert
-    assert [b.note for b in convert.list_backups(database, KILL_THREAD)] == [f"dashboard job {job_id}"]  # the killed attempt left nothing behind
+    # The killed attempt left nothing behind.
+    assert [b.note for b in convert.list_backups(database, KILL_THREAD)] == [f"dashboard job {job_id}"]
     from deerflow import inventory
     from deerflow.savers import open_checkpointer
     with open_checkpointer(database) as saver:

@@ -138,11 +138,13 @@ def test_subgraph_namespaces(fixture_backend, runtime_for, staff_client):
     runtime_for(database, "delta")
     subgraph = [c for c in oracle.checkpoints("delta-f10-subgraph", backend) if c["checkpoint_ns"]]
     namespaces = list(dict.fromkeys(c["checkpoint_ns"] for c in subgraph))
-    assert namespaces == list(oracle.thread("delta-f10-subgraph")["backends"][backend]["namespace_checkpoint_counts"])[1:]
+    assert namespaces == list(
+        oracle.thread("delta-f10-subgraph")["backends"][backend]["namespace_checkpoint_counts"])[1:]
     for ns in namespaces:
         rows = [r for page in walk(staff_client, "delta-f10-subgraph", limit=2, checkpoint_ns=ns) for r in page]
         assert all(r["checkpoint_ns"] == ns for r in rows)
-        assert_rows_match_manifest(rows, [c for c in subgraph if c["checkpoint_ns"] == ns], backend, "delta-f10-subgraph")
+        assert_rows_match_manifest(rows, [c for c in subgraph if c["checkpoint_ns"] == ns], backend,
+                                   "delta-f10-subgraph")
     root = [r for page in walk(staff_client, "delta-f10-subgraph", limit=500) for r in page]
     assert all(r["checkpoint_ns"] == "" for r in root)
     assert len(root) == oracle.thread("delta-f10-subgraph")["backend_independent"]["namespace_checkpoint_counts"][""]
@@ -170,7 +172,8 @@ def test_full_mode_history_of_migrated_thread_stops_at_the_delta_era(sqlite_fixt
     rows = [r for page in _walk_from(staff_client, "migrated-full20-delta20", before) for r in page]
     assert_rows_match_manifest(rows, cps[first_full:], "sqlite", "migrated-full20-delta20")
     # One page that reaches into the delta era is refused as a whole.
-    response = staff_client.get(history_url("migrated-full20-delta20"), {"before": cps[first_full - 2]["checkpoint_id"]})
+    response = staff_client.get(history_url("migrated-full20-delta20"),
+                                {"before": cps[first_full - 2]["checkpoint_id"]})
     assert response.status_code == 409
 
 

@@ -146,7 +146,8 @@ def test_internal_mode_key_never_reaches_the_wire(sqlite_fixture_db, runtime_for
         staff_client.get(f"/api/threads/{thread_id}/history", {"limit": 500}),
         staff_client.get("/api/threads", {"limit": 1000}),
     ] + [
-        staff_client.get(state_url(thread_id), {"checkpoint_id": c["checkpoint_id"], "checkpoint_ns": c["checkpoint_ns"]})
+        staff_client.get(state_url(thread_id),
+                         {"checkpoint_id": c["checkpoint_id"], "checkpoint_ns": c["checkpoint_ns"]})
         for c in sample
     ]
     statuses = set()

@@ -137,7 +137,8 @@ def test_thread_class_filter(sqlite_fixture_db, runtime_for, staff_client, threa
     runtime_for(sqlite_fixture_db, "delta")
     everything = _all_threads(staff_client, limit=1000)
     filtered = _all_threads(staff_client, thread_class=thread_class, limit=3)
-    assert [t["thread_id"] for t in filtered] == [t["thread_id"] for t in everything if t["thread_class"] == thread_class]
+    assert [t["thread_id"] for t in filtered] == [
+        t["thread_id"] for t in everything if t["thread_class"] == thread_class]
 
 
 def test_q_filters_by_thread_id_substring(fixture_backend, runtime_for, staff_client):

@@ -105,7 +105,8 @@ def test_search_and_role_are_part_of_the_key(tmp_path: Path, runtime_for, staff_
     database = _fresh(tmp_path / "data")
     write_thread(database, "cached-search", turns=["apples", "pears"])
     runtime_for(database, "full")
-    all_lines = [s.text for s in parse(staff_client.get("/threads/cached-search/").content).find_all("span", cls="line")]
+    all_lines = [s.text for s in
+                 parse(staff_client.get("/threads/cached-search/").content).find_all("span", cls="line")]
     assert all_lines == ["apples", "echo: apples", "pears", "echo: pears"]
     hits = parse(staff_client.get("/threads/cached-search/", {"q": "pears"}).content).find_all("li", cls="message")
     assert [li.attrs["id"] for li in hits] == ["m-2", "m-3"]

@@ -173,7 +173,8 @@ def test_thread_page_at_a_checkpoint_and_namespace(sqlite_fixture_db, runtime_fo
     history_url = doc.find("div", id="history").attrs["hx-get"]
     assert parse_qs(urlsplit(history_url).query)["checkpoint_ns"] == [cp["checkpoint_ns"]]
     rows = history_rows(staff_client.get(history_url).content)
-    assert [r["checkpoint_id"] for r in rows] == [c["checkpoint_id"] for c in sub if c["checkpoint_ns"] == cp["checkpoint_ns"]]
+    assert [r["checkpoint_id"] for r in rows] == [
+        c["checkpoint_id"] for c in sub if c["checkpoint_ns"] == cp["checkpoint_ns"]]
 
 
 @pytest.mark.parametrize("thread_id", ["delta-f10-11t", "markerless-delta-f10-13t", "migrated-full20-delta20",

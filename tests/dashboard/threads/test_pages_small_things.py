@@ -60,8 +60,8 @@ def test_fragment_urls_opened_on_their_own_are_full_pages(sqlite_fixture_db, run
     from dashboard.jobs import views
     from dashboard.jobs.workers import WorkerCheck
 
-    monkeypatch.setattr(views, "check_delta_workers", lambda: WorkerCheck("none", detail="No live worker can run this job.",
-                                                                          hint="Start one."))
+    monkeypatch.setattr(views, "check_delta_workers",
+                        lambda: WorkerCheck("none", detail="No live worker can run this job.", hint="Start one."))
     full = staff_client.get("/jobs/workers").content.decode()
     assert "<html" in full and 'id="workers"' in full and "No live worker" in full
     fragment = staff_client.get("/jobs/workers", headers={"HX-Request": "true"}).content.decode()
@@ -149,7 +149,8 @@ def test_delta_mode_list_marks_nothing_and_classes_are_words(sqlite_fixture_db, 
     runtime_for(sqlite_fixture_db, "delta")
     doc = parse(staff_client.get("/threads/").content)
     assert not doc.find_all("tr", cls="refused")
-    api = {t["thread_id"]: t["thread_class"] for t in staff_client.get("/api/threads", {"limit": 1000}).json()["threads"]}
+    api = {t["thread_id"]: t["thread_class"]
+           for t in staff_client.get("/api/threads", {"limit": 1000}).json()["threads"]}
     words = {"full": "full", "delta": "delta", "delta_counters_only": "delta, counters only",
              "migrated": "migrated full → delta", "inconsistent": "inconsistent"}
     for tr in doc.find("table", id="thread-table").find_all("tr"):

@@ -134,7 +134,8 @@ def test_api_list_and_q_filter_with_odd_ids(odd_threads, staff_client):
     assert listed["odd/delta/../thread"]["mode"] == "delta"
     assert listed["with space"]["mode"] == "full"
     assert {t["thread_id"] for t in staff_client.get("/api/threads", {"q": "100%"}).json()["threads"]} == {"100%"}
-    assert {t["thread_id"] for t in staff_client.get("/api/threads", {"q": "线程"}).json()["threads"]} == {"ünïcødé-线程-🚀"}
+    assert {t["thread_id"]
+            for t in staff_client.get("/api/threads", {"q": "线程"}).json()["threads"]} == {"ünïcødé-线程-🚀"}
 
 
 def test_markup_in_a_thread_id_is_escaped(odd_threads, staff_client):

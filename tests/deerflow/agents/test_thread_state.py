@@ -55,7 +55,8 @@ def _message(kind: str, mid: str | None, text: str) -> Any:
     if kind == "human":
         return HumanMessage(text, id=mid)
     if kind == "ai":
-        return AIMessage(text, id=mid, tool_calls=[{"name": "t", "args": {"q": text}, "id": f"c-{mid}"}] if text == "hi" else [])
+        return AIMessage(text, id=mid,
+                         tool_calls=[{"name": "t", "args": {"q": text}, "id": f"c-{mid}"}] if text == "hi" else [])
     if kind == "tool":
         return ToolMessage(text, tool_call_id=f"c-{mid}", id=mid)
     if kind == "system":
@@ -180,7 +181,8 @@ def test_an_idless_message_never_takes_an_existing_id():
 
 def test_remove_drops_every_occurrence_of_a_duplicated_id_like_add_messages():
     # REMOVE_ALL keeps its tail verbatim, duplicates included (add_messages does too)
-    state = merge_message_writes([], [[RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("a", id="d"), AIMessage("b", id="d"), AIMessage("c", id="e")]])
+    state = merge_message_writes([], [[RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("a", id="d"),
+                                       AIMessage("b", id="d"), AIMessage("c", id="e")]])
     assert _ids(state) == ["d", "d", "e"]
     writes = [[RemoveMessage(id="d")]]
     assert _ids(merge_message_writes(state, writes)) == ["e"]
@@ -196,7 +198,8 @@ def test_none_write_raises_like_add_messages():
         with pytest.raises(ValueError) as ours:
             merge_message_writes(state, [[AIMessage("y", id="2")], None] if not state else [None])
         with pytest.raises(ValueError) as theirs:
-            functools.reduce(add_messages, [[AIMessage("y", id="2")], None] if not state else [None], copy.deepcopy(state))
+            functools.reduce(add_messages, [[AIMessage("y", id="2")], None] if not state else [None],
+                             copy.deepcopy(state))
         assert str(ours.value) == str(theirs.value)
     with pytest.raises(ValueError, match="Only received: 'right'"):
         merge_message_writes([], [None])
@@ -218,7 +221,8 @@ def test_unknown_id_remove_raises_like_add_messages():
         merge_message_writes(state, [[RemoveMessage(id="nope")]])
     with pytest.raises(ValueError) as theirs:
         add_messages(copy.deepcopy(state), [RemoveMessage(id="nope")])
-    assert str(ours.value) == str(theirs.value) == "Attempting to delete a message with an ID that doesn't exist ('nope')"
+    assert str(ours.value) == str(theirs.value) == (
+        "Attempting to delete a message with an ID that doesn't exist ('nope')")
 
 
 def test_remove_all_keeps_only_the_tail_after_the_last_marker():
@@ -241,7 +245,8 @@ def test_inputs_are_not_mutated():
 
 
 def test_message_likes_are_coerced():
-    out = merge_message_writes([("user", "hi")], [("assistant", "hello"), ["plain string"], {"role": "system", "content": "s", "id": "s"}])
+    out = merge_message_writes([("user", "hi")], [("assistant", "hello"), ["plain string"],
+                                                  {"role": "system", "content": "s", "id": "s"}])
     assert [m.type for m in out] == ["human", "ai", "human", "system"]
     assert out[-1].id == "s"
 
@@ -282,8 +287,10 @@ def test_channel_reducers():
     with pytest.raises(ValueError, match="Conflicting sandbox state updates"):
         ts.merge_sandbox({"sandbox_id": "s"}, {"sandbox_id": "t"})
     assert ts.merge_promoted(None, {"catalog_hash": "h", "names": ["a", "a"]}) == {"catalog_hash": "h", "names": ["a"]}
-    assert ts.merge_promoted({"catalog_hash": "h", "names": ["a"]}, {"catalog_hash": "h", "names": ["b", "a"]}) == {"catalog_hash": "h", "names": ["a", "b"]}
-    assert ts.merge_promoted({"catalog_hash": "h", "names": ["a"]}, {"catalog_hash": "k", "names": ["c"]}) == {"catalog_hash": "k", "names": ["c"]}
+    assert ts.merge_promoted({"catalog_hash": "h", "names": ["a"]}, {"catalog_hash": "h", "names": ["b", "a"]}) == {
+        "catalog_hash": "h", "names": ["a", "b"]}
+    assert ts.merge_promoted({"catalog_hash": "h", "names": ["a"]}, {"catalog_hash": "k", "names": ["c"]}) == {
+        "catalog_hash": "k", "names": ["c"]}
     assert ts.merge_promoted({"catalog_hash": "h", "names": ["a"]}, None) == {"catalog_hash": "h", "names": ["a"]}
 
 
@@ -309,7 +316,8 @@ def test_thread_state_has_deerflows_channels():
 
 def test_reducer_fields_are_deerflows_and_match_the_compiled_channel_table():
     assert THREAD_STATE_REDUCER_FIELDS == frozenset(
-        {"messages", "sandbox", "artifacts", "todos", "goal", "viewed_images", "promoted", "delegations", "skill_context"}
+        {"messages", "sandbox", "artifacts", "todos", "goal", "viewed_images", "promoted", "delegations",
+         "skill_context"}
     )
     for mode in ("full", "delta"):
         channels = _compiled_channels(get_thread_state_schema(mode))

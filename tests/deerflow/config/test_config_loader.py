@@ -117,7 +117,8 @@ def test_fixture_config_fragments_load(tmp_path):
 
 
 def test_legacy_flat_cadence_key_is_carried_and_nested_wins(tmp_path):
-    legacy = _write(tmp_path, "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 7\n", "a.yaml")
+    legacy = _write(tmp_path, "database:\n  checkpoint_channel_mode: delta\n  checkpoint_delta_snapshot_frequency: 7\n",
+                    "a.yaml")
     assert load_config(legacy, environ={}).snapshot_frequency == 7
     both = _write(
         tmp_path,
@@ -125,7 +126,8 @@ def test_legacy_flat_cadence_key_is_carried_and_nested_wins(tmp_path):
         "b.yaml",
     )
     assert load_config(both, environ={}).snapshot_frequency == 3
-    null_nested = _write(tmp_path, "database:\n  checkpoint_delta_snapshot_frequency: 5\n  checkpoint_delta:\n", "c.yaml")
+    null_nested = _write(tmp_path, "database:\n  checkpoint_delta_snapshot_frequency: 5\n  checkpoint_delta:\n",
+                         "c.yaml")
     assert load_config(null_nested, environ={}).snapshot_frequency == 5
     assert DatabaseConfig.model_validate({"checkpoint_delta_snapshot_frequency": 4}).snapshot_frequency == 4
 
@@ -188,10 +190,12 @@ def test_unknown_mode(tmp_path):
 
 def test_unknown_backend(tmp_path):
     error = _error(_write(tmp_path, "database:\n  backend: mysql\n"))
-    assert "database.backend" in str(error) and "'memory', 'sqlite' or 'postgres'" in str(error) and "'mysql'" in str(error)
+    assert ("database.backend" in str(error) and "'memory', 'sqlite' or 'postgres'" in str(error)
+            and "'mysql'" in str(error))
 
 
-@pytest.mark.parametrize(("value", "shown"), [("0", "0"), ("-1", "-1"), ("ten", "'ten'"), ("true", "True"), ("2.5", "2.5")])
+@pytest.mark.parametrize(("value", "shown"),
+                         [("0", "0"), ("-1", "-1"), ("ten", "'ten'"), ("true", "True"), ("2.5", "2.5")])
 def test_bad_cadence(tmp_path, value, shown):
     error = _error(_write(tmp_path, f"database:\n  checkpoint_delta:\n    snapshot_frequency: {value}\n"))
     text = str(error)

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.agents.thread_state import merge_message_writes
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.digest import messages_sha256

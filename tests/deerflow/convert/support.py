@@ -92,14 +92,16 @@ def raw_rows(database: DatabaseConfig, thread_id: str) -> dict[str, list[tuple[A
     """
     if database.backend == "sqlite":
         return {
-            "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-                                   "metadata FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2", (thread_id,)),
-            "writes": execute(database, "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path "
-                              "FROM writes WHERE thread_id = ? ORDER BY 1, 2, 3, 4", (thread_id,)),
+            "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+                                   "checkpoint, metadata FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2",
+                                   (thread_id,)),
+            "writes": execute(database, "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, "
+                              "task_path FROM writes WHERE thread_id = ? ORDER BY 1, 2, 3, 4", (thread_id,)),
         }
     return {
-        "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint::text, "
-                               "metadata::text FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2", (thread_id,)),
+        "checkpoints": execute(database, "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+                               "checkpoint::text, metadata::text FROM checkpoints WHERE thread_id = ? ORDER BY 1, 2",
+                               (thread_id,)),
         "blobs": execute(database, "SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
                          "WHERE thread_id = ? ORDER BY 1, 2, 3", (thread_id,)),
         "writes": execute(database, "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path "
@@ -418,8 +420,7 @@ def convert_and_compare(database: DatabaseConfig, thread_id: str, **kwargs: Any)
 def assert_no_delta_storage(database: DatabaseConfig, thread_id: str) -> None:
     """No checkpoint of the thread carries the DeerFlow marker, a ``messages`` counter or a ``_DeltaSnapshot``,
     and every checkpoint with a ``messages`` version stores a plain list."""
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
+    from deerflow._langgraph_compat import _DeltaSnapshot
     from deerflow.runtime.checkpoint_mode import COUNTERS_METADATA_KEY
 
     for ns in namespaces(database, thread_id):

@@ -32,7 +32,8 @@ def _is_full(thread: dict[str, Any]) -> bool:
 
 def _metadata(db, thread_id: str) -> dict[tuple[str, str], dict[str, Any]]:
     column = "metadata" if db.backend == "sqlite" else "metadata::text"
-    rows = execute(db, f"SELECT checkpoint_ns, checkpoint_id, {column} FROM checkpoints WHERE thread_id = ?", (thread_id,))
+    rows = execute(db, f"SELECT checkpoint_ns, checkpoint_id, {column} FROM checkpoints WHERE thread_id = ?",
+                   (thread_id,))
     return {(ns, cid): json.loads(m) for ns, cid, m in rows}
 
 
@@ -130,7 +131,8 @@ def test_convert_every_thread_read_in_full_mode_then_revert(fixture_db, manifest
     assert readings == sum(len(t["backends"][backend]["checkpoints"]) for t in threads) == 3268
     if backend == "postgres":
         # no inline snapshot marker is left in any checkpoint document
-        assert execute(db, "SELECT count(*) FROM checkpoints WHERE checkpoint -> 'channel_values' -> 'messages' IS NOT NULL")[0][0] == 0
+        assert execute(db, "SELECT count(*) FROM checkpoints "
+                           "WHERE checkpoint -> 'channel_values' -> 'messages' IS NOT NULL")[0][0] == 0
 
     for thread_id, report in reports.items():
         started = time.monotonic()

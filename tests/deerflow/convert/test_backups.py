@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert import (
     BackupNotFoundError,
     convert_thread,
@@ -55,14 +55,14 @@ def _backup_row_counts(db, backup_id: str) -> int:
     return n
 
 
-def test_list_purge_and_revert_statuses(db):
-    _threads(db, "one", "two")
-    sizes = {t: _original_size(db, t) for t in ("one", "two")}
-    one = convert_thread(db, "one", note="job 17")
-    two = convert_thread(db, "two")
+def test_list_purge_and_revert_statuses(scratch_db):
+    _threads(scratch_db, "one", "two")
+    sizes = {t: _original_size(scratch_db, t) for t in ("one", "two")}
+    one = convert_thread(scratch_db, "one", note="job 17")
+    two = convert_thread(scratch_db, "two")
     assert one.status == two.status == "converted"
 
-    listed = list_backups(db)
+    listed = list_backups(scratch_db)
     assert [b.backup_id for b in listed] == [two.backup_id, one.backup_id]  # newest first
     by_id = {b.backup_id: b for b in listed}
     for report, thread_id, note in ((one, "one", "job 17"), (two, "two", "")):
@@ -71,95 +71,97 @@ def test_list_purge_and_revert_statuses(db):
         assert (info.checkpoint_rows, info.blob_rows, info.bytes) == sizes[thread_id]
         assert info.bytes > 0 and dt.datetime.fromisoformat(info.created_at)
         assert info.as_dict()["backup_id"] == report.backup_id
-    assert [b.backup_id for b in list_backups(db, "one")] == [one.backup_id]
-    assert list_backups(db, "nobody") == []
+    assert [b.backup_id for b in list_backups(scratch_db, "one")] == [one.backup_id]
+    assert list_backups(scratch_db, "nobody") == []
 
-    converted = raw_rows(db, "one")
-    purged = purge_backup(db, one.backup_id)
+    converted = raw_rows(scratch_db, "one")
+    purged = purge_backup(scratch_db, one.backup_id)
     assert purged.backup_id == one.backup_id and purged.status == "active"  # the record as it was
-    assert _backup_row_counts(db, one.backup_id) == 0
-    assert {b.backup_id: b.status for b in list_backups(db)} == {one.backup_id: "purged", two.backup_id: "active"}
-    assert raw_rows(db, "one") == converted  # purging never touches the thread
+    assert _backup_row_counts(scratch_db, one.backup_id) == 0
+    assert ({b.backup_id: b.status for b in list_backups(scratch_db)}
+            == {one.backup_id: "purged", two.backup_id: "active"})
+    assert raw_rows(scratch_db, "one") == converted  # purging never touches the thread
 
     for backup_id in (one.backup_id, "no-such-backup"):
-        report = revert_thread(db, backup_id)
+        report = revert_thread(scratch_db, backup_id)
         assert report.status == "not_found" and report.error and report.hint
-    assert raw_rows(db, "one") == converted
+    assert raw_rows(scratch_db, "one") == converted
     with pytest.raises(BackupNotFoundError):
-        purge_backup(db, "no-such-backup")
+        purge_backup(scratch_db, "no-such-backup")
 
 
-def test_revert_restores_rows_byte_identically(db):
-    _threads(db, "rv")
-    original = raw_rows(db, "rv")
-    delta = readings(db, "rv", "delta")
-    report = convert_thread(db, "rv")
+def test_revert_restores_rows_byte_identically(scratch_db):
+    _threads(scratch_db, "rv")
+    original = raw_rows(scratch_db, "rv")
+    delta = readings(scratch_db, "rv", "delta")
+    report = convert_thread(scratch_db, "rv")
     assert report.status == "converted"
-    assert raw_rows(db, "rv") != original
+    assert raw_rows(scratch_db, "rv") != original
 
-    reverted = revert_thread(db, report.backup_id)
+    reverted = revert_thread(scratch_db, report.backup_id)
 
     assert reverted.status == "reverted" and reverted.thread_id == "rv" and reverted.backup_id == report.backup_id
-    assert raw_rows(db, "rv") == original
-    assert readings(db, "rv", "delta") == delta
-    assert [b.status for b in list_backups(db, "rv")] == ["restored"]
-    again = revert_thread(db, report.backup_id)
+    assert raw_rows(scratch_db, "rv") == original
+    assert readings(scratch_db, "rv", "delta") == delta
+    assert [b.status for b in list_backups(scratch_db, "rv")] == ["restored"]
+    again = revert_thread(scratch_db, report.backup_id)
     assert again.status == "not_found"
-    assert raw_rows(db, "rv") == original
+    assert raw_rows(scratch_db, "rv") == original
     # the reverted thread converts again
-    assert convert_thread(db, "rv").status == "converted"
+    assert convert_thread(scratch_db, "rv").status == "converted"
 
 
-def test_revert_keeps_checkpoints_written_after_the_conversion(db):
-    _threads(db, "later")
-    original = raw_rows(db, "later")
-    report = convert_thread(db, "later")
-    with open_saver(db) as saver:
+def test_revert_keeps_checkpoints_written_after_the_conversion(scratch_db):
+    _threads(scratch_db, "later")
+    original = raw_rows(scratch_db, "later")
+    report = convert_thread(scratch_db, "later")
+    with open_saver(scratch_db) as saver:
         run_turn(agent_graph(saver, mode="full"), "later", human(9), mode="full")
-    newest = messages_at(db, "later", mode="full")
-    new_ids = {t.config["configurable"]["checkpoint_id"] for t in stored_tuples(db, "later")} - {
+    newest = messages_at(scratch_db, "later", mode="full")
+    new_ids = {t.config["configurable"]["checkpoint_id"] for t in stored_tuples(scratch_db, "later")} - {
         r[1] for r in original["checkpoints"]}
     assert new_ids
 
-    assert revert_thread(db, report.backup_id).status == "reverted"
+    assert revert_thread(scratch_db, report.backup_id).status == "reverted"
 
-    after = raw_rows(db, "later")
+    after = raw_rows(scratch_db, "later")
     assert [r for r in after["checkpoints"] if r[1] not in new_ids] == original["checkpoints"]
     assert {r[1] for r in after["checkpoints"]} >= new_ids
     # the newer checkpoints still read what they read before the revert
-    assert [m.id for m in messages_at(db, "later", mode="delta")] == [m.id for m in newest]
+    assert [m.id for m in messages_at(scratch_db, "later", mode="delta")] == [m.id for m in newest]
 
 
-def test_revert_of_a_tampered_backup_fails_verification_and_changes_nothing(db):
-    _threads(db, "tamper")
-    report = convert_thread(db, "tamper")
-    converted = raw_rows(db, "tamper")
-    with open_saver(db) as saver:
+def test_revert_of_a_tampered_backup_fails_verification_and_changes_nothing(scratch_db):
+    _threads(scratch_db, "tamper")
+    report = convert_thread(scratch_db, "tamper")
+    converted = raw_rows(scratch_db, "tamper")
+    with open_saver(scratch_db) as saver:
         serde = saver.serde
     # drop the last message from one backed-up snapshot
-    if db.backend == "sqlite":
-        rows = execute(db, "SELECT checkpoint_id, type, checkpoint FROM dfa_backup_checkpoints WHERE backup_id = ?",
-                       (report.backup_id,))
+    if scratch_db.backend == "sqlite":
+        rows = execute(scratch_db, "SELECT checkpoint_id, type, checkpoint FROM dfa_backup_checkpoints "
+                       "WHERE backup_id = ?", (report.backup_id,))
         for cid, type_, blob in rows:
             checkpoint = serde.loads_typed((type_, blob))
             snapshot = checkpoint["channel_values"].get("messages")
             if isinstance(snapshot, _DeltaSnapshot):
                 checkpoint["channel_values"]["messages"] = _DeltaSnapshot(snapshot.value[:-1])
-                execute(db, "UPDATE dfa_backup_checkpoints SET checkpoint = ? WHERE backup_id = ? AND checkpoint_id = ?",
+                execute(scratch_db, "UPDATE dfa_backup_checkpoints SET checkpoint = ? "
+                        "WHERE backup_id = ? AND checkpoint_id = ?",
                         (serde.dumps_typed(checkpoint)[1], report.backup_id, cid))
                 break
     else:
-        rows = execute(db, "SELECT version, type, blob FROM dfa_backup_blobs WHERE backup_id = ? "
+        rows = execute(scratch_db, "SELECT version, type, blob FROM dfa_backup_blobs WHERE backup_id = ? "
                        "AND channel = 'messages' AND type <> 'empty'", (report.backup_id,))
         version, type_, blob = rows[0]
         snapshot = serde.loads_typed((type_, blob))
-        execute(db, "UPDATE dfa_backup_blobs SET blob = ? WHERE backup_id = ? AND version = ?",
+        execute(scratch_db, "UPDATE dfa_backup_blobs SET blob = ? WHERE backup_id = ? AND version = ?",
                 (serde.dumps_typed(_DeltaSnapshot(snapshot.value[:-1]))[1], report.backup_id, version))
 
-    reverted = revert_thread(db, report.backup_id)
+    reverted = revert_thread(scratch_db, report.backup_id)
 
     assert reverted.status == "verification_failed", reverted
     diff = reverted.first_difference
     assert diff["converted_sha256"] != diff["restored_sha256"] and diff["checkpoint_id"]
-    assert raw_rows(db, "tamper") == converted
-    assert [b.status for b in list_backups(db, "tamper")] == ["active"]
+    assert raw_rows(scratch_db, "tamper") == converted
+    assert [b.status for b in list_backups(scratch_db, "tamper")] == ["active"]

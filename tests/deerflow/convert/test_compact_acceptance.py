@@ -40,7 +40,8 @@ def _sweep(db, manifest: dict[str, Any], thread_ids: set[str]) -> tuple[int, lis
                        for s in accessor.iter_history(config_for(tid, ns=ns))]
                 readings += len(got)
                 if got != want:
-                    failures.append(f"accessor {tid} ns={ns!r}: {[g for g, w in zip(got, want, strict=False) if g != w][:2]}")
+                    failures.append(f"accessor {tid} ns={ns!r}: "
+                                    f"{[g for g, w in zip(got, want, strict=False) if g != w][:2]}")
                 for cid, digest in want:
                     state = plain.get_state(config_for(tid, cid, ns))
                     if messages_sha256(state.values.get("messages") or []) != digest:
@@ -87,7 +88,8 @@ def test_compact_every_full_and_migrated_thread_read_in_delta_mode_then_revert(f
     readings, failures = _sweep(db, manifest, set(compacted))
     timings["delta-mode reads"] = time.monotonic() - started
     assert failures == [], "\n".join(failures)
-    assert readings == sum(len(t["backends"][db.backend]["checkpoints"]) for t in threads if t["thread_id"] in compacted)
+    assert readings == sum(len(t["backends"][db.backend]["checkpoints"])
+                           for t in threads if t["thread_id"] in compacted)
 
     # a second compaction has nothing to do
     assert compact_thread(db, "full-tools-30t", snapshot_frequency=K).status == "already_delta"

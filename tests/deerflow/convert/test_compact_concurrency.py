@@ -68,10 +68,10 @@ def test_a_turn_committed_before_commit_is_retried_and_kept(empty_postgres_db):
     assert "seam" in {p["reason"] for p in report.snapshot_positions}
 
 
-def test_a_writer_appending_throughout_loses_nothing(db):
-    _full_thread(db)
-    before = readings(db, THREAD, "full")
-    head_before = [m.id for m in messages_at(db, THREAD, mode="full")]
+def test_a_writer_appending_throughout_loses_nothing(scratch_db):
+    _full_thread(scratch_db)
+    before = readings(scratch_db, THREAD, "full")
+    head_before = [m.id for m in messages_at(scratch_db, THREAD, mode="full")]
     written: list[int] = []
     errors: list[BaseException] = []
     go = threading.Event()
@@ -80,7 +80,7 @@ def test_a_writer_appending_throughout_loses_nothing(db):
         go.wait()
         try:
             for turn in range(200, 206):
-                _delta_turn(db, turn)
+                _delta_turn(scratch_db, turn)
                 written.append(turn)
         except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
@@ -88,16 +88,16 @@ def test_a_writer_appending_throughout_loses_nothing(db):
     thread = threading.Thread(target=writer)
     thread.start()
     go.set()
-    reports = [compact_thread(db, THREAD, snapshot_frequency=K, max_attempts=10)]
+    reports = [compact_thread(scratch_db, THREAD, snapshot_frequency=K, max_attempts=10)]
     thread.join(120)
     assert not thread.is_alive() and errors == [] and written == list(range(200, 206))
     assert reports[0].status in ("compacted", "already_delta"), reports[0].error
     # whatever the interleaving, a second compaction finds nothing (left) to do or compacts the rest
-    reports.append(compact_thread(db, THREAD, snapshot_frequency=K))
+    reports.append(compact_thread(scratch_db, THREAD, snapshot_frequency=K))
     assert reports[-1].status in ("compacted", "already_delta"), reports[-1].error
     assert "compacted" in [r.status for r in reports]
-    after = readings(db, THREAD, "delta")
+    after = readings(scratch_db, THREAD, "delta")
     assert {k: v for k, v in after.items() if k in before} == before
-    head = [m.id for m in messages_at(db, THREAD, mode="delta")]
+    head = [m.id for m in messages_at(scratch_db, THREAD, mode="delta")]
     assert head[:len(head_before)] == head_before
     assert [i for i in head[len(head_before):] if i.startswith("h-")] == [f"h-{t}" for t in range(200, 206)]

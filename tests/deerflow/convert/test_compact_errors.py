@@ -26,31 +26,32 @@ def _full_thread(db, thread_id: str = "t", turns: int = 8) -> None:
             run_turn(graph, thread_id, human(t), mode="full")
 
 
-def test_a_wrong_rewrite_is_caught_by_langgraphs_reader_and_rolled_back(db, monkeypatch):
+def test_a_wrong_rewrite_is_caught_by_langgraphs_reader_and_rolled_back(scratch_db, monkeypatch):
     """Fault injection: a rewrite whose snapshots lose their last message reads differently through
     LangGraph's delta reader; the verification names the checkpoint and both digests, and rolls back."""
-    _full_thread(db)
-    before = raw_rows(db, "t")
+    _full_thread(scratch_db)
+    before = raw_rows(scratch_db, "t")
     real = compact_plan.compacted_row
 
     def lossy(tup, value, decision):
         return real(tup, (value or [])[:-1] if decision.snapshot else value, decision)
 
     monkeypatch.setattr(compactor, "compacted_row", lossy)
-    report = compact_thread(db, "t", snapshot_frequency=3)
+    report = compact_thread(scratch_db, "t", snapshot_frequency=3)
     assert report.status == "verification_failed", report.status
     diff = report.first_difference
-    assert diff["expected_sha256"] and diff["delta_reader_sha256"] and diff["expected_sha256"] != diff["delta_reader_sha256"]
-    assert diff["checkpoint_id"] in checkpoint_ids(db, "t")
+    assert (diff["expected_sha256"] and diff["delta_reader_sha256"]
+            and diff["expected_sha256"] != diff["delta_reader_sha256"])
+    assert diff["checkpoint_id"] in checkpoint_ids(scratch_db, "t")
     assert report.error and "reads checkpoint" in report.error and "rolled back" in report.hint
-    assert raw_rows(db, "t") == before and backup_ids(db) == [] and report.backup_id is None
+    assert raw_rows(scratch_db, "t") == before and backup_ids(scratch_db) == [] and report.backup_id is None
 
 
-def test_the_real_reads_at_the_sample_catch_what_a_wrong_rule_would_miss(db, monkeypatch):
+def test_the_real_reads_at_the_sample_catch_what_a_wrong_rule_would_miss(scratch_db, monkeypatch):
     """Fault injection twice: the same lossy rewrite, and LangGraph's replayed read rule made to report
     every expected digest; the real ``get_state`` reads at the heads, seams and spread still see the loss."""
-    _full_thread(db)
-    before = raw_rows(db, "t")
+    _full_thread(scratch_db)
+    before = raw_rows(scratch_db, "t")
     real = compact_plan.compacted_row
     monkeypatch.setattr(compactor, "compacted_row", lambda tup, value, decision: real(
         tup, (value or [])[:-1] if decision.snapshot else value, decision))
@@ -65,37 +66,37 @@ def test_the_real_reads_at_the_sample_catch_what_a_wrong_rule_would_miss(db, mon
     monkeypatch.setattr(compactor, "verify_against_langgraph", verify)
     monkeypatch.setattr(LangGraphRule, "read_thread", lambda self, session, thread_id: iter(
         [RuleRead(ns, cid, d) for (ns, cid), d in expected.items()]))
-    report = compact_thread(db, "t", snapshot_frequency=3)
+    report = compact_thread(scratch_db, "t", snapshot_frequency=3)
     assert report.status == "verification_failed", report.status
     diff = report.first_difference
     assert diff["expected_sha256"] != diff["delta_reader_sha256"]
     assert ("", diff["checkpoint_id"]) in sample_points(expected, spread=integrity.SAMPLE_SPREAD)
-    assert raw_rows(db, "t") == before and backup_ids(db) == [] and report.backup_id is None
+    assert raw_rows(scratch_db, "t") == before and backup_ids(scratch_db) == [] and report.backup_id is None
 
 
-def test_an_unknown_thread_is_not_found(db):
-    _full_thread(db, turns=1)
-    for report in (compact_thread(db, "nope", snapshot_frequency=10),
-                   dry_run_compact(db, "nope", snapshot_frequency=10)):
+def test_an_unknown_thread_is_not_found(scratch_db):
+    _full_thread(scratch_db, turns=1)
+    for report in (compact_thread(scratch_db, "nope", snapshot_frequency=10),
+                   dry_run_compact(scratch_db, "nope", snapshot_frequency=10)):
         assert report.status == "not_found" and report.hint == "Check the thread id."
 
 
-def test_a_delta_thread_is_already_delta_and_untouched(db):
-    with open_saver(db) as saver:
+def test_a_delta_thread_is_already_delta_and_untouched(scratch_db):
+    with open_saver(scratch_db) as saver:
         graph = agent_graph(saver, mode="delta", tool_every=2)
         for t in range(5):
             run_turn(graph, "d", human(t), mode="delta")
-    before = raw_rows(db, "d")
-    assert dry_run_compact(db, "d", snapshot_frequency=10).status == "already_delta"
-    report = compact_thread(db, "d", snapshot_frequency=10)
+    before = raw_rows(scratch_db, "d")
+    assert dry_run_compact(scratch_db, "d", snapshot_frequency=10).status == "already_delta"
+    report = compact_thread(scratch_db, "d", snapshot_frequency=10)
     assert report.status == "already_delta" and report.bytes_freed == 0 and report.snapshot_positions == []
-    assert raw_rows(db, "d") == before and backup_ids(db) == []
+    assert raw_rows(scratch_db, "d") == before and backup_ids(scratch_db) == []
 
 
 @pytest.mark.parametrize("bad", [0, -3])
-def test_a_bad_cadence_is_refused_before_anything_is_read(db, bad):
+def test_a_bad_cadence_is_refused_before_anything_is_read(scratch_db, bad):
     with pytest.raises(ValueError, match="snapshot_frequency must be at least 1"):
-        compact_thread(db, "t", snapshot_frequency=bad)
+        compact_thread(scratch_db, "t", snapshot_frequency=bad)
 
 
 def test_the_memory_backend_is_refused():

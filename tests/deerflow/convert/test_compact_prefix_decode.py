@@ -61,10 +61,10 @@ def _thread(db, thread_id: str) -> str:
     return checkpoint["id"]
 
 
-def test_prefix_decoding_changes_nothing_and_edits_get_snapshots(db, monkeypatch):
-    edited = _thread(db, "on")
-    assert _thread(db, "off") != edited
-    before = readings(db, "on", "full")
+def test_prefix_decoding_changes_nothing_and_edits_get_snapshots(scratch_db, monkeypatch):
+    edited = _thread(scratch_db, "on")
+    assert _thread(scratch_db, "off") != edited
+    before = readings(scratch_db, "on", "full")
     decoders: list[PrefixDecoder] = []
     init = PrefixDecoder.__init__
 
@@ -73,23 +73,23 @@ def test_prefix_decoding_changes_nothing_and_edits_get_snapshots(db, monkeypatch
         decoders.append(self)
 
     monkeypatch.setattr(PrefixDecoder, "__init__", keep)
-    on = compact_thread(db, "on", snapshot_frequency=10)
+    on = compact_thread(scratch_db, "on", snapshot_frequency=10)
     assert on.status == "compacted", on.error
     counts = {k: sum(d.counts[k] for d in decoders) for k in ("full", "prefix", "tail")}
     # most stored lists (Postgres: blobs; SQLite: inside the checkpoint rows) are sliced from a newer one's
-    assert counts["prefix"] >= len(checkpoint_ids(db, "on")) * 3 // 4, counts
+    assert counts["prefix"] >= len(checkpoint_ids(scratch_db, "on")) * 3 // 4, counts
     monkeypatch.setattr(PrefixDecoder, "KEEP", 0)  # no list kept to compare with: every list decoded in full
     decoders.clear()
-    off = compact_thread(db, "off", snapshot_frequency=10)
+    off = compact_thread(scratch_db, "off", snapshot_frequency=10)
     assert off.status == "compacted", off.error
     assert sum(d.counts["prefix"] + d.counts["tail"] for d in decoders) == 0
-    assert shape(db, "on") == shape(db, "off")
+    assert shape(scratch_db, "on") == shape(scratch_db, "off")
     assert [(p["step"], p["reason"]) for p in on.snapshot_positions] == \
         [(p["step"], p["reason"]) for p in off.snapshot_positions]
     # the list the writes do not explain is stored as a snapshot there
     at = [p for p in on.snapshot_positions if p["checkpoint_id"] == edited]
     assert [p["reason"] for p in at] == ["writes"]
-    row = dict(zip(sorted(checkpoint_ids(db, "on")), shape(db, "on"), strict=True))[edited]
+    row = dict(zip(sorted(checkpoint_ids(scratch_db, "on")), shape(scratch_db, "on"), strict=True))[edited]
     stored = row["channel_values"].get("messages@blob", row["channel_values"].get("messages"))
     assert isinstance(stored, tuple) and stored[0] == "snapshot"
-    assert readings(db, "on", "delta") == before
+    assert readings(scratch_db, "on", "delta") == before

@@ -23,27 +23,28 @@ def _write(db, thread_id: str, mode: str, turns: int, k: int) -> None:
 
 
 @pytest.mark.parametrize("k", [3, 10])
-def test_compacted_rows_are_what_delta_mode_writes(db, k):
-    _write(db, "full", "full", 14, k)
-    _write(db, "delta", "delta", 14, k)
-    report = compact_thread(db, "full", snapshot_frequency=k)
+def test_compacted_rows_are_what_delta_mode_writes(scratch_db, k):
+    _write(scratch_db, "full", "full", 14, k)
+    _write(scratch_db, "delta", "delta", 14, k)
+    report = compact_thread(scratch_db, "full", snapshot_frequency=k)
     assert report.status == "compacted", report.error
-    got, want = shape(db, "full"), shape(db, "delta")
+    got, want = shape(scratch_db, "full"), shape(scratch_db, "delta")
     assert len(got) == len(want) == report.checkpoints_total
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g == w, f"checkpoint {i} (step {w['step']}, {w['source']}) differs"
     # snapshots where delta mode put them, and the report names them
     # SQLite: the decoded inline value; Postgres: the inline ``true`` snapshot marker
     steps = [w["step"] for w in want
-             if w["channel_values"].get("messages") in (True,) or isinstance(w["channel_values"].get("messages"), tuple)]
+             if w["channel_values"].get("messages") in (True,)
+             or isinstance(w["channel_values"].get("messages"), tuple)]
     assert len(steps) >= 14 * 2 // k and [p["step"] for p in report.snapshot_positions] == steps
     assert all(w["metadata"]["deerflow_checkpoint_channel_mode"] == "delta" for w in want)
     assert {p["reason"] for p in report.snapshot_positions} == {"cadence"}
-    assert max(replay_depths(db, "full")) <= k
+    assert max(replay_depths(scratch_db, "full")) <= k
     assert report.bytes_after < report.bytes_before and report.bytes_freed == report.bytes_before - report.bytes_after
 
 
-def test_a_fork_and_an_overwrite_get_their_own_snapshots(db):
+def test_a_fork_and_an_overwrite_get_their_own_snapshots(scratch_db):
     """A turn forked from an older checkpoint and a DeerFlow-style Overwrite of ``messages`` cannot be replayed
     from the writes: compaction stores a snapshot there, and every checkpoint still reads as before."""
     from langgraph.types import Overwrite
@@ -51,17 +52,17 @@ def test_a_fork_and_an_overwrite_get_their_own_snapshots(db):
     from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
     from tests.deerflow.convert.support import checkpoint_ids, readings
 
-    _write(db, "t", "full", 6, 10)
-    fork_from = checkpoint_ids(db, "t")[-8]
-    with open_saver(db) as saver:
+    _write(scratch_db, "t", "full", 6, 10)
+    fork_from = checkpoint_ids(scratch_db, "t")[-8]
+    with open_saver(scratch_db) as saver:
         graph = agent_graph(saver, mode="full", tool_every=3)
         run_turn(graph, "t", human(50), checkpoint_id=fork_from, mode="full")
         CheckpointStateAccessor.for_saver(saver, mode="full").update(
             {"configurable": {"thread_id": "t"}}, {"messages": Overwrite([human(99)])})
         run_turn(graph, "t", human(7), mode="full")
-    before = readings(db, "t", "full")
-    report = compact_thread(db, "t", snapshot_frequency=10)
+    before = readings(scratch_db, "t", "full")
+    report = compact_thread(scratch_db, "t", snapshot_frequency=10)
     assert report.status == "compacted", report.error
     assert {p["reason"] for p in report.snapshot_positions} >= {"writes"}
-    assert readings(db, "t", "delta") == before
-    assert max(replay_depths(db, "t")) <= 10
+    assert readings(scratch_db, "t", "delta") == before
+    assert max(replay_depths(scratch_db, "t")) <= 10

@@ -49,32 +49,32 @@ def _waiting_advisory_locks(db) -> int:
                             ).fetchone()[0]
 
 
-def test_two_concurrent_conversions_of_one_thread(db):
-    _thread(db)
-    truth = readings(db, THREAD, "delta")
+def test_two_concurrent_conversions_of_one_thread(scratch_db):
+    _thread(scratch_db)
+    truth = readings(scratch_db, THREAD, "delta")
     second: dict[str, Any] = {}
-    worker = threading.Thread(target=lambda: second.setdefault("report", convert_thread(db, THREAD)))
+    worker = threading.Thread(target=lambda: second.setdefault("report", convert_thread(scratch_db, THREAD)))
     observed: dict[str, Any] = {}
 
     def hook(session: Any) -> None:
         worker.start()
         deadline = time.monotonic() + 15
-        if db.backend == "postgres":
+        if scratch_db.backend == "postgres":
             while time.monotonic() < deadline and not observed.get("waiting"):
-                observed["waiting"] = _waiting_advisory_locks(db)
+                observed["waiting"] = _waiting_advisory_locks(scratch_db)
                 time.sleep(0.05)
         else:
             time.sleep(1.0)
             observed["waiting"] = int(worker.is_alive())
 
-    first = convert_thread(db, THREAD, before_commit=hook)
+    first = convert_thread(scratch_db, THREAD, before_commit=hook)
     worker.join(60)
     assert not worker.is_alive()
     assert observed["waiting"] == 1  # the second conversion was blocked on the lock while the first held it
     assert first.status == "converted"
     assert second["report"].status == "already_full"
-    assert backup_ids(db) == [first.backup_id]
-    assert readings(db, THREAD, "full") == truth
+    assert backup_ids(scratch_db) == [first.backup_id]
+    assert readings(scratch_db, THREAD, "full") == truth
 
 
 def _append_checkpoint_elsewhere(db) -> str:
@@ -154,28 +154,29 @@ def test_sqlite_conversion_holds_the_write_lock(tmp_path):
     assert report.status == "converted" and report.attempts == 1
 
 
-def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(db):
+def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(scratch_db):
     """``open_session(write=False)`` (what a dry run uses): a concurrent writer commits meanwhile, and the
     session keeps reading the snapshot it started with. A conversion session (``write=True``) on SQLite
     holds the write lock instead."""
     from deerflow.convert.storage import open_session
 
-    _thread(db)
-    with open_session(db, write=False) as session:
+    _thread(scratch_db)
+    with open_session(scratch_db, write=False) as session:
         before = session.watermark(THREAD)
-        added = _append_checkpoint_elsewhere(db)  # would wait for the lock if the session held it
+        added = _append_checkpoint_elsewhere(scratch_db)  # would wait for the lock if the session held it
         assert session.watermark(THREAD) == before
-        if db.backend == "postgres":
+        if scratch_db.backend == "postgres":
             from deerflow.errors import StoragePermissionError
 
             with pytest.raises(StoragePermissionError) as refused:
                 session.execute("DELETE FROM checkpoints WHERE thread_id = ?", [THREAD])
             assert isinstance(refused.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
-    assert added in [r[0] for r in execute(db, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?", (THREAD,))]
-    if db.backend == "sqlite":
-        with open_session(db) as session:
+    assert added in [r[0] for r in execute(scratch_db, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?",
+                                           (THREAD,))]
+    if scratch_db.backend == "sqlite":
+        with open_session(scratch_db) as session:
             session.lock_thread(THREAD)
-            conn = sqlite3.connect(str(db.sqlite_path()), timeout=0.2)
+            conn = sqlite3.connect(str(scratch_db.sqlite_path()), timeout=0.2)
             with pytest.raises(sqlite3.OperationalError, match="locked"):
                 conn.execute("DELETE FROM checkpoints WHERE checkpoint_id = ?", (added,))
             conn.close()

@@ -11,9 +11,9 @@ import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert.encoding import MessageEncoder, RecordingSerializer, SharingDecoder, _as_ext
 from deerflow.convert.reading import iter_checkpoints
 from tests import fixtures_real

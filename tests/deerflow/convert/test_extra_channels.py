@@ -36,28 +36,29 @@ def _values(database, mode: str) -> dict[str, dict[str, Any]]:
                 for s in accessor.history(config_for("mw"))}
 
 
-def test_middleware_channels_are_untouched(db):
-    with open_saver(db) as saver:
+def test_middleware_channels_are_untouched(scratch_db):
+    with open_saver(scratch_db) as saver:
         graph = agent_graph(saver, schema=SCHEMA, extra=_extra, tool_every=2)
         for t in range(4):
             run_turn(graph, "mw", human(t))
     stored_before = {t.config["configurable"]["checkpoint_id"]: {k: v for k, v in t.checkpoint["channel_values"].items()
                                                                  if k != "messages"}
-                     for t in stored_tuples(db, "mw")}
+                     for t in stored_tuples(scratch_db, "mw")}
     assert any("notes" in v and "mood" in v for v in stored_before.values())
-    delta_values = _values(db, "delta")
-    rows = raw_rows(db, "mw")
+    delta_values = _values(scratch_db, "delta")
+    rows = raw_rows(scratch_db, "mw")
 
-    convert_and_compare(db, "mw")
+    convert_and_compare(scratch_db, "mw")
 
     stored_after = {t.config["configurable"]["checkpoint_id"]: {k: v for k, v in t.checkpoint["channel_values"].items()
                                                                 if k != "messages"}
-                    for t in stored_tuples(db, "mw")}
+                    for t in stored_tuples(scratch_db, "mw")}
     assert stored_after == stored_before
-    assert _values(db, "full") == delta_values
-    after = raw_rows(db, "mw")
+    assert _values(scratch_db, "full") == delta_values
+    after = raw_rows(scratch_db, "mw")
     assert after["writes"] == rows["writes"]
-    if db.backend == "postgres":
+    if scratch_db.backend == "postgres":
         assert [r for r in after["blobs"] if r[1] != "messages"] == [r for r in rows["blobs"] if r[1] != "messages"]
-        notes = execute(db, "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = 'mw' AND channel = 'notes'")
+        notes = execute(scratch_db,
+                        "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = 'mw' AND channel = 'notes'")
         assert notes[0][0] > 0

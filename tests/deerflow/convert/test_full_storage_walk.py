@@ -37,11 +37,11 @@ def _entries(db, thread_id: str, *, full_storage: bool):
     return out, seen_before_walk
 
 
-def test_full_storage_walk_shares_prefixes_and_hands_on_the_same_entries(db):
-    _full_thread(db, "t")
-    plain, plain_seen = _entries(db, "t", full_storage=False)
-    shared, shared_seen = _entries(db, "t", full_storage=True)
-    assert shared == plain and len(plain) == len(checkpoint_ids(db, "t"))
+def test_full_storage_walk_shares_prefixes_and_hands_on_the_same_entries(scratch_db):
+    _full_thread(scratch_db, "t")
+    plain, plain_seen = _entries(scratch_db, "t", full_storage=False)
+    shared, shared_seen = _entries(scratch_db, "t", full_storage=True)
+    assert shared == plain and len(plain) == len(checkpoint_ids(scratch_db, "t"))
     # the stored list handed on is the value itself (a full thread stores its value at every checkpoint)
     assert all(stored == value for _ns, _cid, _d, value, stored in shared if stored)
     prefixes = [v for v in shared_seen if isinstance(v, SharedPrefix)]

@@ -38,30 +38,31 @@ def _idless_thread(db) -> None:
     assert len(written) == 12 and all(m.id is None for write in written for m in write)
 
 
-def test_idless_messages_get_the_same_ids_on_every_materialization(db):
-    _idless_thread(db)
-    first = messages_at(db, "idless", mode="delta")
+def test_idless_messages_get_the_same_ids_on_every_materialization(scratch_db):
+    _idless_thread(scratch_db)
+    first = messages_at(scratch_db, "idless", mode="delta")
     assert all(m.id for m in first) and len(set(ids_of(first))) == len(first)
-    assert ids_of(messages_at(db, "idless", mode="delta")) == ids_of(first)
-    assert readings(db, "idless", "delta") == readings(db, "idless", "delta")
-    assert dry_run_thread(db, "idless").head_messages_sha256 == dry_run_thread(db, "idless").head_messages_sha256
+    assert ids_of(messages_at(scratch_db, "idless", mode="delta")) == ids_of(first)
+    assert readings(scratch_db, "idless", "delta") == readings(scratch_db, "idless", "delta")
+    assert (dry_run_thread(scratch_db, "idless").head_messages_sha256
+            == dry_run_thread(scratch_db, "idless").head_messages_sha256)
 
 
-def test_conversion_writes_the_ids_and_a_later_remove_message_matches(db):
-    _idless_thread(db)
-    before = messages_at(db, "idless", mode="delta")
-    convert_and_compare(db, "idless")
+def test_conversion_writes_the_ids_and_a_later_remove_message_matches(scratch_db):
+    _idless_thread(scratch_db)
+    before = messages_at(scratch_db, "idless", mode="delta")
+    convert_and_compare(scratch_db, "idless")
 
-    head = stored_tuples(db, "idless")[0]
+    head = stored_tuples(scratch_db, "idless")[0]
     assert ids_of(head.checkpoint["channel_values"]["messages"]) == ids_of(before)
 
     victim = before[0]  # the first human message, written without an id
     assert victim.type == "human"
-    with open_saver(db) as saver:
+    with open_saver(scratch_db) as saver:
         full = CheckpointStateAccessor.for_saver(saver, mode="full")
         full.update(config_for("idless"), {"messages": [RemoveMessage(id=victim.id)]})
         graph = agent_graph(saver, mode="full", with_ids=False)
         run_turn(graph, "idless", human(9, with_id=False), mode="full")
-    after = messages_at(db, "idless", mode="full")
+    after = messages_at(scratch_db, "idless", mode="full")
     assert victim.id not in ids_of(after)
     assert ids_of(after)[: len(before) - 1] == ids_of(before)[1:]

@@ -77,11 +77,11 @@ def _stored_none(db, thread_id: str, at: float) -> str:
     return victim.config["configurable"]["checkpoint_id"]
 
 
-def test_a_stored_none_reads_as_each_savers_reader_reads_it(db):
+def test_a_stored_none_reads_as_each_savers_reader_reads_it(scratch_db):
     """SQLite (and LangGraph's base reader) restart from ``[]`` below a stored ``None``; Postgres passes it."""
     for thread_id, at in (("early", 0.2), ("middle", 0.5), ("late", 0.9)):
-        victim = _stored_none(db, thread_id, at)
-        rule, real = _rule_and_real(db, thread_id)
+        victim = _stored_none(scratch_db, thread_id, at)
+        rule, real = _rule_and_real(scratch_db, thread_id)
         assert rule == real
         assert len(real) > 20 and all(ok for _digest, ok in real.values())
         assert ("", victim) in real

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, ToolMessage
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Overwrite
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.agents.thread_state import merge_message_writes
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.onepass import (
@@ -166,4 +166,5 @@ def test_the_shortcut_takes_only_plain_appends_with_new_ids():
         assert _appended(base, writes) is None, why
     assert _appended([{"role": "user", "content": "x", "id": "d"}], [[H1]]) is None  # base not plain
     assert _appended([HumanMessage("no id")], [[H1]]) is None
-    assert _appended([ToolMessage("r", tool_call_id="c", id="t")], [[H1]]) == [ToolMessage("r", tool_call_id="c", id="t"), H1]
+    assert (_appended([ToolMessage("r", tool_call_id="c", id="t")], [[H1]])
+            == [ToolMessage("r", tool_call_id="c", id="t"), H1])

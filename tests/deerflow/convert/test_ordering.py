@@ -24,13 +24,13 @@ from tests.deerflow.convert.support import (
 )
 
 
-def test_parallel_tool_writes_keep_task_path_order(db):
-    with open_saver(db) as saver:
+def test_parallel_tool_writes_keep_task_path_order(scratch_db):
+    with open_saver(scratch_db) as saver:
         graph = fanout_graph(saver)
         live = [run_turn(graph, "fan", human(t)) for t in range(3)]
-    report = convert_and_compare(db, "fan")
+    report = convert_and_compare(scratch_db, "fan")
     assert findings_of(report, "order_unknown") == []
-    head = messages_at(db, "fan", mode="full")
+    head = messages_at(scratch_db, "fan", mode="full")
     tools = [m.id for m in head if m.type == "tool"]
     # a_tool's task path sorts before z_tool's, whatever the (random) task ids
     assert tools == [f"tool-call-{name}-{n}" for n in (1, 6, 11) for name in ("a_tool", "z_tool")]
@@ -51,24 +51,24 @@ def _parallel_writes(db, *, paths: tuple[str, str]) -> list[str]:
     return [root, c1, c2]
 
 
-def test_task_path_order_wins_over_task_id(db):
-    root, c1, c2 = _parallel_writes(db, paths=("~__pregel_pull, a_node", "~__pregel_pull, b_node"))
-    assert ids_of(messages_at(db, "par", c2, mode="delta")) == ["h0", "A", "B"]
-    report = convert_and_compare(db, "par")
+def test_task_path_order_wins_over_task_id(scratch_db):
+    root, c1, c2 = _parallel_writes(scratch_db, paths=("~__pregel_pull, a_node", "~__pregel_pull, b_node"))
+    assert ids_of(messages_at(scratch_db, "par", c2, mode="delta")) == ["h0", "A", "B"]
+    report = convert_and_compare(scratch_db, "par")
     assert findings_of(report, "order_unknown") == []
-    assert ids_of(messages_at(db, "par", c2, mode="full")) == ["h0", "A", "B"]
+    assert ids_of(messages_at(scratch_db, "par", c2, mode="full")) == ["h0", "A", "B"]
 
 
-def test_writes_without_task_path_are_flagged_order_unknown(db):
-    root, c1, c2 = _parallel_writes(db, paths=("", ""))
-    dry = dry_run_thread(db, "par")
+def test_writes_without_task_path_are_flagged_order_unknown(scratch_db):
+    root, c1, c2 = _parallel_writes(scratch_db, paths=("", ""))
+    dry = dry_run_thread(scratch_db, "par")
     assert dry.status == "needs_conversion"
     flagged = findings_of(dry, "order_unknown")
     assert [(f["checkpoint_id"], f["blocking"]) for f in flagged] == [(c1, False)]
     # one task without a path (the input write at the root) is no ambiguity
     assert all(f["checkpoint_id"] != root for f in dry.findings)
 
-    report = convert_and_compare(db, "par")
+    report = convert_and_compare(scratch_db, "par")
     assert [f["checkpoint_id"] for f in findings_of(report, "order_unknown")] == [c1]
     # replayed by task_id, as LangGraph's reader does
-    assert ids_of(messages_at(db, "par", c2, mode="full")) == ["h0", "B", "A"]
+    assert ids_of(messages_at(scratch_db, "par", c2, mode="full")) == ["h0", "B", "A"]

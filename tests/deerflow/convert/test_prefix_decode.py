@@ -142,7 +142,7 @@ def test_whole_checkpoints_share_their_messages_lists():
 
 
 def test_checkpoints_without_a_messages_list_decode_as_usual():
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+    from deerflow._langgraph_compat import _DeltaSnapshot
 
     decoder = _decoder()
     for checkpoint in (_checkpoint(None), _checkpoint(_DeltaSnapshot(_messages(3))), _checkpoint("text"),

@@ -122,7 +122,8 @@ def test_sigkill_leaves_the_thread_untouched_or_fully_converted(fixture_db, mani
         if plan == "pause":
             # every row was written and verified, but not committed: nothing may survive the kill
             assert outcomes[-1][0] == "untouched", where
-        print(f"\n[{db.backend}] kill plan={plan} after {time.monotonic() - started:.1f}s -> {outcomes[-1][0]} ({last})")
+        print(f"\n[{db.backend}] kill plan={plan} after {time.monotonic() - started:.1f}s "
+              f"-> {outcomes[-1][0]} ({last})")
 
     # the restarted worker: a clean run converts the thread completely
     report = convert_thread(db, THREAD, integrity=False)

@@ -1,5 +1,6 @@
 """Fixtures for the retention tests: a fresh store on memory, SQLite and Postgres (``target``), and, from
-:mod:`tests.backends`, a fresh database (``db``) and a writable copy of the real fixture (``fixture_db``)."""
+:mod:`tests.backends`, a fresh database (``scratch_db``) and a writable copy of the real fixture
+(``fixture_db``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from tests.backends import WITH_MEMORY, db, fixture_db, fresh_database  # noqa: F401 - db, fixture_db: fixtures
+from tests.backends import WITH_MEMORY, fixture_db, fresh_database, scratch_db  # noqa: F401 - fixtures
 
 
 @pytest.fixture(params=WITH_MEMORY)

@@ -21,7 +21,8 @@ from tests.deerflow.retention.support import all_keys, read
 
 
 def _replay_readings(db: Any, thread_id: str, cps: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, ...]]:
-    """``{(ns, id): (fork point's key, (count, messages_sha256))}`` of the replay rule's reading per fork_input checkpoint.
+    """``{(ns, id): (fork point's key, (count, messages_sha256))}`` of the replay rule's reading per
+    fork_input checkpoint.
 
     The fork point is the parent of the topmost ``input`` checkpoint of the branch; the replay rule's value
     is LangGraph's reading without the ``messages`` written under the fork point (the fork never ran them).

@@ -14,53 +14,54 @@ from tests.deerflow.convert.support import all_rows, backup_ids, config_for, exe
 from tests.deerflow.retention.support import branched, ids, pending_write, read, turns
 
 
-def test_revert_restores_a_keep_last_byte_for_byte(db):
-    main, branch = branched(db, "t")
-    pending_write(db, "t", branch[-1])
-    turns(db, "other", 2)
-    original, other = raw_rows(db, "t"), raw_rows(db, "other")
-    report = keep_last(db, "t", 2)
+def test_revert_restores_a_keep_last_byte_for_byte(scratch_db):
+    main, branch = branched(scratch_db, "t")
+    pending_write(scratch_db, "t", branch[-1])
+    turns(scratch_db, "other", 2)
+    original, other = raw_rows(scratch_db, "t"), raw_rows(scratch_db, "other")
+    report = keep_last(scratch_db, "t", 2)
     assert report.status == "pruned" and report.backup_id
-    assert raw_rows(db, "t") != original
-    [info] = list_backups(db, "t")
+    assert raw_rows(scratch_db, "t") != original
+    [info] = list_backups(scratch_db, "t")
     assert info.status == "active" and info.checkpoint_rows == len(original["checkpoints"])
-    reverted = revert_prune(db, report.backup_id)
+    reverted = revert_prune(scratch_db, report.backup_id)
     assert reverted.status == "reverted", reverted.error
-    assert raw_rows(db, "t") == original
-    assert raw_rows(db, "other") == other
-    assert [b.status for b in list_backups(db, "t")] == ["restored"]
+    assert raw_rows(scratch_db, "t") == original
+    assert raw_rows(scratch_db, "other") == other
+    assert [b.status for b in list_backups(scratch_db, "t")] == ["restored"]
 
 
-def test_revert_restores_a_deleted_thread_byte_for_byte(db):
-    turns(db, "t", 3)
-    original = raw_rows(db, "t")
-    report = delete_thread(db, "t")
+def test_revert_restores_a_deleted_thread_byte_for_byte(scratch_db):
+    turns(scratch_db, "t", 3)
+    original = raw_rows(scratch_db, "t")
+    report = delete_thread(scratch_db, "t")
     assert report.status == "deleted" and report.bytes_after == 0
-    assert ids(db, "t") == [] and all(not rows for rows in raw_rows(db, "t").values())
-    assert revert_prune(db, report.backup_id).status == "reverted"
-    assert raw_rows(db, "t") == original
+    assert ids(scratch_db, "t") == [] and all(not rows for rows in raw_rows(scratch_db, "t").values())
+    assert revert_prune(scratch_db, report.backup_id).status == "reverted"
+    assert raw_rows(scratch_db, "t") == original
 
 
-def test_no_backup_skips_it_and_purge_frees_the_backup_rows(db):
-    turns(db, "t", 4)
-    report = keep_last(db, "t", 2, backup=False)
-    assert report.status == "pruned" and report.backup_id is None and backup_ids(db) == []
-    turns(db, "u", 4)
-    report = keep_last(db, "u", 2)
-    assert execute(db, "SELECT COUNT(*) FROM dfa_backup_writes WHERE backup_id = ?", (report.backup_id,))[0][0] > 0
-    assert purge_backup(db, report.backup_id).status == "active"
-    assert execute(db, "SELECT COUNT(*) FROM dfa_backup_writes")[0][0] == 0
-    assert execute(db, "SELECT COUNT(*) FROM dfa_backup_checkpoints")[0][0] == 0
-    assert revert_prune(db, report.backup_id).status == "not_found"
+def test_no_backup_skips_it_and_purge_frees_the_backup_rows(scratch_db):
+    turns(scratch_db, "t", 4)
+    report = keep_last(scratch_db, "t", 2, backup=False)
+    assert report.status == "pruned" and report.backup_id is None and backup_ids(scratch_db) == []
+    turns(scratch_db, "u", 4)
+    report = keep_last(scratch_db, "u", 2)
+    assert execute(scratch_db, "SELECT COUNT(*) FROM dfa_backup_writes WHERE backup_id = ?",
+                   (report.backup_id,))[0][0] > 0
+    assert purge_backup(scratch_db, report.backup_id).status == "active"
+    assert execute(scratch_db, "SELECT COUNT(*) FROM dfa_backup_writes")[0][0] == 0
+    assert execute(scratch_db, "SELECT COUNT(*) FROM dfa_backup_checkpoints")[0][0] == 0
+    assert revert_prune(scratch_db, report.backup_id).status == "not_found"
 
 
-def test_a_dry_run_writes_nothing(db):
-    branched(db, "t")
-    before = all_rows(db)
-    for report in (keep_last(db, "t", 2, dry_run=True), safe_only(db, "t", dry_run=True),
-                   delete_thread(db, "t", dry_run=True)):
+def test_a_dry_run_writes_nothing(scratch_db):
+    branched(scratch_db, "t")
+    before = all_rows(scratch_db)
+    for report in (keep_last(scratch_db, "t", 2, dry_run=True), safe_only(scratch_db, "t", dry_run=True),
+                   delete_thread(scratch_db, "t", dry_run=True)):
         assert report.status in ("would_prune", "would_delete"), report.error
-    assert all_rows(db) == before and backup_ids(db) == []
+    assert all_rows(scratch_db) == before and backup_ids(scratch_db) == []
 
 
 def _append_elsewhere(db: Any) -> str:

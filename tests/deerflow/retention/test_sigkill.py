@@ -49,7 +49,9 @@ print("done", report.status, round(time.monotonic() - started, 3), " ".join(repo
 
 
 def _run(db, delay: float | None = None, *, at_commit: float | None = None) -> tuple[str, list[str]]:
-    """Run the child; kill it ``delay`` s after ready (or ``at_commit`` s after before_commit). ``(last line, words)``."""
+    """Run the child; kill it ``delay`` s after ready (or ``at_commit`` s after before_commit).
+
+    ``(last line, words)``."""
     stderr = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen([sys.executable, "-c", CHILD, db.model_dump_json(), THREAD], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=stderr, text=True)

@@ -15,7 +15,8 @@ import pytest
 import deerflow.retention
 
 ROOT = Path(__file__).resolve().parents[3]
-MODULES = ["deerflow.retention"] + [f"deerflow.retention.{m.name}" for m in pkgutil.iter_modules(deerflow.retention.__path__)]
+MODULES = ["deerflow.retention"] + [f"deerflow.retention.{m.name}"
+                                     for m in pkgutil.iter_modules(deerflow.retention.__path__)]
 
 
 @pytest.mark.parametrize("module_name", MODULES)

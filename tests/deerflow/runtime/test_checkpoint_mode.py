@@ -73,7 +73,8 @@ def test_error_details_for_http_mapping():
     assert CheckpointModeMismatchError().detail == MISMATCH_MESSAGE
     reconf = CheckpointModeReconfigurationError()
     assert reconf.detail == RECONFIGURATION_MESSAGE
-    twin = CheckpointModeReconfigurationError(SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE, setting="checkpoint_delta.snapshot_frequency")
+    twin = CheckpointModeReconfigurationError(SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE,
+                                              setting="checkpoint_delta.snapshot_frequency")
     assert twin.detail == SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE
     # both are RuntimeErrors like DeerFlow's own classes
     assert isinstance(mismatch, RuntimeError) and isinstance(reconf, RuntimeError)
@@ -155,10 +156,12 @@ def test_freeze_is_per_process_each_process_freezes_independently():
         "except Exception as e:\n    print(type(e).__name__)\n"
     )
     outs = [
-        subprocess.run([sys.executable, "-c", code, mode, str(k)], capture_output=True, text=True, check=True, cwd=str(_repo_root())).stdout.split()
+        subprocess.run([sys.executable, "-c", code, mode, str(k)], capture_output=True, text=True, check=True,
+                       cwd=str(_repo_root())).stdout.split()
         for mode, k in (("delta", 3), ("full", 10))
     ]
-    assert outs == [["delta", "3", "CheckpointModeReconfigurationError"], ["full", "10", "CheckpointModeReconfigurationError"]]
+    assert outs == [["delta", "3", "CheckpointModeReconfigurationError"],
+                    ["full", "10", "CheckpointModeReconfigurationError"]]
     # and this process is untouched by them
     assert frozen_checkpoint_channel_mode() is None
 
@@ -209,7 +212,8 @@ def test_copy_config_then_inject_leaves_the_callers_dicts_untouched():
 
 def test_inject_accepts_none_and_missing_sections():
     out = inject_checkpoint_mode(None, "delta")
-    assert out == {"configurable": {INTERNAL_CHECKPOINT_MODE_KEY: "delta"}, "metadata": {CHECKPOINT_MODE_METADATA_KEY: "delta"}}
+    assert out == {"configurable": {INTERNAL_CHECKPOINT_MODE_KEY: "delta"},
+                   "metadata": {CHECKPOINT_MODE_METADATA_KEY: "delta"}}
     out = inject_checkpoint_mode({"configurable": None, "metadata": None}, "full")
     assert out == {"configurable": {INTERNAL_CHECKPOINT_MODE_KEY: "full"}, "metadata": {}}
 
@@ -345,7 +349,8 @@ def test_snapshot_gate_is_asymmetric():
 
 
 def test_tuple_gate_is_asymmetric():
-    delta = CheckpointTuple(config=config_for("t-tuple"), checkpoint={}, metadata={"counters_since_delta_snapshot": {"messages": [1, 1]}})
+    delta = CheckpointTuple(config=config_for("t-tuple"), checkpoint={},
+                            metadata={"counters_since_delta_snapshot": {"messages": [1, 1]}})
     full = CheckpointTuple(config=config_for("t-tuple"), checkpoint={}, metadata={"step": 0})
     raise_if_checkpoint_tuple_incompatible(delta, "delta")
     raise_if_checkpoint_tuple_incompatible(full, "full")

@@ -165,7 +165,8 @@ def test_limit_none_means_all_in_saver_list_order():
     assert len(expected) > 15
     got = [s.config["configurable"]["checkpoint_id"] for s in accessor.history(config_for("acc"))]
     assert got == expected
-    assert [s.config["configurable"]["checkpoint_id"] for s in accessor.history(config_for("acc"), limit=None)] == expected
+    assert [s.config["configurable"]["checkpoint_id"]
+            for s in accessor.history(config_for("acc"), limit=None)] == expected
     agot = [s.config["configurable"]["checkpoint_id"] for s in asyncio.run(accessor.ahistory(config_for("acc")))]
     assert agot == expected
 
@@ -185,7 +186,8 @@ def test_history_pages_with_before_and_limit():
         assert len(page) <= 4
         pages.extend(page)
         before = page[-1].config
-    assert [s.config["configurable"]["checkpoint_id"] for s in pages] == [s.config["configurable"]["checkpoint_id"] for s in everything]
+    assert [s.config["configurable"]["checkpoint_id"] for s in pages] == [
+        s.config["configurable"]["checkpoint_id"] for s in everything]
     assert [digest_of(s) for s in pages] == [digest_of(s) for s in everything]
     # history entries equal get() of the same checkpoint
     for snapshot in everything[::5]:
@@ -239,7 +241,8 @@ def _expected_after_replace() -> dict[str, Any]:
 def _first_values() -> dict[str, Any]:
     return {
         "sandbox": {"sandbox_id": "sb-1"}, "artifacts": ["/out/a.md"], "todos": [{"content": "t1"}],
-        "goal": {"text": "g1"}, "viewed_images": {"/img/a.png": {"mime_type": "image/png", "size": 1, "actual_path": "/a"}},
+        "goal": {"text": "g1"},
+        "viewed_images": {"/img/a.png": {"mime_type": "image/png", "size": 1, "actual_path": "/a"}},
         "promoted": {"catalog_hash": "h1", "names": ["y"]}, "delegations": [{"id": "d1"}],
         "skill_context": [{"path": "/skills/a"}], "title": "First",
     }
@@ -261,7 +264,8 @@ def test_update_writes_through_with_overwrite(backend, mode, tmp_path):
         head = accessor.get(config_for("upd"))
         expected = _expected_after_replace()
         for key, value in expected.items():
-            assert head.values[key] == value if key != "messages" else messages_sha256(head.values[key]) == messages_sha256(value), key
+            assert (head.values[key] == value if key != "messages"
+                    else messages_sha256(head.values[key]) == messages_sha256(value)), key
         stored = saver.get_tuple(config_for("upd"))
         assert stored.config["configurable"]["checkpoint_id"] == new_config["configurable"]["checkpoint_id"]
         assert stored.metadata["source"] == "update"
@@ -270,7 +274,8 @@ def test_update_writes_through_with_overwrite(backend, mode, tmp_path):
         # the thread continues on top of the replaced state
         out = run_turn(graph, "upd", mode, 4)
         assert [m.id for m in out["messages"]][:2] == ["summary", "kept"]
-        assert digest_of(accessor.get(config_for("upd")))[:2] == (len(out["messages"]), messages_sha256(out["messages"]))
+        assert digest_of(accessor.get(config_for("upd")))[:2] == (len(out["messages"]),
+                                                                  messages_sha256(out["messages"]))
 
 
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
@@ -451,11 +456,13 @@ def test_first_overwrite_of_an_optional_reducer_channel_reads_back_as_its_value(
     assert values["todos"] == [{"content": "a"}] and values["goal"] == {"text": "g"}
     assert values["sandbox"] == {"sandbox_id": "s"} and values["promoted"] == {"catalog_hash": "h", "names": ["n"]}
     # afterwards Overwrite replaces (sandbox would otherwise raise on a conflicting id)
-    asyncio.run(accessor.aupdate(config_for("acc"), {"todos": _Overwrite([]), "sandbox": _Overwrite({"sandbox_id": "t"})},
+    asyncio.run(accessor.aupdate(config_for("acc"),
+                                 {"todos": _Overwrite([]), "sandbox": _Overwrite({"sandbox_id": "t"})},
                                  as_node="manual_state_update"))
     values = asyncio.run(accessor.aget(config_for("acc"))).values
     assert values["todos"] == [] and values["sandbox"] == {"sandbox_id": "t"}
     # a fork from before the first write is again a first write, async included
     oldest_with_messages = accessor.history(config_for("acc"))[-2].config
-    forked = asyncio.run(accessor.aupdate(oldest_with_messages, {"todos": _Overwrite([{"content": "f"}])}, as_node="manual_state_update"))
+    forked = asyncio.run(accessor.aupdate(oldest_with_messages, {"todos": _Overwrite([{"content": "f"}])},
+                                          as_node="manual_state_update"))
     assert accessor.get(forked).values["todos"] == [{"content": "f"}]

@@ -7,7 +7,8 @@ delta-mode accessor materializes the manifest's ``messages_sha256`` and
 ``channels_sha256`` (and title), and a full-mode accessor does what
 ``full_mode_accessor`` says. (``next`` is not compared: it depends on the
 reading graph's nodes, and the accessor reads through the one-node
-state-mutation graph, not DeerFlow's agent graph.) Failures are collected and reported together, one line per checkpoint.
+state-mutation graph, not DeerFlow's agent graph.) Failures are collected and
+reported together, one line per checkpoint.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
@@ -67,14 +68,16 @@ def _sweep(database: Any, backend: str, manifest: dict[str, Any], shard: int) ->
                 if [t.config["configurable"]["checkpoint_id"] for t in listed] != expected:
                     failures.append(f"{backend} {thread_id} ns={ns!r}: list order differs")
             for cp in checkpoints:
-                where = f"{backend} {thread_id} {cp['checkpoint_ns'] or '<root>'} {cp['checkpoint_id']} step={cp['step']}"
+                where = (f"{backend} {thread_id} {cp['checkpoint_ns'] or '<root>'} {cp['checkpoint_id']} "
+                         f"step={cp['step']}")
                 config = config_for(thread_id, cp["checkpoint_id"], cp["checkpoint_ns"])
                 raw = raw_tuples[cp["checkpoint_id"]]
                 kind = _stored_kind(raw.checkpoint["channel_values"].get("messages"))
                 if kind != cp["messages_stored"]:
                     failures.append(f"{where}: raw messages {kind} != {cp['messages_stored']}")
                 marker = raw.metadata.get(CHECKPOINT_MODE_METADATA_KEY) == "delta"
-                if marker != cp["delta_marker"] or raw.metadata.get("counters_since_delta_snapshot") != cp["counters_since_delta_snapshot"]:
+                if (marker != cp["delta_marker"]
+                        or raw.metadata.get("counters_since_delta_snapshot") != cp["counters_since_delta_snapshot"]):
                     failures.append(f"{where}: marker facts differ")
                 snapshot = delta.get(config)
                 readings += 1
@@ -125,7 +128,8 @@ def test_the_sweep_parts_hold_every_manifest_thread_once(backend):
     every = [t["thread_id"] for t in fixtures_real.load_manifest()["threads"]]
     assert sorted(tid for part in parts for tid in part) == sorted(every)
     assert len(every) == 27 and all(parts)
-    sizes = [sum(len(fixtures_real.manifest_threads()[tid]["backends"][backend]["checkpoints"]) for tid in part) for part in parts]
+    sizes = [sum(len(fixtures_real.manifest_threads()[tid]["backends"][backend]["checkpoints"]) for tid in part)
+             for part in parts]
     assert sum(sizes) == 3268 and max(sizes) == 1200  # the largest thread alone is the longest part
     with pytest.raises(ValueError, match="sweep part 4 is not in 0..3"):
         fixtures_real.thread_shard(fixtures_real.SWEEP_SHARDS, backend)
@@ -148,10 +152,13 @@ def _sync_vs_async(database: Any, backend: str, manifest: dict[str, Any]) -> lis
         for thread_id in SAMPLE:
             for cp in threads[thread_id]["backends"][backend]["checkpoints"]:
                 s = delta.get(config_for(thread_id, cp["checkpoint_id"], cp["checkpoint_ns"]))
-                sync_readings[(thread_id, cp["checkpoint_id"])] = (messages_sha256(s.values.get("messages")), channels_sha256(s.values))
-            for ns in dict.fromkeys(cp["checkpoint_ns"] for cp in threads[thread_id]["backends"][backend]["checkpoints"]):
+                sync_readings[(thread_id, cp["checkpoint_id"])] = (messages_sha256(s.values.get("messages")),
+                                                                    channels_sha256(s.values))
+            for ns in dict.fromkeys(cp["checkpoint_ns"]
+                                    for cp in threads[thread_id]["backends"][backend]["checkpoints"]):
                 sync_histories[(thread_id, ns)] = [
-                    (s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages")), channels_sha256(s.values))
+                    (s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages")),
+                     channels_sha256(s.values))
                     for s in delta.history(config_for(thread_id, checkpoint_ns=ns))
                 ]
 
@@ -165,17 +172,21 @@ def _sync_vs_async(database: Any, backend: str, manifest: dict[str, Any]) -> lis
                     config = config_for(thread_id, cp["checkpoint_id"], cp["checkpoint_ns"])
                     s = await adelta.aget(config)
                     got = (messages_sha256(s.values.get("messages")), channels_sha256(s.values))
-                    if got != sync_readings[(thread_id, cp["checkpoint_id"])] or got != (cp["messages_sha256"], cp["channels_sha256"]):
+                    if (got != sync_readings[(thread_id, cp["checkpoint_id"])]
+                            or got != (cp["messages_sha256"], cp["channels_sha256"])):
                         failures.append(f"{backend} {thread_id} {cp['checkpoint_id']}: aget {got}")
-                    metadata = await afull.aget_metadata(config) if not cp["delta_marker"] and not cp["counters_since_delta_snapshot"] else None
+                    metadata = (await afull.aget_metadata(config)
+                                if not cp["delta_marker"] and not cp["counters_since_delta_snapshot"] else None)
                     if metadata is not None and metadata.get("step") != cp["step"]:
                         failures.append(f"{backend} {thread_id} {cp['checkpoint_id']}: aget_metadata step")
                 for ns in dict.fromkeys(cp["checkpoint_ns"] for cp in checkpoints):
                     history = [
-                        (s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages")), channels_sha256(s.values))
+                        (s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages")),
+                         channels_sha256(s.values))
                         for s in await adelta.ahistory(config_for(thread_id, checkpoint_ns=ns))
                     ]
-                    expected = [(cp["checkpoint_id"], cp["messages_sha256"], cp["channels_sha256"]) for cp in checkpoints if cp["checkpoint_ns"] == ns]
+                    expected = [(cp["checkpoint_id"], cp["messages_sha256"], cp["channels_sha256"])
+                                for cp in checkpoints if cp["checkpoint_ns"] == ns]
                     if history != sync_histories[(thread_id, ns)] or history != expected:
                         failures.append(f"{backend} {thread_id} ns={ns!r}: ahistory differs from history/manifest")
 

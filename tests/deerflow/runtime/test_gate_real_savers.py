@@ -71,7 +71,8 @@ def test_full_mode_accessor_refuses_a_delta_thread_sync(backend, tmp_path):
         full = CheckpointStateAccessor.for_saver(saver, mode="full")
         calls = count_calls(saver, "get_tuple", "list", "get_delta_channel_history", *WRITE_METHODS)
 
-        addresses = [config_for(DELTA_THREAD), config_for(DELTA_THREAD, ids["head"]), config_for(DELTA_THREAD, ids["oldest"])]
+        addresses = [config_for(DELTA_THREAD), config_for(DELTA_THREAD, ids["head"]),
+                     config_for(DELTA_THREAD, ids["oldest"])]
         for config in addresses:
             calls.clear()
             with pytest.raises(CheckpointModeMismatchError) as info:
@@ -108,7 +109,8 @@ def test_full_mode_accessor_refuses_a_delta_thread_sync(backend, tmp_path):
         delta = CheckpointStateAccessor.for_saver(saver, mode="delta")
         head = delta.get(config_for(DELTA_THREAD))
         assert head.values["title"] == "seeded" and len(head.values["messages"]) == 8
-        assert [s.config["configurable"]["checkpoint_id"] for s in delta.history(config_for(DELTA_THREAD))][0] == ids["head"]
+        assert [s.config["configurable"]["checkpoint_id"]
+                for s in delta.history(config_for(DELTA_THREAD))][0] == ids["head"]
         full.update(config_for(FULL_THREAD), {"title": "renamed"}, as_node="manual_state_update")
         after = row_counts(database, saver)
         assert after["checkpoints"] == before["checkpoints"] + 1
@@ -129,7 +131,8 @@ def test_full_mode_accessor_refuses_a_delta_thread_async(backend, tmp_path):
                 saver = memory_saver or opened  # memory: the seeded instance, async methods
                 full = CheckpointStateAccessor.for_saver(saver, mode="full")
                 calls = count_calls(saver, "aget_tuple", "alist", "aget_delta_channel_history", *WRITE_METHODS)
-                addresses = [config_for(DELTA_THREAD), config_for(DELTA_THREAD, ids["head"]), config_for(DELTA_THREAD, ids["oldest"])]
+                addresses = [config_for(DELTA_THREAD), config_for(DELTA_THREAD, ids["head"]),
+                             config_for(DELTA_THREAD, ids["oldest"])]
                 for config in addresses:
                     calls.clear()
                     with pytest.raises(CheckpointModeMismatchError) as info:

@@ -63,7 +63,8 @@ def test_subgraph_namespaces_read_non_empty(backend, request, manifest):
     with open_checkpointer(database) as saver:
         accessor = CheckpointStateAccessor.for_saver(saver, mode="delta")
         for cp in subgraph:
-            messages = accessor.get(config_for(thread["thread_id"], cp["checkpoint_id"], cp["checkpoint_ns"])).values.get("messages", [])
+            messages = accessor.get(
+                config_for(thread["thread_id"], cp["checkpoint_id"], cp["checkpoint_ns"])).values.get("messages", [])
             assert messages_sha256(messages) == cp["messages_sha256"]
             assert len(messages) == cp["message_count"]
             if "deerflow_lock_reader" in cp:
@@ -72,8 +73,10 @@ def test_subgraph_namespaces_read_non_empty(backend, request, manifest):
         for ns in dict.fromkeys(cp["checkpoint_ns"] for cp in subgraph):
             history = accessor.history(config_for(thread["thread_id"], checkpoint_ns=ns))
             expected = [cp for cp in subgraph if cp["checkpoint_ns"] == ns]
-            assert [s.config["configurable"]["checkpoint_id"] for s in history] == [cp["checkpoint_id"] for cp in expected]
-            assert [messages_sha256(s.values.get("messages")) for s in history] == [cp["messages_sha256"] for cp in expected]
+            assert [s.config["configurable"]["checkpoint_id"] for s in history] == [
+                cp["checkpoint_id"] for cp in expected]
+            assert [messages_sha256(s.values.get("messages")) for s in history] == [
+                cp["messages_sha256"] for cp in expected]
 
 
 @pytest.mark.postgres
@@ -89,7 +92,8 @@ def test_fanout_replay_order_is_the_per_backend_manifest_order(sqlite_fixture_db
             head = accessor.get(config_for(thread["thread_id"]))
             assert head.config["configurable"]["checkpoint_id"] == expected["head_checkpoint_id"]
             assert canonical_messages(head.values["messages"]) == expected["head"]["messages"]
-            for snapshot, cp in zip(accessor.history(config_for(thread["thread_id"])), expected["checkpoints"], strict=True):
+            for snapshot, cp in zip(accessor.history(config_for(thread["thread_id"])), expected["checkpoints"],
+                                    strict=True):
                 assert messages_sha256(snapshot.values.get("messages")) == cp["messages_sha256"]
         heads[backend] = canonical_messages(head.values["messages"])
     assert heads["sqlite"] != heads["postgres"]
@@ -112,7 +116,8 @@ def test_markerless_snapshot_checkpoints_give_full_mode_readers_a_list(backend, 
             assert cp["deerflow_lock_reader"]["full_mode_accessor"] == {"non_list_messages_value": "_DeltaSnapshot"}
             messages = full.get(config_for(thread["thread_id"], cp["checkpoint_id"])).values["messages"]
             assert type(messages) is list and all(isinstance(m, BaseMessage) for m in messages)
-            assert {"message_count": len(messages), "messages_sha256": messages_sha256(messages)} == cp["full_mode_accessor"]
+            assert {"message_count": len(messages),
+                    "messages_sha256": messages_sha256(messages)} == cp["full_mode_accessor"]
 
 
 # -- the releases ------------------------------------------------------------------
@@ -147,6 +152,7 @@ def test_pyproject_requires_the_fixing_releases(manifest):
 def test_installed_versions_satisfy_pyproject():
     for name, requirement in _requirements().items():
         installed = version(name)
-        assert requirement.specifier.contains(installed, prereleases=True), f"{name} {installed} not in {requirement.specifier}"
+        assert requirement.specifier.contains(installed, prereleases=True), (
+            f"{name} {installed} not in {requirement.specifier}")
     for package, (lock, fixed) in FIXES.items():
         assert Version(version(package)) >= Version(fixed) > Version(lock)

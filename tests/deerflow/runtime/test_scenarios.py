@@ -75,7 +75,8 @@ def compaction(saver: Any, thread: str, mode: str) -> dict[str, Any]:
     tail = accessor.get(config_for(thread)).values["messages"][-2:]
     accessor.update(
         config_for(thread),
-        {"messages": Overwrite([HumanMessage("summary so far", id="summary", name="summary"), *tail]), "summary_text": "so far"},
+        {"messages": Overwrite([HumanMessage("summary so far", id="summary", name="summary"), *tail]),
+         "summary_text": "so far"},
         as_node="manual_compaction",
     )
     return _turns(graph, saver, thread, mode, range(6, 8))
@@ -87,7 +88,8 @@ def title_and_todos(saver: Any, thread: str, mode: str) -> dict[str, Any]:
     accessor = CheckpointStateAccessor.for_saver(saver, mode=mode, snapshot_frequency=K)
     accessor.update(config_for(thread), {"title": "First title", "todos": Overwrite([{"content": "a"}]),
                                          "artifacts": Overwrite(["/out/a.md"])}, as_node="manual_state_update")
-    accessor.update(config_for(thread), {"title": "Renamed", "todos": Overwrite([{"content": "b"}])}, as_node="manual_state_update")
+    accessor.update(config_for(thread), {"title": "Renamed", "todos": Overwrite([{"content": "b"}])},
+                    as_node="manual_state_update")
     return _turns(graph, saver, thread, mode, range(4, 6))
 
 
@@ -163,7 +165,8 @@ def test_scenario_delta_reads_like_its_full_twin(name, backend, tmp_path):
                 full.history(config_for(f"{name}-delta"))
             with pytest.raises(CheckpointModeMismatchError):
                 full.get(delta_thread[-1].config)
-            assert [digest_of(s) for s in delta.history(config_for(f"{name}-full"))] == [digest_of(s) for s in full_thread]
+            assert [digest_of(s) for s in delta.history(config_for(f"{name}-full"))] == [
+                digest_of(s) for s in full_thread]
 
         if backend != "memory":  # async savers on the same database read the same values
             async def async_read() -> list[Any]:
@@ -200,7 +203,8 @@ def test_empty_thread_created_like_deerflows_post_threads(backend, tmp_path):
 
                 await saver.aput(
                     config_for("empty"), empty_checkpoint(),
-                    {"step": -1, "source": "input", "writes": None, "parents": {}, "created_at": datetime.now(UTC).isoformat()},
+                    {"step": -1, "source": "input", "writes": None, "parents": {},
+                     "created_at": datetime.now(UTC).isoformat()},
                     {},
                 )
                 for mode in ("full", "delta"):

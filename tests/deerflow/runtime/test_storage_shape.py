@@ -90,7 +90,8 @@ def test_delta_mode_raw_reads_see_sentinels_not_the_list(backend, tmp_path):
             else:
                 assert isinstance(raw, _DeltaSnapshot)
                 kinds["snapshot"] += 1
-                if t.metadata.get("counters_since_delta_snapshot") is None and "messages" in t.checkpoint["channel_versions"]:
+                if (t.metadata.get("counters_since_delta_snapshot") is None
+                        and "messages" in t.checkpoint["channel_versions"]):
                     # the checkpoint that took the snapshot stores the full list at that point
                     assert messages_sha256(raw.value) == messages_sha256(materialized)
             assert t.metadata[CHECKPOINT_MODE_METADATA_KEY] == "delta"
@@ -122,7 +123,8 @@ def test_snapshot_cadence_follows_the_update_count(tmp_path):
                     assert raw is None
                     previous = t
                     continue
-                prev_updates = ((previous.metadata.get("counters_since_delta_snapshot") or {}).get("messages") or [0, 0])[0]
+                prev_updates = ((previous.metadata.get("counters_since_delta_snapshot") or {}).get("messages")
+                                or [0, 0])[0]
                 wrote = any(channel == "messages" for _, channel, _ in previous.pending_writes)
                 updates = prev_updates + (1 if wrote else 0)
                 if updates >= k:
@@ -139,7 +141,8 @@ def test_snapshot_cadence_follows_the_update_count(tmp_path):
 
 def test_supersteps_bound_is_langgraphs_5000_and_forces_a_snapshot(monkeypatch, tmp_path):
     assert lg_config.DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT == 5000
-    channel = StateGraph(get_thread_state_schema("delta", 10)).add_node("n", lambda s: {}).add_edge(START, "n").compile().channels["messages"]
+    channel = (StateGraph(get_thread_state_schema("delta", 10)).add_node("n", lambda s: {}).add_edge(START, "n")
+               .compile().channels["messages"])
     channel = channel.from_checkpoint(_DeltaSnapshot([HumanMessage("x", id="x")]))
     versions = {"messages": 1}
     predicate = lg_checkpoint.delta_channels_to_snapshot
@@ -156,9 +159,11 @@ def test_supersteps_bound_is_langgraphs_5000_and_forces_a_snapshot(monkeypatch, 
         for i in range(6):  # only the title changes from here on
             accessor.update(config_for("quiet"), {"title": f"t{i}"}, as_node="manual_state_update")
         stored = [type(t.checkpoint["channel_values"].get("messages")).__name__ for t in _oldest_first(saver, "quiet")]
-        counters = [(t.metadata.get("counters_since_delta_snapshot") or {}).get("messages") for t in _oldest_first(saver, "quiet")]
+        counters = [(t.metadata.get("counters_since_delta_snapshot") or {}).get("messages")
+                    for t in _oldest_first(saver, "quiet")]
         # first write of a fresh thread snapshots; then supersteps count up to the bound of 4
-        assert stored == ["_DeltaSnapshot", "NoneType", "NoneType", "NoneType", "_DeltaSnapshot", "NoneType", "NoneType", "NoneType"]
+        assert stored == ["_DeltaSnapshot", "NoneType", "NoneType", "NoneType",
+                          "_DeltaSnapshot", "NoneType", "NoneType", "NoneType"]
         assert counters == [None, [1, 1], [1, 2], [1, 3], None, [0, 1], [0, 2], [0, 3]]
         assert [m.id for m in accessor.get(config_for("quiet")).values["messages"]] == ["a", "b"]
 
@@ -294,7 +299,8 @@ def test_cadence_is_not_stamped_and_reads_do_not_depend_on_it(tmp_path):
         tuples = list(saver.list(config_for("k3")))
         assert not any("frequency" in key or "cadence" in key for t in tuples for key in t.metadata)
         readings = [
-            [digest_of(s) for s in CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=k).history(config_for("k3"))]
+            [digest_of(s) for s in CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=k)
+             .history(config_for("k3"))]
             for k in (1, 3, 10, 25)
         ]
         assert readings[0] == readings[1] == readings[2] == readings[3]

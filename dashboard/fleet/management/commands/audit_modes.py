@@ -39,7 +39,8 @@ class Command(DashboardCommand):
             w(f"  {p['state']:7} {p['name']}  {p['mode']}/{p['snapshot_frequency']}  {p['config_path']}")
         w("census: " + ", ".join(f"{k}={v}" for k, v in audit.census.items()))
         for f in audit.findings:
-            w(f"{f.severity.upper():7} {f.code}: {f.message}\n          evidence: {f.evidence}\n          hint: {f.hint}")
+            w(f"{f.severity.upper():7} {f.code}: {f.message}\n"
+              f"          evidence: {f.evidence}\n          hint: {f.hint}")
         if not audit.findings:
             w("no findings")
         if threads:

@@ -54,8 +54,8 @@ class ProgressBar:
         self.done += 1
         filled = self.width * self.done // max(self.total, 1)
         bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total} {result.thread_id[:40]} {result.status}\x1b[K",
-                          ending="")
+        self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total} "
+                          f"{result.thread_id[:40]} {result.status}\x1b[K", ending="")
         self.stream.flush()
 
     def close(self) -> None:
@@ -97,8 +97,8 @@ class Command(DashboardCommand):
 
     def handle(self, *args, **opts) -> None:
         rt = get_runtime()
-        self.stderr.write(f"process frozen: checkpoint_channel_mode={rt.mode} snapshot_frequency={rt.snapshot_frequency} "
-                          f"config={rt.config.path}")
+        self.stderr.write(f"process frozen: checkpoint_channel_mode={rt.mode} "
+                          f"snapshot_frequency={rt.snapshot_frequency} config={rt.config.path}")
         if opts["to"] == "delta":
             return CompactCommand(self).handle(rt, opts)
         selection = {"thread_ids": opts["thread"]} if opts["thread"] else {"filter": {"mode": "delta"}}

@@ -1,4 +1,6 @@
-"""``python manage.py prune_threads (--thread ID ... | --all | --idle-days D) (--keep-last N | --safe-only | --delete-threads) [--protect CHECKPOINT_ID ...] [--dry-run] [--yes] [--no-backup] [--reclaim] [--json]``
+"""``python manage.py prune_threads (--thread ID ... | --all | --idle-days D)
+(--keep-last N | --safe-only | --delete-threads) [--protect CHECKPOINT_ID ...]
+[--dry-run] [--yes] [--no-backup] [--reclaim] [--json]``
 
 Retention (``deerflow.retention``, docs/retention.md), synchronously in this
 process, one verified transaction per thread. First a preview per thread
@@ -65,14 +67,16 @@ def _days(text: str) -> float:
 
 
 class Command(DashboardCommand):
-    help = "Prune checkpoint history (keep the last N, only the provably safe shapes, or whole threads): previewed, backed up, verified."
+    help = ("Prune checkpoint history (keep the last N, only the provably safe shapes, or whole threads): "
+            "previewed, backed up, verified.")
     uses_checkpoint_database = True
 
     def add_arguments(self, parser) -> None:
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("--thread", action="append", metavar="ID", help="a thread id (repeatable)")
         which.add_argument("--all", action="store_true", help="every thread")
-        which.add_argument("--idle-days", type=_days, metavar="D", help="threads whose newest checkpoint is older than D days")
+        which.add_argument("--idle-days", type=_days, metavar="D",
+                           help="threads whose newest checkpoint is older than D days")
         rule = parser.add_mutually_exclusive_group(required=True)
         rule.add_argument("--keep-last", type=_positive_int, metavar="N",
                           help="keep each head and its N-1 nearest ancestors (plus protected checkpoints)")
@@ -84,7 +88,8 @@ class Command(DashboardCommand):
         parser.add_argument("--dry-run", action="store_true", help="preview only; write nothing")
         parser.add_argument("--yes", action="store_true", help="no confirmation prompt")
         parser.add_argument("--no-backup", action="store_true", help="no backup (the prune cannot be reverted)")
-        parser.add_argument("--reclaim", action="store_true", help="VACUUM (SQLite) / VACUUM (ANALYZE) (Postgres) after")
+        parser.add_argument("--reclaim", action="store_true",
+                            help="VACUUM (SQLite) / VACUUM (ANALYZE) (Postgres) after")
         parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
     def preflight(self) -> None:
@@ -166,7 +171,8 @@ class Command(DashboardCommand):
                 self.stdout.write(f"    protected {chain} more: chain_to_seed (a kept checkpoint reads through them)")
             if r.unbranchable_checkpoint_ids:
                 self.stdout.write(f"    no longer resumable or forkable: {len(r.unbranchable_checkpoint_ids)} "
-                                  f"older checkpoint(s) of the head's chain, newest {r.unbranchable_checkpoint_ids[-1]}")
+                                  "older checkpoint(s) of the head's chain, "
+                                  f"newest {r.unbranchable_checkpoint_ids[-1]}")
         total = sum(len(r.deleted_checkpoint_ids) for r in results)
         self.stdout.write(f"{len(results)} thread(s); {total} checkpoint(s) "
                           + ("deleted" if final else "would be deleted")

@@ -36,7 +36,8 @@ class Command(DashboardCommand):
                  "bytes_after": r.bytes_after} for r in reports]}))
         else:
             for r in reports:
-                self.stdout.write(f"{r.status:<10} {r.backup_id}  {r.thread_id}  {len(r.kept_checkpoint_ids)} checkpoints"
+                self.stdout.write(f"{r.status:<10} {r.backup_id}  {r.thread_id}  "
+                                  f"{len(r.kept_checkpoint_ids)} checkpoints"
                                   f"  bytes {r.bytes_before} -> {r.bytes_after}")
         failed = [r for r in reports if r.status != "reverted"]
         for r in failed:

@@ -1,0 +1,132 @@
+"""The rules a thread read applies before it shows a value: the full-mode lineage gate and the replay rule.
+
+* :func:`gate_lineage` -- a full-mode process refuses (409) a checkpoint
+  whose own marker or any ancestor's carries delta evidence, stricter than
+  the spec's head-only gate (issue 3, item 6).
+* :class:`Branches` and :func:`replay_rule` -- where the stored shape lets
+  LangGraph's reader and the replay rule read a delta checkpoint's
+  ``messages`` differently (sibling forks, ``input`` children:
+  :mod:`deerflow.readercompare`), the replay rule's value and a
+  ``reader_disagreement`` finding; sibling forks whose writes nothing
+  attributes raise :class:`~deerflow.errors.BranchAmbiguousError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deerflow import inventory
+from deerflow.errors import MISMATCH_MESSAGE, BranchAmbiguousError, CheckpointModeMismatchError
+from deerflow.lineage import ReplayChain, branch_points, replay_chain, replay_chains
+from deerflow.readercompare import REASONS, needs_comparison, replay_reading
+from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_DELTA, checkpoint_metadata_uses_delta
+from deerflow.sqlread import has_sql_tables
+
+__all__ = ["Branches", "config_for", "gate_lineage", "lineage_is_delta", "replay_chain_for",
+           "replay_chains_for", "replay_rule"]
+
+
+def config_for(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
+    """A LangGraph ``RunnableConfig`` addressing a namespace head (no ``checkpoint_id``) or one checkpoint."""
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def lineage_is_delta(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+    """True when the checkpoint or any ancestor carries delta evidence (marker or LangGraph's counters).
+
+    SQL savers: one recursive query (:func:`deerflow.inventory.lineage_has_delta_evidence`); a saver
+    without SQL tables (``InMemorySaver``): the parent chain walked through ``get_tuple``, a cycle ending it.
+    """
+    if has_sql_tables(saver):
+        return inventory.lineage_has_delta_evidence(saver, thread_id, checkpoint_ns, checkpoint_id)
+    config: dict[str, Any] | None = config_for(thread_id, checkpoint_ns, checkpoint_id)
+    seen: set[str] = set()
+    while config is not None:
+        tup = saver.get_tuple(config)
+        if tup is None or tup.config["configurable"]["checkpoint_id"] in seen:
+            return False
+        if checkpoint_metadata_uses_delta(tup.metadata):
+            return True
+        seen.add(tup.config["configurable"]["checkpoint_id"])
+        config = tup.parent_config
+    return False
+
+
+def gate_lineage(saver: Any, mode: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> None:
+    """Refuse, in a full-mode process, a checkpoint whose lineage is delta.
+
+    Raises:
+        CheckpointModeMismatchError: ``mode`` is not delta and :func:`lineage_is_delta` holds (409).
+    """
+    if mode != CHECKPOINT_MODE_DELTA and lineage_is_delta(saver, thread_id, checkpoint_ns, checkpoint_id):
+        raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
+
+
+def replay_chain_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
+                     checkpoint_id: str) -> ReplayChain:
+    """Delta mode: the checkpoint's replay walk and its break, if any (full mode replays nothing: empty)."""
+    if mode != CHECKPOINT_MODE_DELTA:
+        return ReplayChain(None, (), frozenset())
+    return replay_chain(saver, thread_id, checkpoint_ns, checkpoint_id)
+
+
+def replay_chains_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
+                      checkpoint_ids: list[str]) -> dict[str, ReplayChain]:
+    """:func:`replay_chain_for` of every checkpoint of a history page, by id (one query on Postgres)."""
+    if mode != CHECKPOINT_MODE_DELTA:
+        return {cid: ReplayChain(None, (), frozenset()) for cid in checkpoint_ids}
+    return replay_chains(saver, thread_id, checkpoint_ns, checkpoint_ids)
+
+
+class Branches:
+    """A namespace's branch points, queried once per read and only when a replay chain is longer than one."""
+
+    def __init__(self, saver: Any, thread_id: str, checkpoint_ns: str):
+        self.saver, self.thread_id, self.ns = saver, thread_id, checkpoint_ns
+        self._found: frozenset[str] | None = None
+
+    def get(self) -> frozenset[str]:
+        """The branch points (:func:`deerflow.lineage.branch_points`), cached."""
+        if self._found is None:
+            self._found = branch_points(self.saver, self.thread_id, self.ns)
+        return self._found
+
+
+def replay_rule(saver: Any, thread_id: str, checkpoint_ns: str, chain: ReplayChain,
+                branches: Branches, theirs: Any) -> tuple[list[Any], dict[str, Any]] | None:
+    """Where the shape lets LangGraph's reader (``theirs``) differ from the replay rule: the rule's value.
+
+    Args:
+        chain: the checkpoint's replay walk (:func:`replay_chain_for`); its first id is the checkpoint.
+        theirs: LangGraph's reading of the checkpoint's ``messages``.
+
+    Returns:
+        ``None`` when the shape rules a difference out or both agree; else ``(messages, finding)``
+        with a ``reader_disagreement`` finding giving both counts and the reason.
+
+    Raises:
+        BranchAmbiguousError: the walk passes sibling forks whose writes nothing stored attributes.
+    """
+    if len(chain.checkpoint_ids) < 2 or not needs_comparison(chain, branches.get()):
+        return None
+    reading = replay_reading(saver, thread_id, checkpoint_ns, chain, branches.get())
+    cid = chain.checkpoint_ids[0]
+    if reading is None:
+        return None
+    if reading.ambiguous is not None:
+        point = reading.branch_point or "?"
+        raise BranchAmbiguousError(thread_id, cid, checkpoint_ns, branch_point=point,
+                                   reason=reading.ambiguous.detail.removeprefix(f"branch point {point} "))
+    ours = reading.messages
+    theirs = theirs if isinstance(theirs, list) else []
+    if ours is None or ours == theirs:
+        return None
+    reason = REASONS.get(reading.differs or "",
+                         "the replay rule and LangGraph's reader replay different writes")
+    return ours, {"kind": "reader_disagreement", "channel": "messages", "reason": reading.differs,
+                  "message_count": len(ours), "langgraph_message_count": len(theirs),
+                  "detail": f"LangGraph's reader reads {len(theirs)} messages at this checkpoint, "
+                            f"the replay rule {len(ours)} (shown): {reason}"}
