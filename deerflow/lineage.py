@@ -35,7 +35,7 @@ from typing import Any
 from deerflow.sqlread import has_sql_tables, reader_for
 from deerflow.storage_errors import translated
 
-__all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain"]
+__all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain", "replay_chains"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ _POSTGRES_SQL = """
     WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, stored) AS (
         SELECT c.checkpoint_id, c.parent_checkpoint_id, {stored_c}
         FROM checkpoints c
-        WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?
+        WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id {seed}
         UNION
         SELECT p.checkpoint_id, p.parent_checkpoint_id, {stored_p}
         FROM chain JOIN checkpoints p
@@ -130,9 +130,7 @@ def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]
     """``[(checkpoint_id, parent_id, stores_messages, stores_none)]``: the checkpoint up to its anchor (included)."""
     reader = reader_for(saver)
     if reader.dialect.has_blob_table:  # Postgres: the stage-1 probe, in SQL
-        sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"), stored_p=_POSTGRES_STORED.format(a="p"))
-        return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"]), bool(r["stored_none"]))
-                for r in reader.query(sql, [*params, params[0], params[1]])]
+        return _postgres_rows(saver, params, "= ?")
     # SQLite: values live inside the checkpoint blob; rows are streamed and the walk stops at the anchor
     out: list[tuple[str, str | None, bool, bool]] = []
     seen: set[str] = set()
@@ -147,6 +145,14 @@ def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]
             if out[-1][2]:
                 break
     return out
+
+
+def _postgres_rows(saver: Any, params: tuple, seed: str) -> list[tuple[str, str | None, bool, bool]]:
+    """:data:`_POSTGRES_SQL` seeded by ``checkpoint_id {seed}`` (one id, or ``= ANY(?)`` of a list)."""
+    sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"),
+                               stored_p=_POSTGRES_STORED.format(a="p"), seed=seed)
+    return [(r["checkpoint_id"], r["parent_checkpoint_id"], bool(r["stored"]), bool(r["stored_none"]))
+            for r in reader_for(saver).query(sql, [*params, params[0], params[1]])]
 
 
 #: Parents whose stored ``messages`` writes a child may not have consumed: two or more children, or
@@ -223,6 +229,58 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
     rows = _chain(saver, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns))
     links = {cid: (parent, stored) for cid, parent, stored, _none in rows}
     nones = frozenset(cid for cid, _parent, _stored, none in rows if none)
+    return _walk(checkpoint_id, links, nones, lambda: _first_id(saver, thread_id, checkpoint_ns))
+
+
+def replay_chains(saver: Any, thread_id: str, checkpoint_ns: str,
+                  checkpoint_ids: list[str]) -> dict[str, ReplayChain]:
+    """:func:`replay_chain` of several checkpoints of one namespace (a history page), equal to it for each.
+
+    On Postgres one recursive query walks from all of them at once (the rows
+    their walks share are read once); on SQLite each is walked as
+    :func:`replay_chain` walks it.
+
+    Args:
+        saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: empty chains, no gap).
+        thread_id, checkpoint_ns: the namespace.
+        checkpoint_ids: the checkpoints to reconstruct.
+
+    Returns:
+        ``{checkpoint_id: ReplayChain}`` for every id given.
+    """
+    if not checkpoint_ids or not has_sql_tables(saver) or not reader_for(saver).dialect.has_blob_table:
+        return {cid: replay_chain(saver, thread_id, checkpoint_ns, cid) for cid in checkpoint_ids}
+    rows = _postgres_rows(saver, (thread_id, checkpoint_ns, list(checkpoint_ids), thread_id, checkpoint_ns),
+                          "= ANY(?)")
+    links = {cid: (parent, stored) for cid, parent, stored, _none in rows}
+    none_ids = {cid for cid, _parent, _stored, none in rows if none}
+    first: list[str | None] = []
+
+    def first_id() -> str | None:
+        if not first:
+            first.append(_first_id(saver, thread_id, checkpoint_ns))
+        return first[0]
+
+    return {cid: _walk(cid, links, frozenset(none_ids & _reached(cid, links)), first_id)
+            for cid in checkpoint_ids}
+
+
+def _reached(checkpoint_id: str, links: dict[str, tuple[str | None, bool]]) -> set[str]:
+    """The rows the recursive query returns when seeded with ``checkpoint_id`` alone: itself and, up from
+    each row that stores no value, its parent (each row once)."""
+    out: set[str] = set()
+    current: str | None = checkpoint_id
+    while current is not None and current in links and current not in out:
+        out.add(current)
+        parent, stored = links[current]
+        current = None if stored else parent
+    return out
+
+
+def _walk(checkpoint_id: str, links: dict[str, tuple[str | None, bool]], nones: frozenset[str],
+          first_id: Any) -> ReplayChain:
+    """The chain from ``checkpoint_id`` through ``links`` (``{id: (parent, stores a value)}``); ``first_id()``
+    names the namespace's first checkpoint (asked only when the walk ends at a parentless row)."""
     seen: list[str] = []
     current = checkpoint_id
 
@@ -236,7 +294,7 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
             return done(None)  # an anchor: the reader seeds from the value stored here
         if parent is None:
             seen.append(current)
-            if current == _first_id(saver, thread_id, checkpoint_ns):
+            if current == first_id():
                 return done(None)  # the root
             return done(LineageGap("null_parent", checkpoint_id, current, None, len(seen) - 1))
         if parent in seen or parent == current:
@@ -246,4 +304,3 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
     if not seen:
         return done(None)  # checkpoint_id itself is not stored: the caller reports that
     return done(LineageGap("missing_parent", checkpoint_id, seen[-1], current, len(seen) - 1))
-

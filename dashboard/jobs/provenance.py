@@ -7,6 +7,8 @@ backup is still active is decided by the revert confirmation page.
 
 from __future__ import annotations
 
+from django.db import DEFAULT_DB_ALIAS, connections, router
+
 from dashboard.jobs.models import ConversionJob, ThreadResult
 
 __all__ = ["SHOWN", "revertible", "thread_jobs"]
@@ -19,10 +21,23 @@ def thread_jobs(thread_id: str) -> list[ThreadResult]:
     """The newest :data:`SHOWN` results of jobs that selected ``thread_id`` (``result.job`` loaded), newest first.
 
     A result of a finished ``convert`` job with a ``backup_id`` is the conversion
-    that backup can revert.
+    that backup can revert. Most threads were never selected by a job: one plain indexed probe answers
+    those (``[]``) without building the ORM query (about 0.5 ms of compiling on every thread page).
     """
+    if not _has_results(thread_id):
+        return []
     return list(ThreadResult.objects.filter(thread_id=thread_id).select_related("job")
                 .order_by("-job__created_at", "-job_id")[:SHOWN])
+
+
+def _has_results(thread_id: str) -> bool:
+    """Whether any job result names ``thread_id`` (the ``thread_id`` index, one row at most)."""
+    connection = connections[router.db_for_read(ThreadResult) or DEFAULT_DB_ALIAS]
+    q = connection.ops.quote_name
+    column = q(str(ThreadResult._meta.get_field("thread_id").column))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT 1 FROM {q(ThreadResult._meta.db_table)} WHERE {column} = %s LIMIT 1", [thread_id])
+        return cur.fetchone() is not None
 
 
 def revertible(result: ThreadResult) -> bool:

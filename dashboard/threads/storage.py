@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from dashboard.runtime import DashboardRuntime
@@ -42,6 +43,7 @@ class SummaryCache:
     def __init__(self, size: int = 2048):
         self.size = size
         self._rows: OrderedDict[tuple[int, str], inventory.ThreadSummary] = OrderedDict()
+        self._cadences: OrderedDict[tuple[int, str], tuple[inventory.ThreadSummary, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, rt: DashboardRuntime, thread_id: str, head_id: str, marker: bool, counters: bool
@@ -62,6 +64,37 @@ class SummaryCache:
             self._rows.move_to_end((id(rt.saver), row.thread_id))
             while len(self._rows) > self.size:
                 self._rows.popitem(last=False)
+
+    def cadence(self, rt: DashboardRuntime, row: inventory.ThreadSummary, compute: Callable[[], Any]) -> Any:
+        """The snapshot cadence shown beside ``row`` (the thread page's summary line): ``compute()`` once per row.
+
+        The cadence is inferred from the thread's checkpoints, as the row is
+        summed from them; a row equal to the one a cadence was computed beside
+        (same head, marker and counters, checkpoint count, bytes, update time:
+        every field) answers that cadence without a query, so the line is
+        never older than the row it sits in. Any other row computes it again.
+
+        Args:
+            rt: the runtime (its saver keys the entry).
+            row: the thread's row as the page shows it (:func:`dashboard.threads.services.thread_summary`).
+            compute: the live inference (:func:`dashboard.threads.services.thread_cadence`).
+
+        Returns:
+            What ``compute`` returned for an equal row.
+        """
+        key = (id(rt.saver), row.thread_id)
+        with self._lock:
+            hit = self._cadences.get(key)
+            if hit is not None and hit[0] == row:
+                self._cadences.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._cadences[key] = (row, value)
+            self._cadences.move_to_end(key)
+            while len(self._cadences) > self.size:
+                self._cadences.popitem(last=False)
+        return value
 
 
 #: The process's cache of thread-page rows.

@@ -155,7 +155,8 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "thread_id": thread_id,
         "summary": summary,
         "namespaces": namespaces,
-        "cadence": services.thread_cadence(rt, thread_id, summary=summary),
+        "cadence": storage.summary_cache.cadence(
+            rt, summary, lambda: services.thread_cadence(rt, thread_id, summary=summary)),
         "fleet_snapshot_frequency": rt.snapshot_frequency if rt.mode == "delta" else None,
         "state": state,
         "mpage": messages,

@@ -17,12 +17,13 @@ from typing import Any
 
 from deerflow import inventory
 from deerflow.errors import MISMATCH_MESSAGE, BranchAmbiguousError, CheckpointModeMismatchError
-from deerflow.lineage import ReplayChain, branch_points, replay_chain
+from deerflow.lineage import ReplayChain, branch_points, replay_chain, replay_chains
 from deerflow.readercompare import REASONS, needs_comparison, replay_reading
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_DELTA, checkpoint_metadata_uses_delta
 from deerflow.sqlread import has_sql_tables
 
-__all__ = ["Branches", "config_for", "gate_lineage", "lineage_is_delta", "replay_chain_for", "replay_rule"]
+__all__ = ["Branches", "config_for", "gate_lineage", "lineage_is_delta", "replay_chain_for",
+           "replay_chains_for", "replay_rule"]
 
 
 def config_for(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -70,6 +71,14 @@ def replay_chain_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
     if mode != CHECKPOINT_MODE_DELTA:
         return ReplayChain(None, (), frozenset())
     return replay_chain(saver, thread_id, checkpoint_ns, checkpoint_id)
+
+
+def replay_chains_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
+                      checkpoint_ids: list[str]) -> dict[str, ReplayChain]:
+    """:func:`replay_chain_for` of every checkpoint of a history page, by id (one query on Postgres)."""
+    if mode != CHECKPOINT_MODE_DELTA:
+        return {cid: ReplayChain(None, (), frozenset()) for cid in checkpoint_ids}
+    return replay_chains(saver, thread_id, checkpoint_ns, checkpoint_ids)
 
 
 class Branches:

@@ -36,8 +36,16 @@ from deerflow.errors import (
     ThreadNotFoundError,
 )
 from deerflow.history_values import derive_messages
+from deerflow.lineage import ReplayChain
 from deerflow.prefetch import reuse_tuple
-from deerflow.reader.gates import Branches, config_for, gate_lineage, replay_chain_for, replay_rule
+from deerflow.reader.gates import (
+    Branches,
+    config_for,
+    gate_lineage,
+    replay_chain_for,
+    replay_chains_for,
+    replay_rule,
+)
 from deerflow.reader.views import (
     CheckpointRow,
     StateView,
@@ -217,14 +225,19 @@ class ThreadReader:
         # (deerflow.history_values); a row that does not follow plainly is read as before.
         known: dict[str, tuple[Any, list[Any] | None]] = {}  # id -> (tuple, LangGraph's reading of messages)
         branches = Branches(self.saver, thread_id, checkpoint_ns)
-        rows = [self._history_row(thread_id, checkpoint_ns, tup, known, branches) for tup in reversed(page)]
+        chains = replay_chains_for(self.saver, self.mode, thread_id, checkpoint_ns,
+                                   [t.config["configurable"]["checkpoint_id"] for t in page])  # one query
+        rows = [self._history_row(thread_id, checkpoint_ns, tup, known, branches, chains[
+            tup.config["configurable"]["checkpoint_id"]]) for tup in reversed(page)]
         rows.reverse()
         next_before = rows[-1].checkpoint_id if more and rows else None
         return rows, next_before
 
     def _history_row(self, thread_id: str, checkpoint_ns: str, tup: Any,
-                     known: dict[str, tuple[Any, list[Any] | None]], branches: Branches) -> CheckpointRow:
-        """One row of :meth:`read_history`; records its reading in ``known`` for its children on the page."""
+                     known: dict[str, tuple[Any, list[Any] | None]], branches: Branches,
+                     chain: ReplayChain) -> CheckpointRow:
+        """One row of :meth:`read_history` (``chain``: its replay walk, from :func:`replay_chains_for`);
+        records its reading in ``known`` for its children on the page."""
         delta = self.mode == CHECKPOINT_MODE_DELTA
         cid = tup.config["configurable"]["checkpoint_id"]
         if not delta:
@@ -232,7 +245,6 @@ class ThreadReader:
         parent_id = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
         nothing: tuple[Any, list[Any] | None] = (None, None)
         parent_tup, parent_theirs = nothing if parent_id == cid else known.get(parent_id or "", nothing)
-        chain = replay_chain_for(self.saver, self.mode, thread_id, checkpoint_ns, cid)
         problem = "history_incomplete" if chain.gap else None
         messages = theirs = None
         disagreement: dict[str, Any] | None = None

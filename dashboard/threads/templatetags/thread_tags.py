@@ -178,6 +178,12 @@ def message_items_key(context: Any) -> str:
                                        context.get("checkpoint_ns") or "", state.checkpoint_id, context["mpage"])
 
 
+@register.simple_tag(takes_context=True)
+def message_section_key(context: Any, items_key: str) -> str:
+    """The cache key of the whole message section (see :func:`dashboard.threads.fragments.message_section_key`)."""
+    return fragments.message_section_key(items_key, context["mpage"], context["page_form"])
+
+
 @register.simple_tag
 def fragment_ttl() -> int:
     """Seconds a cached page fragment lives (:data:`dashboard.threads.fragments.FRAGMENT_TTL_S`)."""

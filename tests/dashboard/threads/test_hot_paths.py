@@ -159,3 +159,57 @@ def test_an_unfiltered_page_keys_its_items_by_the_messages_and_builds_them_only_
     hits = message_page(thread({"q": "x"}, "1"), q="x is")
     assert [i.index for i in hits.items] == [3] and hits.shown == 1
     assert message_items_key(None, "t", "", "cp", hits) != key
+
+
+def test_fragment_keys_digest_every_part_and_fall_back_to_repr():
+    import threading
+
+    from dashboard.threads.fragments import fragment_key
+
+    assert fragment_key("a", {"x": [1, 2]}) == fragment_key("a", {"x": [1, 2]})
+    assert len({fragment_key("a", v) for v in (1, 1.0, True, "1", (1,), [1], None)}) == 7
+    lock = threading.Lock()  # does not pickle: digested by repr
+    assert fragment_key("a", lock) == fragment_key("a", lock) != fragment_key("a", threading.Lock())
+
+
+def test_the_grouping_reads_tool_calls_as_getattr_does():
+    from langchain_core.messages import SystemMessage, ToolMessage
+
+    from dashboard.threads.messages import _tool_calls
+
+    calls = [{"name": "search", "args": {}, "id": "c1"}]
+
+    class Plain:
+        tool_calls = calls
+
+    class Computed:
+        @property
+        def tool_calls(self):
+            return calls
+
+    class Nothing:
+        pass
+
+    for message in (HumanMessage("q"), AIMessage("a"), AIMessage("", tool_calls=calls), SystemMessage("s"),
+                    ToolMessage("r", tool_call_id="c1"), HumanMessage("q", tool_calls=calls),  # an extra field
+                    Plain(), Computed(), Nothing(), "text", None):
+        assert _tool_calls(message) == getattr(message, "tool_calls", None), message
+
+
+def test_the_message_section_key_follows_the_search_form_and_the_page_numbers():
+    from dashboard.threads.forms import ThreadPageForm
+    from dashboard.threads.fragments import message_section_key
+    from dashboard.threads.messages import message_page
+
+    messages = [HumanMessage(f"q{i}", id=f"h{i}") for i in range(5)]
+
+    def key(data: dict, page: int = 1, page_size: int = 2) -> str:
+        form = ThreadPageForm(data)
+        assert form.is_valid()
+        return message_section_key("items", message_page(messages, page=page, page_size=page_size), form)
+
+    base = key({})
+    assert key({}) == base
+    assert key({"q": " "}) != base  # the widget draws the bound value, stripped or not
+    assert key({"role": "human"}) != base
+    assert key({}, page=2) != base and key({}, page_size=3) != base

@@ -57,3 +57,28 @@ def test_a_summary_without_counters_answers_no_cadence_and_one_with_counters_inf
     scan = census.infer_cadences(rt.saver, use_summary=False)["delta-f3-40t"]
     assert (got.exact, got.lower_bound, got.snapshots) == (scan.exact, scan.lower_bound, scan.snapshots) == (
         [3], None, scan.snapshots)
+
+
+@pytest.mark.django_db
+def test_the_cadence_is_inferred_once_per_row_shown(sqlite_fixture_db, runtime_for):
+    """The cadence line sits in the summary row's line: an equal row answers the cadence inferred beside it,
+    any other row (a new head, another count) infers it again."""
+    import dataclasses
+
+    from dashboard.threads import services, storage
+
+    rt = runtime_for(sqlite_fixture_db, "delta", 10)
+    cache = storage.SummaryCache()
+    row = services.thread_summary(rt, "delta-f3-40t")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return services.thread_cadence(rt, "delta-f3-40t", summary=row)
+
+    first = cache.cadence(rt, row, compute)
+    assert first.exact == [3] and calls == [1]
+    assert cache.cadence(rt, dataclasses.replace(row), compute) is first and calls == [1]
+    moved = dataclasses.replace(row, checkpoint_count=row.checkpoint_count - 1)
+    assert cache.cadence(rt, moved, compute).exact == [3] and calls == [1, 1]
+    assert cache.cadence(rt, row, compute).exact == [3] and calls == [1, 1, 1]

@@ -1,0 +1,89 @@
+"""deerflow.lineage.replay_chains: a history page's replay walks in one query, equal to replay_chain for each.
+
+Compared on every namespace of every thread of the real fixture (both
+backends), and on Postgres copies damaged the ways the history page must
+still mark (pruned snapshot ancestors, a dangling parent, a parent cycle, a
+cleared parent link mid-thread, a stored ``None``).
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from deerflow.lineage import replay_chain, replay_chains
+from deerflow.savers import open_checkpointer
+from tests.backends import BACKENDS
+
+THREAD = "delta-f10-9t"  # 27 root checkpoints, one snapshot at step 13
+
+
+def _namespaces(saver, backend: str) -> dict[tuple[str, str], list[str]]:
+    sql = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints ORDER BY 1, 2, 3 DESC"
+    if backend == "sqlite":
+        rows = saver.conn.execute(sql).fetchall()
+    else:
+        with saver._cursor() as cur:
+            rows = [tuple(r.values()) for r in cur.execute(sql).fetchall()]
+    out: dict[tuple[str, str], list[str]] = {}
+    for thread_id, ns, cid in rows:
+        out.setdefault((thread_id, ns), []).append(cid)
+    return out
+
+
+def _assert_same(saver, thread_id: str, ns: str, ids: list[str]) -> dict:
+    got = replay_chains(saver, thread_id, ns, ids)
+    assert got == {cid: replay_chain(saver, thread_id, ns, cid) for cid in ids}
+    return got
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_page_of_the_real_fixture_walks_as_one_by_one(backend, request):
+    database = request.getfixturevalue(f"{backend}_fixture_db")
+    with open_checkpointer(database) as saver:
+        spaces = _namespaces(saver, backend)
+        assert len(spaces) > 10
+        for (thread_id, ns), ids in spaces.items():
+            for start in range(0, len(ids), 25):  # pages of 25 as the history shows them
+                _assert_same(saver, thread_id, ns, ids[start:start + 26])
+        assert replay_chains(saver, THREAD, "", []) == {}
+        missing = _assert_same(saver, THREAD, "", ["no-such-checkpoint"])["no-such-checkpoint"]
+        assert missing.checkpoint_ids == () and missing.gap is None
+
+
+def _ids(conn) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND "
+                                       "checkpoint_ns = '' ORDER BY checkpoint_id", (THREAD,))]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("damage", ["pruned", "dangling", "cycle", "cleared", "stored_none"])
+def test_damaged_chains_walk_as_one_by_one_on_postgres(postgres_fixture_db_rw, damage):
+    with psycopg.connect(postgres_fixture_db_rw.postgres_url, autocommit=True) as conn:
+        ids = _ids(conn)
+        if damage == "pruned":
+            for table in ("checkpoint_writes", "checkpoints"):
+                conn.execute(f"DELETE FROM {table} WHERE thread_id = %s AND checkpoint_id < %s",
+                             (THREAD, ids[-3]))
+        elif damage == "dangling":
+            conn.execute("UPDATE checkpoints SET parent_checkpoint_id = 'gone' WHERE thread_id = %s AND "
+                         "checkpoint_id = %s", (THREAD, ids[-5]))
+        elif damage == "cycle":
+            conn.execute("UPDATE checkpoints SET parent_checkpoint_id = %s WHERE thread_id = %s AND "
+                         "checkpoint_id = %s", (ids[-2], THREAD, ids[-4]))
+        elif damage == "cleared":
+            conn.execute("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = %s AND "
+                         "checkpoint_id = %s", (THREAD, ids[-6]))
+        else:
+            conn.execute("UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, "
+                         "'{channel_values,messages}', 'null'::jsonb, true) "
+                         "WHERE thread_id = %s AND checkpoint_id = %s", (THREAD, ids[-3]))
+        ids = _ids(conn)
+    with open_checkpointer(postgres_fixture_db_rw) as saver:
+        got = _assert_same(saver, THREAD, "", list(reversed(ids)))
+        # the page order does not matter, nor a page holding only part of a walk
+        assert _assert_same(saver, THREAD, "", ids[-3:]) == {cid: got[cid] for cid in ids[-3:]}
+    if damage == "stored_none":
+        assert any(chain.stored_none for chain in got.values())
+    else:
+        assert any(chain.gap is not None for chain in got.values())
