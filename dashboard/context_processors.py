@@ -10,16 +10,6 @@ from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import _runtime_if_started
 
 
-def permissions(request: HttpRequest) -> dict:
-    """``perms`` as Django's ``auth`` processor gives it, the permissions read in one query on first use
-    (:class:`dashboard.accounts.permcache.TemplatePerms`). Listed after ``auth``, whose ``perms`` it replaces."""
-    from dashboard.accounts.permcache import TemplatePerms
-
-    if not hasattr(request, "user"):
-        return {}  # Django's auth processor answers an anonymous user's perms
-    return {"perms": TemplatePerms(request.user)}
-
-
 def runtime(request: HttpRequest) -> dict:
     """``process_mode`` and ``process_snapshot_frequency`` (``None`` before start-up)."""
     rt = _runtime_if_started()

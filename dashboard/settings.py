@@ -92,7 +92,6 @@ TEMPLATES = [
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
-                "dashboard.context_processors.permissions",
                 "django.contrib.messages.context_processors.messages",
                 "dashboard.context_processors.runtime",
                 "dashboard.context_processors.banners",
