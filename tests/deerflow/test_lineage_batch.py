@@ -37,6 +37,7 @@ def _assert_same(saver, thread_id: str, ns: str, ids: list[str]) -> dict:
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_page_of_the_real_fixture_walks_as_one_by_one(backend, request):
     database = request.getfixturevalue(f"{backend}_fixture_db")
