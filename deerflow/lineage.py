@@ -29,6 +29,7 @@ repeated row, so a cycle ends it). Nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,16 +160,18 @@ def _postgres_rows(saver: Any, params: tuple, seed: str) -> list[tuple[str, str 
 #: an ``input`` child (its input step abandoned the parent's pending tasks); ``{meta}`` reads ``source``.
 _BRANCH_SQL = """
     SELECT parent_checkpoint_id AS p FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
-      AND parent_checkpoint_id IS NOT NULL GROUP BY parent_checkpoint_id HAVING COUNT(*) > 1
+      AND parent_checkpoint_id IS NOT NULL{among} GROUP BY parent_checkpoint_id HAVING COUNT(*) > 1
     UNION
     SELECT c.parent_checkpoint_id AS p FROM checkpoints c
-    WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.parent_checkpoint_id IS NOT NULL AND {meta} = 'input'
+    WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.parent_checkpoint_id IS NOT NULL{among_c}
+      AND {meta} = 'input'
       AND EXISTS (SELECT 1 FROM {writes} w WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
                   AND w.checkpoint_id = c.parent_checkpoint_id AND w.channel = 'messages')
 """
 
 
-def branch_points(saver: Any, thread_id: str, checkpoint_ns: str) -> frozenset[str]:
+def branch_points(saver: Any, thread_id: str, checkpoint_ns: str,
+                  among: Sequence[str] | None = None) -> frozenset[str]:
     """The checkpoints of one namespace whose ``messages`` writes some child may not have consumed.
 
     Those with two or more children (LangGraph #8443), and those with an
@@ -180,15 +183,24 @@ def branch_points(saver: Any, thread_id: str, checkpoint_ns: str) -> frozenset[s
 
     Args:
         saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: empty).
+        among: only these candidates (e.g. a replay chain's ancestors, all a single read asks about):
+            the same answer as ``branch_points(...) & set(among)``, without grouping the whole namespace.
 
     Returns:
         Their ids.
     """
-    if not has_sql_tables(saver):
+    if not has_sql_tables(saver) or (among is not None and not among):
         return frozenset()
     reader = reader_for(saver)
-    sql = _BRANCH_SQL.format(meta=reader.dialect.source("c"), writes=reader.writes_table)
-    return frozenset(r["p"] for r in reader.query(sql, [thread_id, checkpoint_ns, thread_id, checkpoint_ns]))
+    params: list[Any] = [thread_id, checkpoint_ns, thread_id, checkpoint_ns]
+    cond = cond_c = ""
+    if among is not None:
+        where, values = reader.dialect.in_list("parent_checkpoint_id", list(among))
+        where_c, _ = reader.dialect.in_list("c.parent_checkpoint_id", list(among))
+        cond, cond_c = f" AND {where}", f" AND {where_c}"
+        params = [thread_id, checkpoint_ns, *values, thread_id, checkpoint_ns, *values]
+    sql = _BRANCH_SQL.format(meta=reader.dialect.source("c"), writes=reader.writes_table, among=cond, among_c=cond_c)
+    return frozenset(r["p"] for r in reader.query(sql, params))
 
 
 def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:

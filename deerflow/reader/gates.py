@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from deerflow import inventory
@@ -82,16 +83,21 @@ def replay_chains_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
 
 
 class Branches:
-    """A namespace's branch points, queried once per read and only when a replay chain is longer than one."""
+    """A namespace's branch points, queried once per read and only when a replay chain is longer than one.
 
-    def __init__(self, saver: Any, thread_id: str, checkpoint_ns: str):
-        self.saver, self.thread_id, self.ns = saver, thread_id, checkpoint_ns
+    Args:
+        among: only these candidates (a single checkpoint's replay chain above it: all its read asks
+            about); ``None``: every branch point of the namespace (a history page's rows share them).
+    """
+
+    def __init__(self, saver: Any, thread_id: str, checkpoint_ns: str, among: Sequence[str] | None = None):
+        self.saver, self.thread_id, self.ns, self.among = saver, thread_id, checkpoint_ns, among
         self._found: frozenset[str] | None = None
 
     def get(self) -> frozenset[str]:
         """The branch points (:func:`deerflow.lineage.branch_points`), cached."""
         if self._found is None:
-            self._found = branch_points(self.saver, self.thread_id, self.ns)
+            self._found = branch_points(self.saver, self.thread_id, self.ns, self.among)
         return self._found
 
 

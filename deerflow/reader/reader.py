@@ -166,7 +166,7 @@ class ThreadReader:
         values = dict(snapshot.values or {})
         values.update(unknown_channels(self.mode, self.snapshot_frequency, tup.checkpoint))
         findings = unwrap_overwrites(values)
-        branches = Branches(self.saver, thread_id, checkpoint_ns)
+        branches = Branches(self.saver, thread_id, checkpoint_ns, among=chain.checkpoint_ids[1:])
         rule = replay_rule(self.saver, thread_id, checkpoint_ns, chain, branches, values.get("messages"))
         if rule is not None:  # never present LangGraph's reading as the truth where the replay rule differs
             values["messages"] = rule[0]

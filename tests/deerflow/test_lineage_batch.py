@@ -88,3 +88,38 @@ def test_damaged_chains_walk_as_one_by_one_on_postgres(postgres_fixture_db_rw, d
         assert any(chain.stored_none for chain in got.values())
     else:
         assert any(chain.gap is not None for chain in got.values())
+
+
+# -- branch_points(among=...): a single read's question, without grouping the whole namespace -----------------
+
+FORKED = ["delta-f10-fork", "delta-f10-fork-from-input", "delta-f10-fanout", "delta-f10-resume-linearized",
+          "delta-f10-subgraph", "delta-f10-9t"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_branch_points_among_ancestors_are_the_namespaces_branch_points_among_them(backend, request):
+    from deerflow.lineage import branch_points
+    from tests import fixtures_real
+
+    database = request.getfixturevalue(f"{backend}_fixture_db")
+    manifest = fixtures_real.manifest_threads()
+    compared = found = 0
+    with open_checkpointer(database) as saver:
+        for thread_id in FORKED:
+            checkpoints = manifest[thread_id]["backends"][backend]["checkpoints"]
+            for ns in {c["checkpoint_ns"] for c in checkpoints}:
+                parent = {c["checkpoint_id"]: c["parent_checkpoint_id"] for c in checkpoints
+                          if c["checkpoint_ns"] == ns}
+                everywhere = branch_points(saver, thread_id, ns)
+                assert branch_points(saver, thread_id, ns, among=list(parent)) == everywhere
+                assert branch_points(saver, thread_id, ns, among=[]) == frozenset()
+                for cid in parent:
+                    ancestors, at = [], parent[cid]
+                    while at is not None and at in parent and at not in ancestors:
+                        ancestors.append(at)
+                        at = parent[at]
+                    got = branch_points(saver, thread_id, ns, among=ancestors)
+                    assert got == everywhere & set(ancestors), (thread_id, ns, cid)
+                    compared += 1
+                    found += len(got)
+    assert compared > 100 and found > 0  # the forks' branch points were among the ancestors asked about
