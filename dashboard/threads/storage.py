@@ -60,10 +60,7 @@ class SummaryCache:
     def put(self, rt: DashboardRuntime, row: inventory.ThreadSummary) -> None:
         """Remember ``row`` (a current row of its thread)."""
         with self._lock:
-            self._rows[(id(rt.saver), row.thread_id)] = row
-            self._rows.move_to_end((id(rt.saver), row.thread_id))
-            while len(self._rows) > self.size:
-                self._rows.popitem(last=False)
+            self._remember(self._rows, (id(rt.saver), row.thread_id), row)
 
     def cadence(self, rt: DashboardRuntime, row: inventory.ThreadSummary, compute: Callable[[], Any]) -> Any:
         """The snapshot cadence shown beside ``row`` (the thread page's summary line): ``compute()`` once per row.
@@ -90,11 +87,15 @@ class SummaryCache:
                 return hit[1]
         value = compute()
         with self._lock:
-            self._cadences[key] = (row, value)
-            self._cadences.move_to_end(key)
-            while len(self._cadences) > self.size:
-                self._cadences.popitem(last=False)
+            self._remember(self._cadences, key, (row, value))
         return value
+
+    def _remember(self, entries: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        """Store ``value`` as the newest entry, dropping the oldest beyond :attr:`size` (call under the lock)."""
+        entries[key] = value
+        entries.move_to_end(key)
+        while len(entries) > self.size:
+            entries.popitem(last=False)
 
 
 #: The process's cache of thread-page rows.
