@@ -170,6 +170,11 @@ _BRANCH_SQL = """
 """
 
 
+#: Most candidates :func:`branch_points` names in its statement (each twice); more are answered from the
+#: namespace's whole set, intersected.
+AMONG_MAX = 400
+
+
 def branch_points(saver: Any, thread_id: str, checkpoint_ns: str,
                   among: Sequence[str] | None = None) -> frozenset[str]:
     """The checkpoints of one namespace whose ``messages`` writes some child may not have consumed.
@@ -184,13 +189,16 @@ def branch_points(saver: Any, thread_id: str, checkpoint_ns: str,
     Args:
         saver: a LangGraph ``SqliteSaver`` or ``PostgresSaver`` (other savers: empty).
         among: only these candidates (e.g. a replay chain's ancestors, all a single read asks about):
-            the same answer as ``branch_points(...) & set(among)``, without grouping the whole namespace.
+            the same answer as ``branch_points(...) & set(among)``, without grouping the whole namespace
+            (more than :data:`AMONG_MAX` candidates: that intersection).
 
     Returns:
         Their ids.
     """
     if not has_sql_tables(saver) or (among is not None and not among):
         return frozenset()
+    if among is not None and len(among) > AMONG_MAX:  # bound the statement's parameters (SQLite: 999 on old builds)
+        return branch_points(saver, thread_id, checkpoint_ns) & frozenset(among)
     reader = reader_for(saver)
     params: list[Any] = [thread_id, checkpoint_ns, thread_id, checkpoint_ns]
     cond = cond_c = ""

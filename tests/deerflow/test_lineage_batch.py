@@ -123,3 +123,19 @@ def test_branch_points_among_ancestors_are_the_namespaces_branch_points_among_th
                     compared += 1
                     found += len(got)
     assert compared > 100 and found > 0  # the forks' branch points were among the ancestors asked about
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_more_candidates_than_a_statement_holds_give_the_same_intersection(backend, request, monkeypatch):
+    from deerflow import lineage
+
+    database = request.getfixturevalue(f"{backend}_fixture_db")
+    with open_checkpointer(database) as saver:
+        everywhere = lineage.branch_points(saver, "delta-f10-fork", "")
+        assert everywhere
+        candidates = [*everywhere, *(f"not-a-checkpoint-{i}" for i in range(2 * lineage.AMONG_MAX))]
+        assert lineage.branch_points(saver, "delta-f10-fork", "", among=candidates) == everywhere
+        some = sorted(everywhere)[:1] + candidates[len(everywhere):]
+        assert lineage.branch_points(saver, "delta-f10-fork", "", among=some) == frozenset(some[:1])
+        monkeypatch.setattr(lineage, "AMONG_MAX", 10 ** 6)  # the same candidates in one statement
+        assert lineage.branch_points(saver, "delta-f10-fork", "", among=candidates) == everywhere
