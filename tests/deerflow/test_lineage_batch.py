@@ -13,21 +13,17 @@ import pytest
 
 from deerflow.lineage import replay_chain, replay_chains
 from deerflow.savers import open_checkpointer
+from deerflow.sqlread import reader_for
 from tests.backends import BACKENDS
 
 THREAD = "delta-f10-9t"  # 27 root checkpoints, one snapshot at step 13
 
 
-def _namespaces(saver, backend: str) -> dict[tuple[str, str], list[str]]:
-    sql = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints ORDER BY 1, 2, 3 DESC"
-    if backend == "sqlite":
-        rows = saver.conn.execute(sql).fetchall()
-    else:
-        with saver._cursor() as cur:
-            rows = [tuple(r.values()) for r in cur.execute(sql).fetchall()]
+def _namespaces(saver) -> dict[tuple[str, str], list[str]]:
     out: dict[tuple[str, str], list[str]] = {}
-    for thread_id, ns, cid in rows:
-        out.setdefault((thread_id, ns), []).append(cid)
+    for r in reader_for(saver).query(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints ORDER BY 1, 2, 3 DESC"):
+        out.setdefault((r["thread_id"], r["checkpoint_ns"]), []).append(r["checkpoint_id"])
     return out
 
 
@@ -42,7 +38,7 @@ def _assert_same(saver, thread_id: str, ns: str, ids: list[str]) -> dict:
 def test_every_page_of_the_real_fixture_walks_as_one_by_one(backend, request):
     database = request.getfixturevalue(f"{backend}_fixture_db")
     with open_checkpointer(database) as saver:
-        spaces = _namespaces(saver, backend)
+        spaces = _namespaces(saver)
         assert len(spaces) > 10
         for (thread_id, ns), ids in spaces.items():
             for start in range(0, len(ids), 25):  # pages of 25 as the history shows them

@@ -29,6 +29,7 @@ import pytest
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.lineage import find_lineage_gap
 from deerflow.savers import open_checkpointer
+from deerflow.sqlread import reader_for
 from tests.backends import BACKENDS
 from tests.dashboard.html import parse
 
@@ -230,12 +231,8 @@ def test_no_checkpoint_of_the_real_fixture_has_a_gap(backend, request):
     """No false positives: every checkpoint of every thread, every namespace, replays whole."""
     database = request.getfixturevalue(f"{backend}_fixture_db")
     with open_checkpointer(database) as saver:
-        sql = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints"
-        if backend == "sqlite":
-            rows = saver.conn.execute(sql).fetchall()
-        else:
-            with saver._cursor() as cur:
-                rows = [tuple(r.values()) for r in cur.execute(sql).fetchall()]
+        rows = [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in reader_for(saver).query(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints")]
         assert len(rows) > 3000
         gaps = [g for t, ns, c in rows if (g := find_lineage_gap(saver, t, ns, c)) is not None]
     assert gaps == []
