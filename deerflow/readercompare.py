@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from deerflow.addressing import config_for
 from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace
 from deerflow.lineage import ReplayChain
 from deerflow.sqlread import reader_for
@@ -68,10 +69,6 @@ def needs_comparison(chain: ReplayChain, branch_points: frozenset[str]) -> bool:
     return bool(chain.stored_none) or any(cid in branch_points for cid in above)
 
 
-def _config(thread_id: str, ns: str, cid: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
-
-
 def _children(saver: Any, thread_id: str, ns: str, parent: str) -> list[str]:
     rows = reader_for(saver).query(
         "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND parent_checkpoint_id = ?",
@@ -108,7 +105,7 @@ def replay_reading(saver: Any, thread_id: str, checkpoint_ns: str, chain: Replay
     ids = chain.checkpoint_ids
     tuples = []
     for cid in ids:
-        tup = saver.get_tuple(_config(thread_id, checkpoint_ns, cid))
+        tup = saver.get_tuple(config_for(thread_id, checkpoint_ns, cid))
         if tup is None:
             return None
         tuples.append(tup)
@@ -119,7 +116,7 @@ def replay_reading(saver: Any, thread_id: str, checkpoint_ns: str, chain: Replay
         if cid not in branch_points:
             continue
         for sibling in _children(saver, thread_id, checkpoint_ns, cid):
-            if sibling not in on_chain and (tup := saver.get_tuple(_config(thread_id, checkpoint_ns, sibling))):
+            if sibling not in on_chain and (tup := saver.get_tuple(config_for(thread_id, checkpoint_ns, sibling))):
                 nodes.append(_node(tup, with_writes=False))
     target: Materialized | None = None
     ambiguous: Finding | None = None

@@ -22,6 +22,7 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from deerflow._langgraph_compat import _get_overwrite
+from deerflow.addressing import config_for
 from deerflow.agents.thread_state import merge_message_writes
 from deerflow.convert.onepass import stored_seed
 
@@ -57,10 +58,6 @@ class ReducerFailure:
                 if self.missing_ids else f"is refused by the reducer ({self.reason})")
         return (f"the messages write {self.write_index} of task {self.task_id!r} stored under checkpoint "
                 f"{self.write_checkpoint_id!r} {what}")
-
-
-def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
 
 
 def _chain_writes(saver: Any, target: Any) -> tuple[Any, list[tuple[str, str, int, Any]]] | None:
@@ -112,7 +109,7 @@ def find_reducer_failure(saver: Any, thread_id: str, checkpoint_ns: str, checkpo
         A :class:`ReducerFailure`, or ``None`` when the checkpoint is not stored,
         stores its own value, or its replay goes through.
     """
-    target = saver.get_tuple(_config(thread_id, checkpoint_ns, checkpoint_id))
+    target = saver.get_tuple(config_for(thread_id, checkpoint_ns, checkpoint_id))
     if target is None:
         return None
     found = _chain_writes(saver, target)

@@ -42,6 +42,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
 
+from deerflow.addressing import config_for
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.compact_plan import Decision, SnapshotPlanner, compacted_row, is_full_checkpoint
@@ -50,7 +51,7 @@ from deerflow.convert.integrity import IntegrityCheck, verify_against_langgraph
 from deerflow.convert.pipelined import PipelinedPuts
 from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.convert.storage import ConversionSession, open_session
-from deerflow.convert.walk import Entry, Walk, check_watermark, config_for, run_attempts
+from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts
 
 __all__ = ["compact_thread", "dry_run_compact"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from deerflow.convert.walk import config_for
+from deerflow.addressing import config_for
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 

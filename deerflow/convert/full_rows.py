@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from deerflow.addressing import config_for
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.report import Abort
-from deerflow.convert.walk import Entry, config_for
+from deerflow.convert.walk import Entry
 from deerflow.dialect import Dialect
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 

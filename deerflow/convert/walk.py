@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from deerflow.addressing import config_for
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.encoding import MessageDigester, SharingDecoder
 from deerflow.convert.onepass import (
@@ -44,14 +45,6 @@ class Entry:
     @property
     def checkpoint_id(self) -> str:
         return self.tup.config["configurable"]["checkpoint_id"]
-
-
-def config_for(thread_id: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    """``{"configurable": {thread_id, checkpoint_ns[, checkpoint_id]}}`` for a saver or accessor call."""
-    c: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
-    if checkpoint_id is not None:
-        c["checkpoint_id"] = checkpoint_id
-    return {"configurable": c}
 
 
 def share_decoded_messages(session: ConversionSession) -> None:

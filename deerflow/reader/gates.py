@@ -17,22 +17,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from deerflow import inventory
+from deerflow.addressing import config_for
 from deerflow.errors import MISMATCH_MESSAGE, BranchAmbiguousError, CheckpointModeMismatchError
 from deerflow.lineage import ReplayChain, branch_points, replay_chain, replay_chains
 from deerflow.readercompare import REASONS, needs_comparison, replay_reading
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_DELTA, checkpoint_metadata_uses_delta
 from deerflow.sqlread import has_sql_tables
 
-__all__ = ["Branches", "config_for", "gate_lineage", "lineage_is_delta", "replay_chain_for",
+__all__ = ["Branches", "gate_lineage", "lineage_is_delta", "replay_chain_for",
            "replay_chains_for", "replay_rule"]
-
-
-def config_for(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
-    """A LangGraph ``RunnableConfig`` addressing a namespace head (no ``checkpoint_id``) or one checkpoint."""
-    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-    if checkpoint_id:
-        configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable}
 
 
 def lineage_is_delta(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:

@@ -26,6 +26,7 @@ from langgraph.types import StateSnapshot
 
 from deerflow import inventory, namespaces
 from deerflow._langgraph_compat import _DeltaSnapshot
+from deerflow.addressing import config_for
 from deerflow.errors import (
     MISMATCH_MESSAGE,
     BranchAmbiguousError,
@@ -40,7 +41,6 @@ from deerflow.lineage import ReplayChain
 from deerflow.prefetch import reuse_tuple
 from deerflow.reader.gates import (
     Branches,
-    config_for,
     gate_lineage,
     replay_chain_for,
     replay_chains_for,
@@ -93,7 +93,8 @@ class ThreadReader:
             ThreadNotFoundError: the thread has no checkpoints.
             CheckpointNotFoundError: the thread exists, the address does not.
         """
-        tup = self.saver.get_tuple(config_for(thread_id, checkpoint_ns, checkpoint_id))
+        # "" addresses the head, as None does
+        tup = self.saver.get_tuple(config_for(thread_id, checkpoint_ns, checkpoint_id or None))
         if tup is not None:
             return tup
         if not self.thread_exists(thread_id):

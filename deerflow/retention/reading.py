@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from deerflow.addressing import config_for
 from deerflow.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 
@@ -21,14 +22,6 @@ Reading = tuple[str, str]  # (messages_sha256, channels_sha256)
 def langgraph_reader(saver: Any) -> CheckpointStateAccessor:
     """A delta-mode accessor over ``saver`` (a delta-mode process reads both modes)."""
     return CheckpointStateAccessor.for_saver(saver, mode="delta")
-
-
-def config_for(thread_id: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    """``{"configurable": {thread_id, checkpoint_ns[, checkpoint_id]}}``."""
-    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
-    if checkpoint_id is not None:
-        configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable}
 
 
 def read_through_langgraph(saver: Any, thread_id: str, keys: Iterable[tuple[str, str]],
