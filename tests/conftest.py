@@ -25,19 +25,34 @@ from tests.backends import (  # noqa: F401 - fixtures
 )
 from tests.configs import write_config
 
+#: Modules whose module-scoped fixtures start servers or workers (a dashboard and chromium, Celery workers, the
+#: crash trials' zygote): under ``--dist loadgroup`` each runs on one worker, so the fixture starts once.
+#: Without a group, xdist deals their tests out one by one and each worker starts the fixture again.
+MODULE_GROUPS = ("tests/browser/", "tests/integration/test_celery_worker.py", "tests/reliability/test_crash_trials.py")
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups to tag the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``), run every ``rabbitmq`` test on one worker, one after another.
+    """Under pytest-xdist (``--dist loadgroup``), group the tests that must share a worker.
 
-    Each such test has its own virtual host, but ``consumer_timeout`` is a server-wide RabbitMQ setting that
-    tests/dashboard/jobs/test_worker_brokers.py lowers to seconds while its time-limit test runs: a RabbitMQ worker of a
-    concurrent test would have its channel closed under it. Everything else is isolated per test or per
-    worker (scratch Postgres databases and RabbitMQ vhosts named by uuid, a claimed empty Redis db, ports from
-    the worker's own block, ``var/test-<worker>``; see tests/settings.py and tests/integration/helpers.py).
+    * Every ``rabbitmq`` test runs on one worker, one after another. Each such test has its own virtual host,
+      but ``consumer_timeout`` is a server-wide RabbitMQ setting that tests/dashboard/jobs/test_worker_brokers.py
+      lowers to seconds while its time-limit test runs: a RabbitMQ worker of a concurrent test would have its
+      channel closed under it.
+    * The tests of each :data:`MODULE_GROUPS` module run on one worker (their module fixtures start once).
+
+    Everything else is isolated per test or per worker (scratch Postgres databases and RabbitMQ vhosts named
+    by uuid, a claimed empty Redis db, ports from the worker's own block, ``var/test-<worker>``; see
+    tests/settings.py and tests/integration/helpers.py). tests/test_xdist_groups.py checks that the groups
+    reach xdist's scheduler.
     """
     for item in items:
         if item.get_closest_marker("rabbitmq"):
             item.add_marker(pytest.mark.xdist_group("rabbitmq-server"))
+            continue
+        module = item.nodeid.split("::", 1)[0]
+        if any(module.startswith(prefix) for prefix in MODULE_GROUPS):
+            item.add_marker(pytest.mark.xdist_group(f"module:{module}"))
 
 
 @pytest.fixture(autouse=True)

@@ -57,6 +57,7 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import list_backups
 from tests.backends import BACKENDS
 from tests.configs import write_config
+from tests.deerflow.convert.support import settle
 from tests.integration import helpers
 from tests.reliability import support
 
@@ -180,13 +181,15 @@ class Zygote:
             event = None
         if event is None:
             time.sleep(max(0.0, deadline - time.monotonic()))
-            return self._kill(pid)
+            return self._kill(pid, database, thread)
         assert event["event"] == "done", event
         assert self.next("exit", timeout=60)["signal"] is None
         return False
 
-    def _kill(self, pid: int) -> bool:
-        """SIGKILL the child; True when the kill ended it (not when it had already finished)."""
+    def _kill(self, pid: int, database: DatabaseConfig, thread: str) -> bool:
+        """SIGKILL the child; True when the kill ended it (not when it had already finished).
+
+        Returns once the child's transaction has ended on the server too (:func:`settle`)."""
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -194,6 +197,7 @@ class Zygote:
         ended = self.next("exit", "done", timeout=60)
         if ended["event"] == "done":  # finished in the last instant
             ended = self.next("exit", timeout=60)
+        settle(database, thread)  # the killed child's server backend may still be committing
         return ended["signal"] == signal.SIGKILL
 
     def kill_at_commit(self, database: DatabaseConfig, thread: str, delay: float) -> bool:
@@ -202,7 +206,7 @@ class Zygote:
         pid = self.start(database, thread, signal_commit=True)
         self.next("before_commit", timeout=300)
         time.sleep(delay)
-        return self._kill(pid)
+        return self._kill(pid, database, thread)
 
     def close(self) -> None:
         try:

@@ -75,6 +75,28 @@ def sql(database: DatabaseConfig) -> Iterator[Any]:
         yield conn
 
 
+def settle(database: DatabaseConfig, thread_id: str, *, timeout_s: int = 60) -> None:
+    """Wait until no transaction holds the thread's rewrite lock (``dfa.convert:<thread_id>``).
+
+    A SIGKILLed client's Postgres backend can outlive it: when the kill lands
+    just after ``COMMIT`` was sent, the server is still committing while the
+    test reads, and statements read one after the other (rows, then backups)
+    would see both sides of that commit. Every rewrite (conversion,
+    compaction, prune, revert) holds this advisory lock until its transaction
+    ends, so taking it once means the killed client's transaction has
+    committed or rolled back. SQLite needs nothing: the OS releases a dead
+    process's file locks.
+
+    Raises:
+        psycopg.errors.LockNotAvailable: the lock was still held after ``timeout_s`` seconds.
+    """
+    if database.backend != "postgres":
+        return
+    with psycopg.connect(database.postgres_url, autocommit=True) as conn:
+        conn.execute(f"SET lock_timeout = '{int(timeout_s)}s'")
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("dfa.convert:" + thread_id,))
+
+
 def execute(database: DatabaseConfig, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Run one statement on an independent connection (``?`` placeholders on both backends)."""
     if database.backend == "postgres":

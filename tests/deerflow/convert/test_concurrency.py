@@ -180,3 +180,19 @@ def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(scratch_db)
             with pytest.raises(sqlite3.OperationalError, match="locked"):
                 conn.execute("DELETE FROM checkpoints WHERE checkpoint_id = ?", (added,))
             conn.close()
+
+
+@pytest.mark.parametrize("scratch_db", ["postgres"], indirect=True)
+def test_settle_waits_for_a_transaction_holding_the_thread_lock(scratch_db):
+    """The SIGKILL tests' ``settle`` returns only once a rewrite's transaction has ended."""
+    from deerflow.convert.storage import open_session
+    from tests.deerflow.convert.support import settle
+
+    with open_session(scratch_db) as session:
+        session.lock_thread(THREAD)
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            settle(scratch_db, THREAD, timeout_s=1)
+        settle(scratch_db, "another thread", timeout_s=1)  # another thread's lock is free
+    started = time.monotonic()
+    settle(scratch_db, THREAD, timeout_s=1)  # rolled back: free again
+    assert time.monotonic() - started < 1

@@ -25,7 +25,7 @@ import pytest
 from deerflow.convert import convert_thread, list_backups, revert_thread
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from tests.deerflow.convert.support import backup_ids, config_for, execute, open_saver, raw_rows
+from tests.deerflow.convert.support import backup_ids, config_for, execute, open_saver, raw_rows, settle
 
 THREAD = "delta-f10-200t"
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,6 +72,7 @@ def _kill_during_conversion(db, plan: float | str) -> str:
                 last = "killed"
         proc.kill()  # SIGKILL
         proc.wait(timeout=30)
+        settle(db, THREAD)  # the killed child's server backend may still be committing
         return last
     finally:
         if proc.poll() is None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.convert import list_backups
-from tests.deerflow.convert.support import backup_ids, execute, raw_rows
+from tests.deerflow.convert.support import backup_ids, execute, raw_rows, settle
 from tests.deerflow.retention.support import all_keys, read
 
 pytestmark = pytest.mark.slow
@@ -76,6 +76,7 @@ def _run(db, delay: float | None = None, *, at_commit: float | None = None) -> t
                 pass
         proc.kill()
         proc.wait(timeout=30)
+        settle(db, THREAD)  # the killed child's server backend may still be committing
         return "killed", []
     finally:
         if proc.poll() is None:
