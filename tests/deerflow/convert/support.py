@@ -76,25 +76,28 @@ def sql(database: DatabaseConfig) -> Iterator[Any]:
 
 
 def settle(database: DatabaseConfig, thread_id: str, *, timeout_s: int = 60) -> None:
-    """Wait until no transaction holds the thread's rewrite lock (``dfa.convert:<thread_id>``).
+    """Wait until no transaction holds the thread's rewrite lock (:meth:`ConversionSession.lock_thread`).
 
     A SIGKILLed client's Postgres backend can outlive it: when the kill lands
     just after ``COMMIT`` was sent, the server is still committing while the
     test reads, and statements read one after the other (rows, then backups)
     would see both sides of that commit. Every rewrite (conversion,
-    compaction, prune, revert) holds this advisory lock until its transaction
-    ends, so taking it once means the killed client's transaction has
-    committed or rolled back. SQLite needs nothing: the OS releases a dead
-    process's file locks.
+    compaction, prune, revert) holds this lock until its transaction ends, so
+    taking it once, in a session of its own that then rolls back, means the
+    killed client's transaction has committed or rolled back. SQLite needs
+    nothing: the OS releases a dead process's file locks.
 
     Raises:
-        psycopg.errors.LockNotAvailable: the lock was still held after ``timeout_s`` seconds.
+        StorageUnavailableError: the lock was still held after ``timeout_s`` seconds (its driver error is
+            ``psycopg.errors.LockNotAvailable``).
     """
     if database.backend != "postgres":
         return
-    with psycopg.connect(database.postgres_url, autocommit=True) as conn:
-        conn.execute(f"SET lock_timeout = '{int(timeout_s)}s'")
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("dfa.convert:" + thread_id,))
+    from deerflow.convert.storage import open_session
+
+    with open_session(database) as session:
+        session.execute(f"SET LOCAL lock_timeout = '{int(timeout_s)}s'")
+        session.lock_thread(thread_id)
 
 
 def execute(database: DatabaseConfig, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

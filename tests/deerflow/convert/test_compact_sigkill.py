@@ -109,16 +109,15 @@ def _classify(db, manifest: dict[str, Any], original: dict[str, Any]) -> str:
     if raw_rows(db, THREAD) == original:
         left = backup_ids(db)
         return "untouched" if left == [] else f"partial: original rows, but backups {left} left"
-    backups = [b for b in list_backups(db, THREAD)]
+    backups = list_backups(db, THREAD)
     active = [b for b in backups if b.status == "active"]
     if len(active) != 1:
         return f"partial: rows changed, backups {[(b.backup_id, b.status) for b in backups]}"
     if not _reads_as_manifest(db, manifest):
         return "partial: rows changed and do not read as the manifest"
-    backups = active
-    assert revert_thread(db, backups[0].backup_id).status == "reverted"
+    assert revert_thread(db, active[0].backup_id).status == "reverted"
     assert raw_rows(db, THREAD) == original
-    execute(db, "DELETE FROM dfa_backups WHERE backup_id = ?", (backups[0].backup_id,))
+    execute(db, "DELETE FROM dfa_backups WHERE backup_id = ?", (active[0].backup_id,))
     return "compacted"
 
 

@@ -186,12 +186,14 @@ def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(scratch_db)
 def test_settle_waits_for_a_transaction_holding_the_thread_lock(scratch_db):
     """The SIGKILL tests' ``settle`` returns only once a rewrite's transaction has ended."""
     from deerflow.convert.storage import open_session
+    from deerflow.storage_errors import StorageUnavailableError, driver_error
     from tests.deerflow.convert.support import settle
 
     with open_session(scratch_db) as session:
         session.lock_thread(THREAD)
-        with pytest.raises(psycopg.errors.LockNotAvailable):
+        with pytest.raises(StorageUnavailableError) as held:
             settle(scratch_db, THREAD, timeout_s=1)
+        assert isinstance(driver_error(held.value), psycopg.errors.LockNotAvailable)
         settle(scratch_db, "another thread", timeout_s=1)  # another thread's lock is free
     started = time.monotonic()
     settle(scratch_db, THREAD, timeout_s=1)  # rolled back: free again
