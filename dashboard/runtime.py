@@ -15,7 +15,7 @@ import contextlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config import LoadedConfig, load_config
 from deerflow.errors import (
@@ -28,8 +28,10 @@ from deerflow.runtime.checkpoint_mode import (
     freeze_checkpoint_channel_mode,
     freeze_checkpoint_snapshot_frequency,
 )
-from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.savers import open_checkpointer
+
+if TYPE_CHECKING:  # imported by the accessor property: LangGraph loads when a thread is first read
+    from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 
 __all__ = ["DashboardRuntime", "get_runtime", "install_runtime", "startup"]
 
@@ -94,6 +96,8 @@ class DashboardRuntime:
     def accessor(self) -> CheckpointStateAccessor:
         """The accessor bound to :attr:`saver` at the frozen mode and cadence."""
         if self._accessor is None:
+            from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+
             self._accessor = CheckpointStateAccessor.for_saver(
                 self.saver, mode=self.mode, snapshot_frequency=self.snapshot_frequency
             )

@@ -14,15 +14,15 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.dialect import Dialect, postgres_connect_kwargs
 from deerflow.errors import ConfigError
 from deerflow.sqlread import Tx, table_exists
+
+if TYPE_CHECKING:  # the savers are imported where a backend is opened: error paths skip LangGraph's imports
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = [
     "SQLITE_SAVER_TABLES",
@@ -144,6 +144,8 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
         psycopg.OperationalError: Postgres is unreachable (``PoolTimeout`` after ``timeout``).
     """
     if database.backend == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
         yield InMemorySaver()
         return
     if database.backend == "sqlite":
@@ -190,6 +192,8 @@ async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = Fa
     ``InMemorySaver`` (it shares nothing with a sync one).
     """
     if database.backend == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
         yield InMemorySaver()
         return
     if database.backend == "sqlite":

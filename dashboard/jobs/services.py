@@ -22,7 +22,6 @@ recorded, so a slow duplicate never overwrites a newer attempt.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import kombu.exceptions
@@ -31,7 +30,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from dashboard.jobs import reclaiming
+from dashboard.jobs import dispatching, reclaiming
 from dashboard.jobs.batches import Batch, claim_batch
 from dashboard.jobs.creation import _WRITES, active_backups, create_job, is_finished_dry_run
 from dashboard.jobs.errors import InvalidTransition
@@ -48,23 +47,11 @@ from dashboard.jobs.running import _record as _record  # noqa: E402
 
 __all__ = [
     "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run", "launch", "pause",
-    "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "set_dispatcher", "unqueue",
+    "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
 ]
 
 log = logging.getLogger("dashboard.jobs")
 Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
-
-#: What sends a job's dispatch task: ``job_id -> None``. The Celery task lives in
-#: :mod:`dashboard.jobs.tasks`, which imports this module, so the app injects it at start-up
-#: (:meth:`dashboard.jobs.apps.JobsConfig.ready`) instead of this module importing the tasks.
-_dispatcher: Callable[[int], None] | None = None
-
-
-def set_dispatcher(send: Callable[[int], None]) -> None:
-    """Install the function :func:`launch` uses to send ``jobs.dispatch`` for a job id (called once at start-up)."""
-    global _dispatcher
-    _dispatcher = send
-
 
 # -- launch -------------------------------------------------------------------
 def launch(job: ConversionJob) -> None:
@@ -80,11 +67,8 @@ def launch(job: ConversionJob) -> None:
 
 
 def _send_dispatch(job_id: int) -> None:
-    if _dispatcher is None:
-        raise RuntimeError("no job dispatcher installed: dashboard.jobs is not in INSTALLED_APPS, or the app "
-                           "registry is not ready (django.setup())")
     try:
-        _dispatcher(job_id)
+        dispatching.send(job_id)
     except (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError) as exc:
         Job.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
             state=State.PAUSED, revision=F("revision") + 1)

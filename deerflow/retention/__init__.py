@@ -7,12 +7,27 @@ database's space is given back afterwards by :func:`deerflow.convert.reclaim_spa
 (the same reclaim compaction uses). See ``docs/retention.md``.
 """
 
-from deerflow.retention.deletion import delete_thread, delete_threads
-from deerflow.retention.plan import REASONS, Plan, plan_keep_last, plan_safe_only
-from deerflow.retention.prune import keep_last, prune_thread, safe_only
-from deerflow.retention.report import STATUSES, PruneReport
-from deerflow.retention.revert import revert_prune
-from deerflow.retention.selection import select_threads
+from typing import TYPE_CHECKING
+
+from deerflow._lazy import lazy_exports
+
+#: Each public name's submodule: imported when the name is first read (:mod:`deerflow._lazy`).
+_EXPORTS = {
+    "delete_thread": "deletion", "delete_threads": "deletion",
+    "REASONS": "plan", "Plan": "plan", "plan_keep_last": "plan", "plan_safe_only": "plan",
+    "keep_last": "prune", "prune_thread": "prune", "safe_only": "prune",
+    "STATUSES": "report", "PruneReport": "report",
+    "revert_prune": "revert", "select_threads": "selection",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from deerflow.retention.deletion import delete_thread, delete_threads
+    from deerflow.retention.plan import REASONS, Plan, plan_keep_last, plan_safe_only
+    from deerflow.retention.prune import keep_last, prune_thread, safe_only
+    from deerflow.retention.report import STATUSES, PruneReport
+    from deerflow.retention.revert import revert_prune
+    from deerflow.retention.selection import select_threads
 
 __all__ = [
     "Plan",

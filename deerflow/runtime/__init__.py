@@ -4,6 +4,9 @@ Re-exports the public names of :mod:`deerflow.runtime.checkpoint_mode` and
 :mod:`deerflow.runtime.checkpoint_state` (a test checks the list).
 """
 
+from typing import TYPE_CHECKING
+
+from deerflow._lazy import lazy_exports
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
     INTERNAL_CHECKPOINT_MODE_KEY,
@@ -23,11 +26,21 @@ from deerflow.runtime.checkpoint_mode import (
     resolve_checkpoint_snapshot_frequency,
     state_snapshot_uses_delta,
 )
-from deerflow.runtime.checkpoint_state import (
-    CheckpointStateAccessor,
-    DegradedFullModeReadAccessor,
-    build_state_mutation_graph,
-)
+
+# The accessor's module imports LangGraph: it is imported when one of its names is first read
+# (:mod:`deerflow._lazy`), so the mode freeze and markers stay cheap to import.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "CheckpointStateAccessor": "checkpoint_state",
+    "DegradedFullModeReadAccessor": "checkpoint_state",
+    "build_state_mutation_graph": "checkpoint_state",
+})
+
+if TYPE_CHECKING:
+    from deerflow.runtime.checkpoint_state import (
+        CheckpointStateAccessor,
+        DegradedFullModeReadAccessor,
+        build_state_mutation_graph,
+    )
 
 __all__ = [
     "CHECKPOINT_MODE_METADATA_KEY",

@@ -1,10 +1,11 @@
 """Management commands report setup errors like the web pages: detail, hint, exit 1, no traceback.
 
-Each case runs ``python manage.py <command>`` in a subprocess with an
+Each case runs ``manage.py <command>`` in a new process with an
 environment built from scratch (:func:`tests.integration.helpers.dashboard_env`),
-as an operator would, against real services: config.yaml files that are
-missing or invalid, a Postgres database that does not exist, a closed port,
-a database without checkpoint tables, the memory backend, an unmigrated
+as an operator would (forked from an interpreter that has the third-party libraries
+imported, :mod:`tests.manage_forks`: a case costs a fraction of a cold start), against
+real services: config.yaml files that are missing or invalid, a Postgres database
+that does not exist, a closed port, a database without checkpoint tables, the memory backend, an unmigrated
 dashboard database; for ``seed_threads``, which creates tables but not
 databases, schemas or parent directories, a missing schema and a
 ``sqlite_dir`` in a directory that does not exist (answered in seconds,
@@ -26,7 +27,7 @@ import psycopg
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
-from tests import fixtures_real
+from tests import fixtures_real, manage_forks
 from tests.configs import write_config
 from tests.integration import helpers
 
@@ -64,9 +65,8 @@ CONFIG_CASES = {
 
 
 def manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    """``python manage.py <args>`` to completion (whatever its exit status)."""
-    return subprocess.run([helpers.PYTHON, "manage.py", *args], cwd=helpers.REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    """``python manage.py <args>`` to completion (whatever its exit status), in a fresh forked process."""
+    return manage_forks.run_manage(args, env, helpers.REPO_ROOT)
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess, *details: str, returncode: int = 1) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import psycopg
 from django.core.management.base import BaseCommand, CommandError
 
-from benchmarks import BENCHMARKS, run_all
 from benchmarks.common import DEFAULT_ADMIN_URL
+from benchmarks.runner import BENCHMARKS, run_all
 from dashboard.outages import redact
 
 
