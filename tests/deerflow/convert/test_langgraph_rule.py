@@ -3,7 +3,7 @@
 The integrity checks read every checkpoint by the replayed rule and only a
 sample through ``graph.get_state``; this proves the rule gives the real
 reader's value (or fails where it fails) at every checkpoint: on every thread
-of the real fixture and on hand-built stored-``None`` threads (where the
+of the real fixture (a sample of each thread in the fast tier, the rest in the slow sweep) and on hand-built stored-``None`` threads (where the
 SQLite and Postgres readers take different seeds), on real SQLite and Postgres savers.
 """
 
@@ -18,12 +18,20 @@ from deerflow.convert.storage import open_session
 from tests.deerflow.convert.support import agent_graph, config_for, human, open_saver, run_turn
 
 #: Real reads of these threads (1,200 checkpoints at K=100, 752 at K=10) take minutes per backend on a loaded
-#: machine; the fast tier reads every 25th of their checkpoints (and every checkpoint of the others), the slow
-#: sweep every one.
+#: machine.
 LONG = {"delta-f100-150t": 1200, "delta-f10-200t": 752}
+#: The fast tier reads every ``STRIDE``-th checkpoint of a thread (every ``LONG_STRIDE``-th of the long ones)
+#: and the last; the slow sweep reads all the others, so ``make test`` compares every checkpoint once.
+STRIDE, LONG_STRIDE = 5, 25
 
 
-def _rule_and_real(db, thread_id: str, *, every: int = 1) -> tuple[dict, dict]:
+def _in_sample(i: int, count: int, stride: int) -> bool:
+    """Whether the fast tier reads the ``i``-th of a thread's ``count`` checkpoints (sorted by id)."""
+    return i % stride == 0 or i == count - 1
+
+
+def _rule_and_real(db, thread_id: str, *, stride: int, sampled: bool) -> tuple[dict, dict]:
+    """The rule's and LangGraph's reading of the thread's sampled (``sampled``) or other checkpoints."""
     digest = MessageDigester()
     with open_session(db, write=False) as session:
         rule = {(r.checkpoint_ns, r.checkpoint_id): (r.digest, r.error is None)
@@ -31,36 +39,43 @@ def _rule_and_real(db, thread_id: str, *, every: int = 1) -> tuple[dict, dict]:
         accessor = delta_accessor(session.saver)
         real = {}
         for i, (ns, cid) in enumerate(sorted(rule)):
-            if i % every == 0 or i == len(rule) - 1:
+            if _in_sample(i, len(rule), stride) == sampled:
                 got, error = read_digest(accessor, thread_id, ns, cid, digest)
                 real[(ns, cid)] = (got, error is None)
     return {k: rule[k] for k in real}, real
 
 
-def _sweep(db, manifest, threads) -> int:
+def _sweep(db, manifest, *, sampled: bool) -> int:
+    """Compare the sample (``sampled``) or the rest of every manifest thread; the number compared."""
     compared = 0
     for thread in manifest["threads"]:
         thread_id = thread["thread_id"]
-        if thread_id not in threads:
-            continue
-        expected = len(thread["backends"][db.backend]["checkpoints"])
-        rule, real = _rule_and_real(db, thread_id, every=threads[thread_id])
+        stride = LONG_STRIDE if thread_id in LONG else STRIDE
+        count = len(thread["backends"][db.backend]["checkpoints"])
+        rule, real = _rule_and_real(db, thread_id, stride=stride, sampled=sampled)
         assert rule == real, (thread_id, [(k, rule[k], real[k]) for k in real if rule[k] != real[k]][:3])
-        assert len(rule) == len(real) >= min(expected, 1 + (expected - 1) // threads[thread_id])
+        assert len(real) == sum(_in_sample(i, count, stride) == sampled for i in range(count)), thread_id
         compared += len(real)
     return compared
 
 
-def test_the_rule_reads_every_fixture_checkpoint_as_langgraph_does(fixture_backend, manifest):
+def test_the_rule_reads_a_sample_of_every_fixture_thread_as_langgraph_does(fixture_backend, manifest):
     _backend, db = fixture_backend
-    threads = {t["thread_id"]: (25 if t["thread_id"] in LONG else 1) for t in manifest["threads"]}
-    assert _sweep(db, manifest, threads) > 1300
+    assert _sweep(db, manifest, sampled=True) == _sweep_count(manifest, db.backend) > 300
 
 
 @pytest.mark.slow
-def test_the_rule_reads_every_checkpoint_of_the_long_fixture_threads_as_langgraph_does(fixture_backend, manifest):
+def test_the_rule_reads_every_other_fixture_checkpoint_as_langgraph_does(fixture_backend, manifest):
     _backend, db = fixture_backend
-    assert _sweep(db, manifest, dict.fromkeys(LONG, 1)) == sum(LONG.values())
+    total = sum(len(t["backends"][db.backend]["checkpoints"]) for t in manifest["threads"])
+    assert _sweep(db, manifest, sampled=False) + _sweep_count(manifest, db.backend) == total
+
+
+def _sweep_count(manifest, backend: str) -> int:
+    """How many checkpoints the fast tier's sample holds (the slow sweep reads the rest)."""
+    return sum(_in_sample(i, len(t["backends"][backend]["checkpoints"]),
+                          LONG_STRIDE if t["thread_id"] in LONG else STRIDE)
+               for t in manifest["threads"] for i in range(len(t["backends"][backend]["checkpoints"])))
 
 
 def _stored_none(db, thread_id: str, at: float) -> str:
@@ -81,7 +96,7 @@ def test_a_stored_none_reads_as_each_savers_reader_reads_it(scratch_db):
     """SQLite (and LangGraph's base reader) restart from ``[]`` below a stored ``None``; Postgres passes it."""
     for thread_id, at in (("early", 0.2), ("middle", 0.5), ("late", 0.9)):
         victim = _stored_none(scratch_db, thread_id, at)
-        rule, real = _rule_and_real(scratch_db, thread_id)
+        rule, real = _rule_and_real(scratch_db, thread_id, stride=1, sampled=True)  # every checkpoint
         assert rule == real
         assert len(real) > 20 and all(ok for _digest, ok in real.values())
         assert ("", victim) in real
