@@ -76,6 +76,8 @@ def run_manage(args: Sequence[str], env: Mapping[str, str], cwd: Path,
     """
     with tempfile.TemporaryDirectory(prefix="dfa-manage-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        for path in (out, err):  # present even if the child dies before opening them
+            Path(path).touch()
         child = _forkserver().Process(target=_child, args=(list(args), dict(env), str(cwd), out, err))
         child.start()
         child.join(timeout)

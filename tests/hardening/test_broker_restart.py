@@ -38,7 +38,7 @@ from deerflow.config.database_config import DatabaseConfig
 from tests import fixtures_real
 from tests.integration import helpers
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.slow]  # restarts a (private) broker
 
 #: The first thread takes seconds to convert (752 checkpoints), time enough to restart the broker under it.
 THREADS = ["delta-f10-200t", "delta-f10-9t", "delta-f10-fork"]

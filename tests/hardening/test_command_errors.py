@@ -69,6 +69,12 @@ def manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return manage_forks.run_manage(args, env, helpers.REPO_ROOT)
 
 
+def migrate(args: list[str], env: dict[str, str]) -> None:
+    """``manage.py migrate ...`` (forked like :func:`manage`); raise with its output unless it exits 0."""
+    proc = manage(args, env)
+    assert proc.returncode == 0, f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+
+
 def assert_clean_error(proc: subprocess.CompletedProcess, *details: str, returncode: int = 1) -> None:
     """Exit ``returncode``; stderr holds ``CommandError: ``, every detail and a hint line; no traceback."""
     where = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
@@ -275,8 +281,8 @@ def test_a_partly_migrated_dashboard_database_on_postgres(tmp_path, fixture_data
         config = write_config(tmp_path / "config.yaml",
                               DatabaseConfig(backend="sqlite", sqlite_dir=str(fixture_data)))
         env = _env(tmp_path, config, DASHBOARD_DATABASE_URL=url)
-        helpers.run_manage(["migrate", "--verbosity", "0"], env)
-        helpers.run_manage(["migrate", "jobs", "0001", "--verbosity", "0"], env)
+        migrate(["migrate", "--verbosity", "0"], env)
+        migrate(["migrate", "jobs", "0001", "--verbosity", "0"], env)
         proc = manage(["requeue_stalled_threads", "--dry-run"], env)
         assert_clean_error(proc, "The dashboard's own database (DASHBOARD_DATABASE_URL", "queued_at",
                            "does not exist", "Run `python manage.py migrate`")
@@ -291,7 +297,7 @@ def test_convert_threads_in_full_mode_stops_before_creating_a_job(tmp_path, fixt
     config = write_config(tmp_path / "config.yaml", DatabaseConfig(backend="sqlite", sqlite_dir=str(fixture_data)),
                           mode="full")
     env = _env(tmp_path, config)
-    helpers.run_manage(["migrate", "--verbosity", "0"], env)
+    migrate(["migrate", "--verbosity", "0"], env)
     for args in (["--all"], ["--thread", "delta-f10-9t", "--yes"]):
         proc = manage(["convert_threads", "--to", "full", *args], env)
         assert_clean_error(proc, "froze checkpoint_channel_mode=full", str(config), "no job was created",

@@ -30,7 +30,7 @@ from tests import fixtures_real
 from tests.hardening.private_postgres import PrivatePostgres
 from tests.integration.helpers import REPO_ROOT, wait_until
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # restarts a server
 
 THREAD = "delta-f10-9t"
 

@@ -3,8 +3,9 @@
 The integrity checks read every checkpoint by the replayed rule and only a
 sample through ``graph.get_state``; this proves the rule gives the real
 reader's value (or fails where it fails) at every checkpoint: on every thread
-of the real fixture (a sample of each thread in the fast tier, the rest in the slow sweep) and on hand-built stored-``None`` threads (where the
-SQLite and Postgres readers take different seeds), on real SQLite and Postgres savers.
+of the real fixture (a sample of each thread in the fast tier, the rest in the
+slow sweep) and on hand-built stored-``None`` threads (where the SQLite and
+Postgres readers take different seeds), on real SQLite and Postgres savers.
 """
 
 from __future__ import annotations
