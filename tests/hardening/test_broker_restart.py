@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -141,6 +142,30 @@ def _launch(home: dict, thread_ids: list[str], max_in_flight: int) -> int:
     return json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])["job_id"]
 
 
+def _launch_and_wait(home: dict, thread_ids: list[str], max_in_flight: int, predicate: Callable[[], Any],
+                     worker: helpers.ManagedProcess, what: str,
+                     then: Callable[[], None] = lambda: None) -> tuple[int, Any]:
+    """Launch a job, wait for ``predicate`` *while* the launch runs, then call ``then()`` at once.
+
+    The windows these tests act in (a thread converting) last a second or two, and the launching
+    ``manage.py shell`` may take longer than that to exit on a loaded machine. This dashboard database is
+    new, so the predicate may read every row as the job's.
+
+    Returns:
+        ``(job_id, the predicate's truthy value)``.
+    """
+    launched: list[int] = []
+    launcher = threading.Thread(target=lambda: launched.append(_launch(home, thread_ids, max_in_flight)))
+    launcher.start()
+    try:
+        value = helpers.wait_until(predicate, timeout=60, interval=0.02, proc=worker, what=what)
+        then()
+    finally:
+        launcher.join(timeout=120)
+    (job_id,) = launched
+    return job_id, value
+
+
 def _rows(home: dict, job_id: int | None) -> list[dict]:
     """The job's thread rows by id (``job_id=None``: every job's)."""
     with sqlite3.connect(home["var"] / "dash.sqlite3", timeout=10) as conn:
@@ -161,12 +186,6 @@ def _queue_length(broker: PrivateRedis) -> int:
 
 def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_job(home, broker, start_worker):
     worker = start_worker(1)  # one pool process: one thread runs, the next one's message waits in the broker
-    # The window (the first thread converting) lasts a second or two, and the launching `manage.py shell`
-    # may take longer than that to exit on a loaded machine: watch for it while the launch runs. This
-    # dashboard database is new, so its only job's rows are every row.
-    launched: list[int] = []
-    launcher = threading.Thread(target=lambda: launched.append(_launch(home, THREADS, max_in_flight=2)))
-    launcher.start()
 
     def one_running_one_waiting():
         rows = _rows(home, None)
@@ -174,14 +193,13 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
         ok = statuses.count("running") == 1 and statuses.count("queued") == 1 and _queue_length(broker) == 1
         return rows if ok else None
 
-    try:
-        rows = helpers.wait_until(one_running_one_waiting, timeout=60, interval=0.02, proc=worker,
-                                  what="one thread running and the next one's message waiting in the broker")
-        broker.restart()  # at once, while the first thread still converts: the waiting message is gone with it
-        assert _queue_length(broker) == 0
-    finally:
-        launcher.join(timeout=120)
-    (job_id,) = launched
+    def restart():  # at once, while the first thread still converts: the waiting message is gone with it
+        broker.restart()
+        assert _queue_length(broker) == 0  # before the job sends its next thread
+
+    job_id, rows = _launch_and_wait(home, THREADS, 2, one_running_one_waiting, worker,
+                                    "one thread running and the next one's message waiting in the broker",
+                                    then=restart)
     running = next(r for r in rows if r["status"] == "running")
     lost = next(r for r in rows if r["status"] == "queued")
 
@@ -226,10 +244,12 @@ def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_
     """Redis drops the worker's connections (no data lost): Kombu restores the running task's message, marked
     redelivered, and the worker's second pool process takes it while the first still converts the thread."""
     worker2 = start_worker(2)  # two pool processes: the restored message can start beside the running one
-    job_id = _launch(home, [BLIP_THREAD], max_in_flight=1)
-    helpers.wait_until(lambda: [r["status"] for r in _rows(home, job_id)] == ["running"], timeout=60, interval=0.05,
-                       proc=worker2, what="the thread to run")
-    (running,) = _rows(home, job_id)
+
+    def one_running():
+        rows = _rows(home, None)
+        return rows if [r["status"] for r in rows] == ["running"] else None
+
+    job_id, (running,) = _launch_and_wait(home, [BLIP_THREAD], 1, one_running, worker2, "the thread to run")
     # Seen from another host, the owner's node is asked what it runs.
     app = Celery("owner-check", broker=broker.url, set_as_current=False)
     elsewhere = {"worker_host": "another-host", "worker_pid": 1, "worker_node": running["worker_node"]}
