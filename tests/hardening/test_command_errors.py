@@ -5,8 +5,8 @@ environment built from scratch (:func:`tests.integration.helpers.dashboard_env`)
 as an operator would (forked from an interpreter that has the third-party libraries
 imported, :mod:`tests.manage_forks`: a case costs a fraction of a cold start), against
 real services: config.yaml files that are missing or invalid, a Postgres database
-that does not exist, a closed port, a database without checkpoint tables, the memory backend, an unmigrated
-dashboard database; for ``seed_threads``, which creates tables but not
+that does not exist, a closed port, a database without checkpoint tables, the memory
+backend, an unmigrated dashboard database; for ``seed_threads``, which creates tables but not
 databases, schemas or parent directories, a missing schema and a
 ``sqlite_dir`` in a directory that does not exist (answered in seconds,
 not after a pool timeout). Every run must exit non-zero with ``CommandError: <detail>``

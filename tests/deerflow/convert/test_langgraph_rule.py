@@ -26,6 +26,11 @@ LONG = {"delta-f100-150t": 1200, "delta-f10-200t": 752}
 STRIDE, LONG_STRIDE = 5, 25
 
 
+def _stride(thread_id: str) -> int:
+    """The fast tier's stride through a thread's checkpoints."""
+    return LONG_STRIDE if thread_id in LONG else STRIDE
+
+
 def _in_sample(i: int, count: int, stride: int) -> bool:
     """Whether the fast tier reads the ``i``-th of a thread's ``count`` checkpoints (sorted by id)."""
     return i % stride == 0 or i == count - 1
@@ -51,7 +56,7 @@ def _sweep(db, manifest, *, sampled: bool) -> int:
     compared = 0
     for thread in manifest["threads"]:
         thread_id = thread["thread_id"]
-        stride = LONG_STRIDE if thread_id in LONG else STRIDE
+        stride = _stride(thread_id)
         count = len(thread["backends"][db.backend]["checkpoints"])
         rule, real = _rule_and_real(db, thread_id, stride=stride, sampled=sampled)
         assert rule == real, (thread_id, [(k, rule[k], real[k]) for k in real if rule[k] != real[k]][:3])
@@ -74,8 +79,7 @@ def test_the_rule_reads_every_other_fixture_checkpoint_as_langgraph_does(fixture
 
 def _sweep_count(manifest, backend: str) -> int:
     """How many checkpoints the fast tier's sample holds (the slow sweep reads the rest)."""
-    return sum(_in_sample(i, len(t["backends"][backend]["checkpoints"]),
-                          LONG_STRIDE if t["thread_id"] in LONG else STRIDE)
+    return sum(_in_sample(i, len(t["backends"][backend]["checkpoints"]), _stride(t["thread_id"]))
                for t in manifest["threads"] for i in range(len(t["backends"][backend]["checkpoints"])))
 
 
