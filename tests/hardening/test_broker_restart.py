@@ -20,8 +20,11 @@ The shared Redis on 6379 is never restarted: this test runs its own
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import sqlite3
 import threading
 import time
@@ -41,7 +44,7 @@ from tests.integration import helpers
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]  # restarts a (private) broker
 
-#: The first thread takes seconds to convert (752 checkpoints), time enough to restart the broker under it.
+#: The first thread has 752 checkpoints; its pool process is held (SIGSTOP) while the broker restarts under it.
 THREADS = ["delta-f10-200t", "delta-f10-9t", "delta-f10-fork"]
 JOB_TIMEOUT = 240
 
@@ -144,8 +147,8 @@ def _launch(home: dict, thread_ids: list[str], max_in_flight: int) -> int:
 
 def _launch_and_wait(home: dict, thread_ids: list[str], max_in_flight: int, predicate: Callable[[], Any],
                      worker: helpers.ManagedProcess, what: str,
-                     then: Callable[[], None] = lambda: None) -> tuple[int, Any]:
-    """Launch a job, wait for ``predicate`` *while* the launch runs, then call ``then()`` at once.
+                     then: Callable[[Any], None] = lambda value: None) -> tuple[int, Any]:
+    """Launch a job, wait for ``predicate`` *while* the launch runs, then call ``then(value)`` at once.
 
     The windows these tests act in (a thread converting) last a second or two, and the launching
     ``manage.py shell`` may take longer than that to exit on a loaded machine. This dashboard database is
@@ -159,11 +162,38 @@ def _launch_and_wait(home: dict, thread_ids: list[str], max_in_flight: int, pred
     launcher.start()
     try:
         value = helpers.wait_until(predicate, timeout=60, interval=0.02, proc=worker, what=what)
-        then()
+        then(value)
     finally:
         launcher.join(timeout=120)
     (job_id,) = launched
     return job_id, value
+
+
+@contextlib.contextmanager
+def _paused(home: dict, pid: int) -> Iterator[None]:
+    """Hold the pool process ``pid`` (SIGSTOP) for the block, then let it go on (SIGCONT).
+
+    The windows these tests act in are "while a thread converts"; a stopped owner keeps that window open
+    however loaded the machine is (a conversion takes a second or two). The process exists throughout, and its
+    Celery node still lists the task as active. It is stopped only outside a write on the dashboard database
+    (checked with ``BEGIN IMMEDIATE``), so the rest of the worker can still claim and decline rows.
+    """
+    for _ in range(200):
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with contextlib.closing(sqlite3.connect(home["var"] / "dash.sqlite3", timeout=0.05)) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.rollback()
+            break
+        except sqlite3.OperationalError:  # stopped inside a write: let it finish and try again
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.01)
+    else:
+        raise AssertionError(f"pool process {pid} was inside a dashboard-database write 200 times running")
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def _rows(home: dict, job_id: int | None) -> list[dict]:
@@ -171,7 +201,8 @@ def _rows(home: dict, job_id: int | None) -> list[dict]:
     with sqlite3.connect(home["var"] / "dash.sqlite3", timeout=10) as conn:
         conn.row_factory = sqlite3.Row
         return [dict(r) for r in conn.execute(
-            "SELECT id, thread_id, status, attempts, head_messages_sha256, worker_node FROM jobs_threadresult "
+            "SELECT id, thread_id, status, attempts, head_messages_sha256, worker_node, worker_pid "
+            "FROM jobs_threadresult "
             "WHERE job_id = ? OR ? IS NULL ORDER BY id", [job_id, job_id])]
 
 
@@ -193,9 +224,10 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
         ok = statuses.count("running") == 1 and statuses.count("queued") == 1 and _queue_length(broker) == 1
         return rows if ok else None
 
-    def restart():  # at once, while the first thread still converts: the waiting message is gone with it
-        broker.restart()
-        assert _queue_length(broker) == 0  # before the job sends its next thread
+    def restart(rows):  # while the first thread still converts (held there): the waiting message is gone with it
+        with _paused(home, next(r["worker_pid"] for r in rows if r["status"] == "running")):
+            broker.restart()
+            assert _queue_length(broker) == 0  # before the job sends its next thread
 
     job_id, rows = _launch_and_wait(home, THREADS, 2, one_running_one_waiting, worker,
                                     "one thread running and the next one's message waiting in the broker",
@@ -235,7 +267,7 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
                                            THREADS)
 
 
-#: The slowest small thread (1,200 checkpoints, seconds to convert): the blip must land while it converts.
+#: A thread of 1,200 checkpoints; its owner is held (SIGSTOP) mid-conversion while the blip lands.
 BLIP_THREAD = "delta-f100-150t"
 
 
@@ -249,22 +281,28 @@ def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_
         rows = _rows(home, None)
         return rows if [r["status"] for r in rows] == ["running"] else None
 
-    job_id, (running,) = _launch_and_wait(home, [BLIP_THREAD], 1, one_running, worker2, "the thread to run")
-    # Seen from another host, the owner's node is asked what it runs.
-    app = Celery("owner-check", broker=broker.url, set_as_current=False)
-    elsewhere = {"worker_host": "another-host", "worker_pid": 1, "worker_node": running["worker_node"]}
-    assert owners.owner_alive(elsewhere, running["id"], app=app) is True
-    assert owners.owner_alive(elsewhere, running["id"] + 1000, app=app) is False
+    with contextlib.ExitStack() as held:  # the owner held mid-conversion until the redelivered copy has declined
+        def hold(rows):
+            held.enter_context(_paused(home, rows[0]["worker_pid"]))
 
-    killed = broker.client().client_kill_filter(_type="normal", skipme=True)
-    assert killed >= 1
-    helpers.wait_for_log(worker2, r"Restoring 1 unacknowledged message", timeout=30)
+        job_id, (running,) = _launch_and_wait(home, [BLIP_THREAD], 1, one_running, worker2, "the thread to run",
+                                              then=hold)
+        # Seen from another host, the owner's node is asked what it runs.
+        app = Celery("owner-check", broker=broker.url, set_as_current=False)
+        elsewhere = {"worker_host": "another-host", "worker_pid": 1, "worker_node": running["worker_node"]}
+        assert owners.owner_alive(elsewhere, running["id"], app=app) is True
+        assert owners.owner_alive(elsewhere, running["id"] + 1000, app=app) is False
+
+        killed = broker.client().client_kill_filter(_type="normal", skipme=True)
+        assert killed >= 1
+        helpers.wait_for_log(worker2, r"Restoring 1 unacknowledged message", timeout=30)
+        # The redelivered copy runs in the other pool process beside the (living) owner and declines the row.
+        declined = (r"run_thread\[\S+\] succeeded in [\d.]+s: \{'result_id': " + str(running["id"])
+                    + r", 'status': '\w+', 'ran': False\}")
+        helpers.wait_for_log(worker2, declined, timeout=30)
+        assert _rows(home, job_id)[0]["status"] == "running"
     helpers.wait_until(lambda: _job_state(home, job_id) == "succeeded", timeout=JOB_TIMEOUT, proc=worker2,
                        what="the job to succeed")
     (row,) = _rows(home, job_id)
     assert (row["status"], row["attempts"]) == ("converted", 1), row
-    # The redelivered copy ran beside the owner and declined the row.
-    declined = (r"run_thread\[\S+\] succeeded in [\d.]+s: \{'result_id': " + str(row["id"])
-                + r", 'status': '\w+', 'ran': False\}")
-    helpers.wait_for_log(worker2, declined, timeout=30)
     assert owners.owner_alive({**elsewhere, "worker_node": "nobody@nowhere"}, row["id"], app=app, timeout=0.5) is None
