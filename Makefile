@@ -46,8 +46,10 @@ check: install-test
 
 # Scale and speed benchmarks (issue 6): scratch Postgres databases, results in benchmarks/results/.
 # BENCH_ARGS="--scale small" for a quick run.
+# Production settings (DEBUG off: it logs every query), with a key of the run's own unless one is set.
 bench: install
-	DJANGO_DEBUG=1 $(PY) manage.py run_benchmarks $(BENCH_ARGS)
+	DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-bench-$$($(PY) -c 'import secrets; print(secrets.token_hex(32))')}" \
+		$(PY) manage.py run_benchmarks $(BENCH_ARGS)
 
 # ruff (the rules of pyproject.toml: E501 at 120 columns everywhere), the stricter 110-column limit on the
 # trees listed here, and mypy (pyproject.toml [tool.mypy]: django-stubs; strict on deerflow/runtime,

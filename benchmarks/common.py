@@ -110,11 +110,14 @@ def _version(name: str) -> str:
 
 
 def machine(ctx: Context) -> dict[str, Any]:
-    """nproc, memory, CPU model, load, versions (Python, Postgres, SQLite, LangGraph, psycopg, Django) and date."""
+    """nproc, memory, CPU model, load, versions (Python, Postgres, SQLite, LangGraph, psycopg, Django), Django's
+    ``DEBUG`` at start, and the date."""
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor() or "unknown")
     mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
                    if line.startswith("MemTotal")), 0)
+    from django.conf import settings as django_settings
+
     with psycopg.connect(ctx.admin_url) as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
         shared = conn.execute("SHOW shared_buffers").fetchone()[0]
@@ -128,6 +131,7 @@ def machine(ctx: Context) -> dict[str, Any]:
         "postgres": server,
         "postgres_shared_buffers": shared,
         "sqlite": sqlite3.sqlite_version,
+        "django_debug_at_start": bool(django_settings.DEBUG),  # served pages run with DEBUG off either way
         **{pkg: _version(pkg) for pkg in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres",
                                           "langgraph-checkpoint-sqlite", "psycopg", "Django")},
     }
@@ -140,7 +144,9 @@ def served(rt: Any) -> Iterator[Any]:
     The dashboard's own tables (users, sessions, jobs) live in a scratch test
     database (Django's ``setup_databases``: in memory for SQLite), created here
     and dropped on exit; every request runs the whole middleware stack
-    (session and user lookups included). The live check of the audit page is
+    (session and user lookups included) with ``DEBUG`` off, as in production
+    (``DEBUG`` logs every query; on SQLite each logged query costs a second
+    statement that quotes its parameters). The live check of the audit page is
     cached like a server's (``DASHBOARD_LIVE_CHECK_MAX_AGE_S`` of an hour), so
     a timed request never waits for a broadcast.
 
@@ -160,7 +166,7 @@ def served(rt: Any) -> Iterator[Any]:
     names = setup_databases(verbosity=0, interactive=False, aliases={"default"})
     previous = install_runtime(rt)
     try:
-        with override_settings(DASHBOARD_LIVE_CHECK_MAX_AGE_S=3600, ALLOWED_HOSTS=["testserver"]):
+        with override_settings(DASHBOARD_LIVE_CHECK_MAX_AGE_S=3600, ALLOWED_HOSTS=["testserver"], DEBUG=False):
             client = Client()
             client.force_login(get_user_model().objects.create_user("bench", is_staff=True))
             yield client

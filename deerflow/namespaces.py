@@ -10,7 +10,8 @@ is ``""``. Each namespace has its own lineage, head and (in delta mode) its own
 One indexed query per thread (``GROUP BY checkpoint_ns`` over the thread's
 rows of ``checkpoints``; the primary key starts with ``thread_id,
 checkpoint_ns``): the cost is the thread's checkpoint count, never the
-database's.
+database's. Most threads never call a subgraph; whether one did is a single
+probe of that key (:func:`has_subgraph_namespaces`), whatever its length.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from deerflow.sqlread import checkpoint_time, reader_for
 
-__all__ = ["Namespace", "thread_namespaces"]
+__all__ = ["Namespace", "has_subgraph_namespaces", "thread_namespaces"]
 
 #: LangGraph's separators inside ``checkpoint_ns`` (``langgraph.constants.NS_SEP`` / ``NS_END``).
 NS_SEP = "|"
@@ -92,3 +93,26 @@ def thread_namespaces(saver: Any, thread_id: str) -> list[Namespace]:
     found = [Namespace(r["checkpoint_ns"], namespace_path(r["checkpoint_ns"]), int(r["n"]), r["first_id"],
                        r["head_id"], checkpoint_time(r["head_id"])) for r in rows]
     return sorted(found, key=lambda ns: (ns.checkpoint_ns != "", ns.first_checkpoint_id, ns.checkpoint_ns))
+
+
+def has_subgraph_namespaces(saver: Any, thread_id: str) -> bool:
+    """Whether ``thread_id`` has a checkpoint outside the root namespace (a subgraph's).
+
+    One probe of the primary key's ``(thread_id, checkpoint_ns)`` prefix for a
+    namespace after ``""`` (every non-empty string sorts after it): its cost does
+    not grow with the thread's checkpoints, where :func:`thread_namespaces` reads
+    them all.
+
+    Args:
+        saver: a SQLite or Postgres saver.
+        thread_id: the thread.
+
+    Returns:
+        ``True`` if some checkpoint of the thread has a non-empty ``checkpoint_ns``;
+        ``False`` otherwise (also for a thread with no checkpoints).
+
+    Raises:
+        NoSqlTablesError: the saver keeps no SQL tables (``InMemorySaver``; also a ``TypeError``).
+    """
+    return bool(reader_for(saver).query(
+        "SELECT 1 AS found FROM checkpoints WHERE thread_id = ? AND checkpoint_ns > '' LIMIT 1", [thread_id]))

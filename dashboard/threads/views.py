@@ -146,7 +146,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
                 "page_form": page_form})
         # The head just read validates a summary row already shown for it (no query then).
         summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
-        namespaces = services.thread_namespaces(rt, thread_id)
+        namespaces = services.page_namespaces(rt, thread_id)
         writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns, stored=state.pending_writes)
         jobs = provenance.thread_jobs(thread_id)
     except HANDLED as exc:

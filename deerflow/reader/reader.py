@@ -117,6 +117,14 @@ class ThreadReader:
             raise ThreadNotFoundError(thread_id)
         return found
 
+    def has_subgraphs(self, thread_id: str) -> bool:
+        """Whether the thread has a subgraph namespace (:func:`deerflow.namespaces.has_subgraph_namespaces`).
+
+        One primary-key probe, however long the thread. ``False`` on a saver without
+        SQL tables, and for a thread with no checkpoints (no error: ask :meth:`namespaces`).
+        """
+        return has_sql_tables(self.saver) and namespaces.has_subgraph_namespaces(self.saver, thread_id)
+
     # -- materializing ----------------------------------------------------
     def materialize(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
                     tup: Any = None) -> StateSnapshot:

@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
-from deerflow.namespaces import namespace_path, thread_namespaces
+from deerflow.namespaces import has_subgraph_namespaces, namespace_path, thread_namespaces
 from deerflow.savers import open_checkpointer
 from deerflow.sqlread import checkpoint_time
 from tests import fixtures_real
@@ -49,9 +49,21 @@ def test_the_subgraph_thread_has_two_research_runs_after_its_root(fixture_backen
     assert found[0].as_dict()["checkpoint_ns"] == "" and found[1].as_dict()["path"] == ["research"]
 
 
+def test_the_subgraph_probe_agrees_with_the_manifest_on_every_fixture_thread(fixture_backend):
+    backend, database = fixture_backend
+    threads = fixtures_real.manifest_threads()
+    with open_checkpointer(database) as saver:
+        answers = {thread_id: has_subgraph_namespaces(saver, thread_id) for thread_id in threads}
+    expected = {thread_id: any(ns != "" for ns in thread["backends"][backend]["namespace_checkpoint_counts"])
+                for thread_id, thread in threads.items()}
+    assert answers == expected
+    assert True in answers.values() and False in answers.values()  # the fixture has both kinds
+
+
 def test_an_unknown_thread_has_no_namespaces(sqlite_fixture_db):
     with open_checkpointer(sqlite_fixture_db) as saver:
         assert thread_namespaces(saver, "no-such-thread") == []
+        assert has_subgraph_namespaces(saver, "no-such-thread") is False
 
 
 class _S(TypedDict):
@@ -80,6 +92,7 @@ def test_nested_subgraphs_written_by_langgraph_get_their_paths(backend, tmp_path
     with database_for(backend, tmp_path) as database, open_checkpointer(database, create=True) as saver:
         _nested_graph(saver).invoke({"log": []}, {"configurable": {"thread_id": "nested"}})
         found = thread_namespaces(saver, "nested")
+        assert has_subgraph_namespaces(saver, "nested") is True
     assert [n.path for n in found] == [(), ("research",), ("research", "browse")]
     assert found[2].checkpoint_ns.startswith(found[1].checkpoint_ns + "|browse:")
     assert [n.depth for n in found] == [0, 1, 2]
@@ -97,5 +110,6 @@ def test_namespace_path_splits_on_langgraphs_separators(checkpoint_ns, path):
 
 
 def test_a_saver_without_sql_tables_is_a_type_error():
-    with pytest.raises(TypeError, match="InMemorySaver has no SQL tables"):
-        thread_namespaces(InMemorySaver(), "t")
+    for read in (thread_namespaces, has_subgraph_namespaces):
+        with pytest.raises(TypeError, match="InMemorySaver has no SQL tables"):
+            read(InMemorySaver(), "t")

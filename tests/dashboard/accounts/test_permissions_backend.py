@@ -78,3 +78,34 @@ def test_a_requests_checks_cost_one_query(users):
     with CaptureQueriesContext(connection) as queries:
         assert user.has_perm(CONVERT) and user.has_perm(RETAIN) and not user.has_perm(DISMISS)
     assert len(queries.captured_queries) == 1, [q["sql"] for q in queries.captured_queries]
+
+
+def test_the_compiled_query_answers_each_user_with_their_own_permissions(users):
+    ModelBackend._compiled.clear()
+    answers = {who: ModelBackend().get_all_permissions(_fresh(users[who])) for who in ("direct", "nobody")}
+    assert answers == {"direct": {CONVERT, RETAIN}, "nobody": set()}
+    sql, count = ModelBackend._compiled["default"]
+    assert count == 2 and "-987654321" not in sql  # the placeholder id is a parameter, not text in the SQL
+    other = get_user_model().objects.create_user("other")
+    other.user_permissions.add(_perm(DISMISS))
+    with CaptureQueriesContext(connection) as queries:
+        assert ModelBackend().get_all_permissions(_fresh(other)) == {DISMISS}
+    assert [q["sql"] for q in queries.captured_queries][-1].startswith("SELECT")
+    assert len(queries.captured_queries) == 2  # the user's row, then its permissions
+
+
+def test_sql_compiled_with_other_parameters_is_not_reused(users, monkeypatch):
+    monkeypatch.setitem(ModelBackend._compiled, "default", None)  # what a compile with extra parameters leaves
+    assert ModelBackend().get_all_permissions(_fresh(users["direct"])) == {CONVERT, RETAIN}
+    assert ModelBackend().get_all_permissions(_fresh(users["nobody"])) == set()
+
+
+def test_postgres_compiles_the_query_with_the_placeholder_as_its_only_parameters():
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    from dashboard.accounts import backends
+
+    wrapper = DatabaseWrapper({**connection.settings_dict, "ENGINE": "django.db.backends.postgresql", "NAME": "x"},
+                              alias="compile-only")
+    sql, params = backends._held_query(backends._PLACEHOLDER_PK).query.get_compiler(connection=wrapper).as_sql()
+    assert params == (backends._PLACEHOLDER_PK,) * 2 and sql.count("%s") == 2

@@ -31,6 +31,7 @@ def test_the_memory_saver_has_no_sql_backed_views(memory_rt):
     assert storage.storage_totals(memory_rt) == {}
     assert storage.forget_vanished(memory_rt, THREAD) is False
     assert services.thread_namespaces(memory_rt, THREAD) == []
+    assert services.page_namespaces(memory_rt, THREAD) == []
     assert services.thread_cadence(memory_rt, THREAD) is None
 
 
