@@ -12,11 +12,13 @@ import gc
 import multiprocessing
 import os
 import platform
+import shutil
 import sqlite3
 import statistics
 import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -91,7 +93,7 @@ def median_ms(fn: Callable[[], Any], repeats: int, *, warmup: int = 1) -> float:
 
 def runtime_for(database: DatabaseConfig, mode: str, snapshot_frequency: int = 10) -> Any:
     """A dashboard runtime on ``database`` in ``mode`` from a real config.yaml, not frozen (benchmarks read both
-    modes)."""
+    modes). The config's temporary directory goes when the runtime is collected, or at exit."""
     from dashboard.runtime import DashboardRuntime
     from deerflow.config import load_config
 
@@ -99,7 +101,9 @@ def runtime_for(database: DatabaseConfig, mode: str, snapshot_frequency: int = 1
              "checkpoint_delta": {"snapshot_frequency": snapshot_frequency}}
     path = Path(tempfile.mkdtemp(prefix="dfa-bench-")) / "config.yaml"
     path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
-    return DashboardRuntime.from_config(load_config(path), freeze=False)
+    rt = DashboardRuntime.from_config(load_config(path), freeze=False)
+    weakref.finalize(rt, shutil.rmtree, path.parent, True)  # the drift check reads the file while rt lives
+    return rt
 
 
 def _version(name: str) -> str:

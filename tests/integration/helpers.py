@@ -297,6 +297,19 @@ def set_rabbitmq_consumer_timeout(ms: int) -> int:
     return int(match.group(1)) if match else 1_800_000
 
 
+def set_rabbitmq_channel_tick(ms: int | None) -> int | None:
+    """Set how often the RabbitMQ server's channels check their consumers' ``consumer_timeout`` (milliseconds;
+    ``None``: the server's default, once a minute) for channels opened from now on; returns the previous value
+    (``None`` if it was the default). Server-wide, like :func:`set_rabbitmq_consumer_timeout`."""
+    out = _rabbitmqctl("eval", "application:get_env(rabbit, channel_tick_interval).")
+    match = re.search(r"\{ok,(\d+)\}", out)
+    if ms is None:
+        _rabbitmqctl("eval", "application:unset_env(rabbit, channel_tick_interval).")
+    else:
+        _rabbitmqctl("eval", f"application:set_env(rabbit, channel_tick_interval, {int(ms)}).")
+    return int(match.group(1)) if match else None
+
+
 class private_broker:  # noqa: N801 - used as a context manager, like contextlib's
     """``with private_broker("redis" | "rabbitmq", owner) as url:`` an empty broker for one test, emptied after."""
 

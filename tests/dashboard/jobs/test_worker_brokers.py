@@ -31,6 +31,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -233,6 +234,7 @@ def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home
 
 BROKER_TIMEOUT_S = 4  # the broker's own limit, set short (defaults: Redis 900 s here, RabbitMQ 30 min)
 TIME_LIMIT_S = 1  # below it, as settings require
+RABBITMQ_TICK_MS = 1000  # how often the server's channels check consumer_timeout (its default: once a minute)
 
 
 @pytest.fixture
@@ -240,7 +242,9 @@ def short_broker_timeout(broker_kind: str, broker_env: dict) -> Iterator[float]:
     """The broker gives up on an unacknowledged task after BROKER_TIMEOUT_S; yields how long to wait to see it act.
 
     Redis: the visibility timeout is the dashboard's own transport option. RabbitMQ: ``consumer_timeout`` is the
-    server's (set here for the test's channels, restored after); the server checks it once a minute.
+    server's (set here for the test's channels, restored after); a channel checks it on each tick, once a minute
+    by default, here every second (``channel_tick_interval``, restored after). The RabbitMQ tests share one
+    xdist group, so no other test's channel sees these settings.
     """
     broker_env.update(DASHBOARD_TASK_TIME_LIMIT_S=str(TIME_LIMIT_S))
     if broker_kind == "redis":
@@ -249,10 +253,53 @@ def short_broker_timeout(broker_kind: str, broker_env: dict) -> Iterator[float]:
         return
     broker_env["DASHBOARD_BROKER_CONSUMER_TIMEOUT_S"] = str(BROKER_TIMEOUT_S)
     previous = helpers.set_rabbitmq_consumer_timeout(BROKER_TIMEOUT_S * 1000)
+    previous_tick = helpers.set_rabbitmq_channel_tick(RABBITMQ_TICK_MS)
     try:
-        yield 70.0
+        yield 3 * BROKER_TIMEOUT_S + 2 * RABBITMQ_TICK_MS / 1000
     finally:
+        helpers.set_rabbitmq_channel_tick(previous_tick)
         helpers.set_rabbitmq_consumer_timeout(previous)
+
+
+class _UnackedConsumer:
+    """RabbitMQ only: a consumer holding one message unacknowledged, the control that the server's timeout acts.
+
+    ``closed_by_server()`` drains the channel: the server's ``PRECONDITION_FAILED`` close once its
+    ``consumer_timeout`` has struck (checked on the channel's tick).
+    """
+
+    QUEUE = "dfa-consumer-timeout-control"
+
+    def __init__(self, broker_url: str) -> None:
+        import amqp
+
+        vhost = broker_url.rsplit("/", 1)[1]
+        self.conn = amqp.Connection(host="127.0.0.1:5672", userid="guest", password="guest", virtual_host=vhost)
+        self.conn.connect()
+        channel = self.conn.channel()
+        channel.queue_declare(self.QUEUE, auto_delete=True)
+        channel.basic_publish(amqp.Message("hold me"), routing_key=self.QUEUE)
+        self.received: list[Any] = []
+        channel.basic_consume(self.QUEUE, callback=self.received.append, no_ack=False)
+        self.conn.drain_events(timeout=10)
+        assert len(self.received) == 1
+
+    def closed_by_server(self) -> bool:
+        import amqp
+
+        try:
+            self.conn.drain_events(timeout=1)
+        except amqp.exceptions.PreconditionFailed:
+            return True
+        except TimeoutError:
+            return False
+        return False
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: S110 - already closed by the server
+            pass
 
 
 def _thread_ids(database: DatabaseConfig) -> set[str]:
@@ -262,7 +309,7 @@ def _thread_ids(database: DatabaseConfig) -> set[str]:
         return {s.thread_id for s in inventory.list_threads(saver, limit=500)[0]}
 
 
-@pytest.mark.slow  # waits out RabbitMQ's once-a-minute consumer-timeout check
+@pytest.mark.slow  # waits out the broker's timeout
 def test_a_task_past_its_time_limit_is_recorded_once_and_never_delivered_again(short_broker_timeout, home, worker):
     """A conversion longer than the task time limit (derived below the broker's timeout) is stopped inside the
     task, its transaction rolls back, the row says ``time_limit`` -- and the broker never delivers it again.
@@ -284,14 +331,21 @@ def test_a_task_past_its_time_limit_is_recorded_once_and_never_delivered_again(s
     with open_checkpointer(database) as saver:
         checkpoints = inventory.get_thread_summary(saver, long_thread).checkpoint_count
 
-    proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % long_thread], home["env"])
-    job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
+    control = _UnackedConsumer(home["env"]["CELERY_BROKER_URL"]) if home["broker"] == "rabbitmq" else None
+    try:
+        proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % long_thread], home["env"])
+        job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
 
-    def finished():
-        rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id])
-        return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
-    state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")
-    time.sleep(short_broker_timeout)  # well past the broker's timeout (and RabbitMQ's once-a-minute check)
+        def finished():
+            rows = _dashboard_rows(home["var"], "SELECT state FROM jobs_conversionjob WHERE id = ?", [job_id])
+            return rows and rows[0]["state"] in ("succeeded", "failed", "partially_failed") and rows[0]["state"]
+        state = helpers.wait_until(finished, timeout=JOB_TIMEOUT, proc=worker, what="the job to finish")
+        time.sleep(short_broker_timeout)  # well past the broker's timeout and its check
+        if control is not None:  # the server's timeout did act within the wait, on a consumer that earned it
+            assert control.closed_by_server()
+    finally:
+        if control is not None:
+            control.close()
 
     (row,) = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [job_id])
     log = worker.log()
