@@ -37,25 +37,32 @@ def manifest_threads() -> dict[str, dict[str, Any]]:
 SWEEP_SHARDS = 4
 
 
-def thread_shard(index: int, backend: str = "sqlite", of: int = SWEEP_SHARDS) -> list[str]:
-    """The manifest threads of sweep part ``index`` (0-based, of ``of``), in manifest order.
+def checkpoint_shard(index: int, backend: str = "sqlite", of: int = SWEEP_SHARDS) -> dict[str, list[dict[str, Any]]]:
+    """The manifest checkpoints of sweep part ``index`` (0-based, of ``of``): ``{thread_id: [checkpoint, ...]}``.
 
-    Parts are balanced by checkpoint count on ``backend``: the threads, largest first (ties by
-    thread id), each go to the part with the fewest checkpoints so far (the lowest index on a
-    tie). Every manifest thread is in exactly one part (``tests/acceptance`` checks this).
+    Each thread's checkpoints (manifest order: by namespace, newest first) are dealt round-robin over
+    the parts, starting at part ``position % of`` for the thread at ``position`` in the manifest: every
+    part holds about a quarter of every thread, so the longest thread (1,200 checkpoints, whose readings
+    cost the most) no longer makes one part several times longer than the others. Every manifest
+    checkpoint is in exactly one part (``tests/deerflow/runtime/test_fixture_sweep.py`` checks this).
 
     Raises:
         ValueError: ``index`` is not in ``range(of)``.
     """
     if not 0 <= index < of:
         raise ValueError(f"sweep part {index} is not in 0..{of - 1}")
-    sizes = {t["thread_id"]: len(t["backends"][backend]["checkpoints"]) for t in load_manifest()["threads"]}
-    loads, parts = [0] * of, [set[str]() for _ in range(of)]
-    for tid in sorted(sizes, key=lambda t: (-sizes[t], t)):
-        lightest = loads.index(min(loads))
-        loads[lightest] += sizes[tid]
-        parts[lightest].add(tid)
-    return [t["thread_id"] for t in load_manifest()["threads"] if t["thread_id"] in parts[index]]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for position, thread in enumerate(load_manifest()["threads"]):
+        mine = [cp for i, cp in enumerate(thread["backends"][backend]["checkpoints"]) if (position + i) % of == index]
+        if mine:
+            out[thread["thread_id"]] = mine
+    return out
+
+
+def shard_of_thread(thread_id: str, of: int = SWEEP_SHARDS) -> int:
+    """The sweep part that holds ``thread_id``'s first manifest checkpoint (its whole-thread checks go there)."""
+    position = next(i for i, t in enumerate(load_manifest()["threads"]) if t["thread_id"] == thread_id)
+    return position % of
 
 
 @lru_cache(maxsize=1)

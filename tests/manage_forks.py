@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 #: Imported once by the fork server (third-party only: nothing reads Django settings or config.yaml).
 PRELOAD = ["langgraph.graph", "langgraph.checkpoint.postgres", "langgraph.checkpoint.sqlite",
@@ -88,3 +89,72 @@ def run_manage(args: Sequence[str], env: Mapping[str, str], cwd: Path,
         stdout = Path(out).read_text(encoding="utf-8", errors="backslashreplace")
         stderr = Path(err).read_text(encoding="utf-8", errors="backslashreplace")
     return subprocess.CompletedProcess(["manage.py", *args], child.exitcode, stdout, stderr)
+
+
+def _script_child(code: str, argv: list[str], cwd: str, out: Any, err_path: str) -> None:
+    """The forked process: become ``python -c <code> <argv>`` in ``cwd``, stdout on the pipe ``out``."""
+    os.chdir(cwd)
+    os.dup2(out.fileno(), 1)
+    out.close()
+    target = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(target, 2)
+    os.close(target)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.argv = ["-c", *argv]
+    sys.path[0] = cwd  # as ``python -c`` puts the working directory first
+    exec(compile(code, "<forked script>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the test's own code
+
+
+class ForkedScript:
+    """``python -c <code> <argv...>`` started in a child of the fork server, driven like a :class:`subprocess.Popen`.
+
+    For tests that start the same short script dozens of times and kill it (``SIGKILL`` trials): the child
+    skips the second of third-party imports a cold interpreter pays, and is otherwise a process of its own
+    (its own connections, opened after the fork; killing it is ``kill -9`` of a real process).
+
+    Attributes:
+        stdout: the child's standard output, as text, line-buffered (``readline()``, ``read()``).
+        stderr_path: where its standard error goes (read it after it exits).
+    """
+
+    def __init__(self, code: str, argv: Sequence[str], cwd: Path) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="dfa-script-")
+        self.stderr_path = Path(self._tmp.name) / "stderr"
+        self.stderr_path.touch()
+        # A one-way pipe whose ends travel to the fork server's child as file descriptors; only the
+        # descriptors are used (the child's fd 1 is the write end), never Connection's message framing.
+        reader, writer = multiprocessing.Pipe(duplex=False)
+        self._process = _forkserver().Process(target=_script_child,
+                                              args=(code, list(argv), str(cwd), writer, str(self.stderr_path)))
+        self._process.start()
+        writer.close()
+        self.stdout = open(os.dup(reader.fileno()), encoding="utf-8")  # noqa: SIM115 - closed by close()
+        reader.close()
+
+    def poll(self) -> int | None:
+        """The exit code (negative: killed by that signal), or ``None`` while it runs."""
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child to end; its exit code.
+
+        Raises:
+            subprocess.TimeoutExpired: it still runs after ``timeout`` seconds.
+        """
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired("forked script", timeout or 0)
+        return self._process.exitcode
+
+    def kill(self) -> None:
+        """``SIGKILL`` the child (nothing if it has ended)."""
+        if self._process.exitcode is None:
+            self._process.kill()
+
+    def close(self) -> None:
+        """Kill the child if it still runs, wait for it, and release the pipe and the temporary directory."""
+        self.kill()
+        self._process.join()
+        self.stdout.close()
+        self._tmp.cleanup()

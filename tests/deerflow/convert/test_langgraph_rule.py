@@ -36,8 +36,20 @@ def _in_sample(i: int, count: int, stride: int) -> bool:
     return i % stride == 0 or i == count - 1
 
 
-def _rule_and_real(db, thread_id: str, *, stride: int, sampled: bool) -> tuple[dict, dict]:
-    """The rule's and LangGraph's reading of the thread's sampled (``sampled``) or other checkpoints."""
+#: The slow sweep is cut into this many tests, so pytest-xdist spreads it over its workers.
+REST_PARTS = 4
+
+
+def _compared(i: int, count: int, stride: int, part: int | None) -> bool:
+    """Whether the ``i``-th of ``count`` checkpoints is compared in the sample (``part=None``) or in slow part
+    ``part`` (the checkpoints outside the sample, dealt round-robin over :data:`REST_PARTS`)."""
+    if part is None:
+        return _in_sample(i, count, stride)
+    return not _in_sample(i, count, stride) and i % REST_PARTS == part
+
+
+def _rule_and_real(db, thread_id: str, *, stride: int, part: int | None) -> tuple[dict, dict]:
+    """The rule's and LangGraph's reading of the thread's checkpoints compared in ``part`` (``None``: the sample)."""
     digest = MessageDigester()
     with open_session(db, write=False) as session:
         rule = {(r.checkpoint_ns, r.checkpoint_id): (r.digest, r.error is None)
@@ -45,36 +57,42 @@ def _rule_and_real(db, thread_id: str, *, stride: int, sampled: bool) -> tuple[d
         accessor = delta_accessor(session.saver)
         real = {}
         for i, (ns, cid) in enumerate(sorted(rule)):
-            if _in_sample(i, len(rule), stride) == sampled:
+            if _compared(i, len(rule), stride, part):
                 got, error = read_digest(accessor, thread_id, ns, cid, digest)
                 real[(ns, cid)] = (got, error is None)
     return {k: rule[k] for k in real}, real
 
 
-def _sweep(db, manifest, *, sampled: bool) -> int:
-    """Compare the sample (``sampled``) or the rest of every manifest thread; the number compared."""
+def _sweep(db, manifest, *, part: int | None) -> int:
+    """Compare the sample (``part=None``) or slow part ``part`` of every manifest thread; the number compared."""
     compared = 0
     for thread in manifest["threads"]:
         thread_id = thread["thread_id"]
         stride = _stride(thread_id)
         count = len(thread["backends"][db.backend]["checkpoints"])
-        rule, real = _rule_and_real(db, thread_id, stride=stride, sampled=sampled)
+        rule, real = _rule_and_real(db, thread_id, stride=stride, part=part)
         assert rule == real, (thread_id, [(k, rule[k], real[k]) for k in real if rule[k] != real[k]][:3])
-        assert len(real) == sum(_in_sample(i, count, stride) == sampled for i in range(count)), thread_id
+        assert len(real) == sum(_compared(i, count, stride, part) for i in range(count)), thread_id
         compared += len(real)
     return compared
 
 
 def test_the_rule_reads_a_sample_of_every_fixture_thread_as_langgraph_does(fixture_backend, manifest):
     _backend, db = fixture_backend
-    assert _sweep(db, manifest, sampled=True) == _sweep_count(manifest, db.backend) > 300
+    assert _sweep(db, manifest, part=None) == _sweep_count(manifest, db.backend) > 300
 
 
 @pytest.mark.slow
-def test_the_rule_reads_every_other_fixture_checkpoint_as_langgraph_does(fixture_backend, manifest):
+@pytest.mark.parametrize("part", range(REST_PARTS), ids=[f"part{i}" for i in range(REST_PARTS)])
+def test_the_rule_reads_every_other_fixture_checkpoint_as_langgraph_does(fixture_backend, manifest, part):
     _backend, db = fixture_backend
-    total = sum(len(t["backends"][db.backend]["checkpoints"]) for t in manifest["threads"])
-    assert _sweep(db, manifest, sampled=False) + _sweep_count(manifest, db.backend) == total
+    counts = [(t["thread_id"], len(t["backends"][db.backend]["checkpoints"])) for t in manifest["threads"]]
+    in_part = [sum(_compared(i, count, _stride(tid), p) for tid, count in counts for i in range(count))
+               for p in range(REST_PARTS)]
+    assert _sweep(db, manifest, part=part) == in_part[part] > 0
+    # the sample and the parts cover every checkpoint exactly once, the parts in near-equal shares
+    assert _sweep_count(manifest, db.backend) + sum(in_part) == sum(count for _, count in counts)
+    assert max(in_part) - min(in_part) <= len(counts)
 
 
 def _sweep_count(manifest, backend: str) -> int:
@@ -101,7 +119,7 @@ def test_a_stored_none_reads_as_each_savers_reader_reads_it(scratch_db):
     """SQLite (and LangGraph's base reader) restart from ``[]`` below a stored ``None``; Postgres passes it."""
     for thread_id, at in (("early", 0.2), ("middle", 0.5), ("late", 0.9)):
         victim = _stored_none(scratch_db, thread_id, at)
-        rule, real = _rule_and_real(scratch_db, thread_id, stride=1, sampled=True)  # every checkpoint
+        rule, real = _rule_and_real(scratch_db, thread_id, stride=1, part=None)  # every checkpoint
         assert rule == real
         assert len(real) > 20 and all(ok for _digest, ok in real.values())
         assert ("", victim) in real

@@ -3,19 +3,20 @@
 A separate Python process converts ``delta-f10-200t`` (752 checkpoints) of the
 real fixture and is killed with ``kill -9`` at a random moment after it is
 ready: during the analysis, the rewrite, the verification, or parked in the
-``before_commit`` hook with every row written but not committed. Afterwards the
-thread's rows equal the original rows byte for byte (and no backup exists), or
-a full-mode accessor reads every checkpoint as the manifest says (and exactly
-one backup exists). A final unkilled run converts the thread, as a restarted
-worker would.
+``before_commit`` hook with every row written but not committed. The first
+child runs to the end and times the conversion (about half a second now), so
+the kill moments that follow fall inside it. Afterwards the thread's rows equal
+the original rows byte for byte (and no backup exists), or they equal, byte for
+byte, a conversion that a full-mode accessor read as the manifest says (and
+exactly one backup exists); conversion is deterministic, and a converted thread
+that differs from that reference is read in full mode checkpoint by checkpoint.
+A final unkilled run converts the thread, as a restarted worker would.
 """
 
 from __future__ import annotations
 
 import random
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from deerflow.convert import convert_thread, list_backups, revert_thread
 from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.support import backup_ids, config_for, execute, open_saver, raw_rows, settle
+from tests.manage_forks import ForkedScript
 
 THREAD = "delta-f10-200t"
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,27 +45,30 @@ def before_commit(session):
         time.sleep(600)
 
 print("ready", flush=True)
+started = time.monotonic()
 report = convert_thread(database, sys.argv[2], integrity=False, before_commit=before_commit)
-print("done", report.status, flush=True)
+print("done", report.status, time.monotonic() - started, flush=True)
 """
 
 
-def _kill_during_conversion(db, plan: float | str) -> str:
-    """Run the child; SIGKILL it ``plan`` seconds after it is ready (or once parked before commit).
-    Returns what the child had printed last."""
-    stderr = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty child can never block on it
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, db.model_dump_json(), THREAD,
-                             "pause" if plan == "pause" else "run"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+def _kill_during_conversion(db, plan: float | str | None) -> tuple[str, float | None]:
+    """Run the child; SIGKILL it ``plan`` seconds after it is ready (``"pause"``: once parked before commit;
+    ``None``: never, it runs to the end). Returns what the child had printed last and, for a child that
+    finished, its conversion's seconds."""
+    proc = ForkedScript(CHILD, [db.model_dump_json(), THREAD, "pause" if plan == "pause" else "run"], ROOT)
     try:
         if proc.stdout.readline().strip() != "ready":
             proc.wait(timeout=30)
-            stderr.seek(0)
-            pytest.fail(f"conversion child did not start: {stderr.read()}")
-        last = "ready"
+            pytest.fail(f"conversion child did not start: {proc.stderr_path.read_text()}")
+        last, seconds = "ready", None
         if plan == "pause":
             last = proc.stdout.readline().strip()
             assert last == "before_commit"
+        elif plan is None:
+            lines = [proc.stdout.readline().split() for _ in range(2)]  # before_commit, then done
+            done = lines[-1]
+            assert lines[0] == ["before_commit"] and done[:2] == ["done", "converted"], lines
+            last, seconds = "exited", float(done[2])
         else:
             try:
                 proc.wait(timeout=plan)
@@ -73,13 +78,9 @@ def _kill_during_conversion(db, plan: float | str) -> str:
         proc.kill()  # SIGKILL
         proc.wait(timeout=30)
         settle(db, THREAD)  # the killed child's server backend may still be committing
-        return last
+        return last, seconds
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        stderr.close()
+        proc.close()
 
 
 def _full_mode_matches_manifest(db, manifest: dict[str, Any]) -> list[str]:
@@ -97,14 +98,23 @@ def _full_mode_matches_manifest(db, manifest: dict[str, Any]) -> list[str]:
 def test_sigkill_leaves_the_thread_untouched_or_fully_converted(fixture_db, manifest):
     db = fixture_db
     original = raw_rows(db, THREAD)
+    # The reference conversion, read in full mode as the manifest says, then reverted.
+    assert convert_thread(db, THREAD, integrity=False).status == "converted"
+    assert _full_mode_matches_manifest(db, manifest) == []
+    converted = raw_rows(db, THREAD)
+    _revert(db, original, "reference")
+
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    plans: list[float | str] = [rng.uniform(0.5, 3.0), rng.uniform(0.5, 3.0), rng.uniform(3.0, 6.0),
-                                rng.uniform(6.0, 12.0), "pause"]
     outcomes = []
-    for plan in plans:
+    seconds = None
+    for plan in [None, "random", "random", "random", "pause"]:
+        if plan == "random":  # inside a conversion's time, as the first (unkilled) child measured it
+            assert seconds is not None
+            plan = rng.uniform(0.05, 0.95) * seconds
         started = time.monotonic()
-        last = _kill_during_conversion(db, plan)
+        last, measured = _kill_during_conversion(db, plan)
+        seconds = measured if measured is not None else seconds
         where = f"seed={seed} plan={plan} child={last}"
         rows = raw_rows(db, THREAD)
         if rows == original:
@@ -112,22 +122,27 @@ def test_sigkill_leaves_the_thread_untouched_or_fully_converted(fixture_db, mani
             assert backup_ids(db) == [], where
         else:
             outcomes.append(("converted", plan, last))
-            assert _full_mode_matches_manifest(db, manifest) == [], where
-            backups = list_backups(db, THREAD)
-            assert [b.status for b in backups] == ["active"], where
-            # back to the original for the next trial (verified, byte-identical)
-            assert revert_thread(db, backups[0].backup_id).status == "reverted", where
-            assert raw_rows(db, THREAD) == original, where
-            # forget the restored backup's record so the next trial's "no backup" check starts clean
-            execute(db, "DELETE FROM dfa_backups WHERE backup_id = ?", (backups[0].backup_id,))
+            if rows != converted:  # not the reference's bytes: read every checkpoint
+                assert _full_mode_matches_manifest(db, manifest) == [], where
+            _revert(db, original, where)
         if plan == "pause":
             # every row was written and verified, but not committed: nothing may survive the kill
             assert outcomes[-1][0] == "untouched", where
         print(f"\n[{db.backend}] kill plan={plan} after {time.monotonic() - started:.1f}s "
               f"-> {outcomes[-1][0]} ({last})")
+    assert outcomes[0][0] == "converted"  # the timing run
 
     # the restarted worker: a clean run converts the thread completely
     report = convert_thread(db, THREAD, integrity=False)
     assert report.status == "converted", report.error
-    assert _full_mode_matches_manifest(db, manifest) == []
+    assert raw_rows(db, THREAD) == converted
 
+
+def _revert(db, original: dict[str, Any], where: str) -> None:
+    """Revert the thread's one active backup (verified, byte-identical), then forget the backup's record so
+    the next trial's "no backup" check starts clean."""
+    backups = list_backups(db, THREAD)
+    assert [b.status for b in backups] == ["active"], where
+    assert revert_thread(db, backups[0].backup_id).status == "reverted", where
+    assert raw_rows(db, THREAD) == original, where
+    execute(db, "DELETE FROM dfa_backups WHERE backup_id = ?", (backups[0].backup_id,))

@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +26,7 @@ import pytest
 from deerflow.convert import list_backups
 from tests.deerflow.convert.support import backup_ids, execute, raw_rows, settle
 from tests.deerflow.retention.support import all_keys, read
+from tests.manage_forks import ForkedScript
 
 pytestmark = pytest.mark.slow
 
@@ -52,15 +51,12 @@ def _run(db, delay: float | None = None, *, at_commit: float | None = None) -> t
     """Run the child; kill it ``delay`` s after ready (or ``at_commit`` s after before_commit).
 
     ``(last line, words)``."""
-    stderr = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, db.model_dump_json(), THREAD], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=stderr, text=True)
+    proc = ForkedScript(CHILD, [db.model_dump_json(), THREAD], ROOT)
     try:
         line = proc.stdout.readline().strip()
         if line != "ready":
             proc.wait(timeout=30)
-            stderr.seek(0)
-            pytest.fail(f"prune child did not start: {stderr.read()}")
+            pytest.fail(f"prune child did not start: {proc.stderr_path.read_text()}")
         if delay is None and at_commit is None:
             out = proc.stdout.read().strip().splitlines()
             proc.wait(timeout=120)
@@ -79,11 +75,7 @@ def _run(db, delay: float | None = None, *, at_commit: float | None = None) -> t
         settle(db, THREAD)  # the killed child's server backend may still be committing
         return "killed", []
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        stderr.close()
+        proc.close()
 
 
 def _classify(db, original, expected_kept: set[str], manifest_digests) -> str:

@@ -48,8 +48,10 @@ def _full_mode_reading(accessor: CheckpointStateAccessor, config: dict[str, Any]
 
 
 def _sweep(database: Any, backend: str, manifest: dict[str, Any], shard: int) -> tuple[int, list[str]]:
-    """Read every checkpoint of sweep part ``shard``'s threads; ``(readings, failures)``."""
-    part = set(fixtures_real.thread_shard(shard, backend))
+    """Read every checkpoint of sweep part ``shard`` (:func:`tests.fixtures_real.checkpoint_shard`);
+    ``(readings, failures)``. The part that holds a thread's first checkpoint also lists each of its
+    namespaces (one ``list()`` each) and checks their order against the manifest's."""
+    part = fixtures_real.checkpoint_shard(shard, backend)
     failures: list[str] = []
     readings = 0
     with open_checkpointer(database) as saver:
@@ -59,19 +61,18 @@ def _sweep(database: Any, backend: str, manifest: dict[str, Any], shard: int) ->
             thread_id = thread["thread_id"]
             checkpoints = thread["backends"][backend]["checkpoints"]
             assert len(checkpoints) == thread["backends"][backend]["checkpoint_count"]
-            # raw saver tuples (one list() per namespace); their order equals the manifest's (newest first)
-            raw_tuples: dict[str, Any] = {}
-            for ns in dict.fromkeys(cp["checkpoint_ns"] for cp in checkpoints):
-                listed = list(saver.list(config_for(thread_id, checkpoint_ns=ns)))
-                raw_tuples.update((t.config["configurable"]["checkpoint_id"], t) for t in listed)
-                expected = [cp["checkpoint_id"] for cp in checkpoints if cp["checkpoint_ns"] == ns]
-                if [t.config["configurable"]["checkpoint_id"] for t in listed] != expected:
-                    failures.append(f"{backend} {thread_id} ns={ns!r}: list order differs")
-            for cp in checkpoints:
+            if fixtures_real.shard_of_thread(thread_id) == shard:
+                # raw saver tuples' order (one list() per namespace) equals the manifest's (newest first)
+                for ns in dict.fromkeys(cp["checkpoint_ns"] for cp in checkpoints):
+                    listed = [t.config["configurable"]["checkpoint_id"]
+                              for t in saver.list(config_for(thread_id, checkpoint_ns=ns))]
+                    if listed != [cp["checkpoint_id"] for cp in checkpoints if cp["checkpoint_ns"] == ns]:
+                        failures.append(f"{backend} {thread_id} ns={ns!r}: list order differs")
+            for cp in part[thread_id]:
                 where = (f"{backend} {thread_id} {cp['checkpoint_ns'] or '<root>'} {cp['checkpoint_id']} "
                          f"step={cp['step']}")
                 config = config_for(thread_id, cp["checkpoint_id"], cp["checkpoint_ns"])
-                raw = raw_tuples[cp["checkpoint_id"]]
+                raw = saver.get_tuple(config)
                 kind = _stored_kind(raw.checkpoint["channel_values"].get("messages"))
                 if kind != cp["messages_stored"]:
                     failures.append(f"{where}: raw messages {kind} != {cp['messages_stored']}")
@@ -95,21 +96,20 @@ def _sweep(database: Any, backend: str, manifest: dict[str, Any], shard: int) ->
     return readings, failures
 
 
-#: One test per sweep part (tests.fixtures_real.thread_shard; tests/acceptance checks the parts hold
-#: every thread once), so pytest-xdist spreads the sweep over its workers.
+#: One test per sweep part (tests.fixtures_real.checkpoint_shard), so pytest-xdist spreads the sweep over its
+#: workers.
 SHARDS = [pytest.param(i, id=f"part{i}") for i in range(fixtures_real.SWEEP_SHARDS)]
 
 
-def _checkpoints(manifest: dict[str, Any], backend: str, shard: int) -> int:
-    part = set(fixtures_real.thread_shard(shard, backend))
-    return sum(len(t["backends"][backend]["checkpoints"]) for t in manifest["threads"] if t["thread_id"] in part)
+def _checkpoints(backend: str, shard: int) -> int:
+    return sum(len(cps) for cps in fixtures_real.checkpoint_shard(shard, backend).values())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shard", SHARDS)
 def test_every_checkpoint_on_sqlite(sqlite_fixture_db, manifest, shard):
     readings, failures = _sweep(sqlite_fixture_db, "sqlite", manifest, shard)
-    assert readings == 2 * _checkpoints(manifest, "sqlite", shard) > 0
+    assert readings == 2 * _checkpoints("sqlite", shard) > 0
     assert failures == [], "\n".join(failures[:50])
 
 
@@ -118,21 +118,26 @@ def test_every_checkpoint_on_sqlite(sqlite_fixture_db, manifest, shard):
 @pytest.mark.parametrize("shard", SHARDS)
 def test_every_checkpoint_on_postgres(postgres_fixture_db, manifest, shard):
     readings, failures = _sweep(postgres_fixture_db, "postgres", manifest, shard)
-    assert readings == 2 * _checkpoints(manifest, "postgres", shard) > 0
+    assert readings == 2 * _checkpoints("postgres", shard) > 0
     assert failures == [], "\n".join(failures[:50])
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_the_sweep_parts_hold_every_manifest_thread_once(backend):
-    parts = [fixtures_real.thread_shard(i, backend) for i in range(fixtures_real.SWEEP_SHARDS)]
-    every = [t["thread_id"] for t in fixtures_real.load_manifest()["threads"]]
-    assert sorted(tid for part in parts for tid in part) == sorted(every)
-    assert len(every) == 27 and all(parts)
-    sizes = [sum(len(fixtures_real.manifest_threads()[tid]["backends"][backend]["checkpoints"]) for tid in part)
-             for part in parts]
-    assert sum(sizes) == 3268 and max(sizes) == 1200  # the largest thread alone is the longest part
+def test_the_sweep_parts_hold_every_manifest_checkpoint_once(backend):
+    parts = [fixtures_real.checkpoint_shard(i, backend) for i in range(fixtures_real.SWEEP_SHARDS)]
+    held = sorted((tid, cp["checkpoint_ns"], cp["checkpoint_id"]) for part in parts for tid, cps in part.items()
+                  for cp in cps)
+    every = sorted((t["thread_id"], cp["checkpoint_ns"], cp["checkpoint_id"])
+                   for t in fixtures_real.load_manifest()["threads"] for cp in t["backends"][backend]["checkpoints"])
+    assert held == every and len(every) == 3268
+    sizes = [sum(len(cps) for cps in part.values()) for part in parts]
+    assert max(sizes) - min(sizes) <= 27  # at most one checkpoint more per thread
+    assert max(len(part.get("delta-f100-150t", [])) for part in parts) == 300  # the longest thread, in quarters
+    # each thread's list-order check runs in exactly one part, one that holds the thread
+    for thread in fixtures_real.load_manifest()["threads"]:
+        assert thread["thread_id"] in parts[fixtures_real.shard_of_thread(thread["thread_id"])]
     with pytest.raises(ValueError, match="sweep part 4 is not in 0..3"):
-        fixtures_real.thread_shard(fixtures_real.SWEEP_SHARDS, backend)
+        fixtures_real.checkpoint_shard(fixtures_real.SWEEP_SHARDS, backend)
 
 
 SAMPLE = [  # every category; the migration itself is also written and read by test_storage_shape
