@@ -42,17 +42,27 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
     return _context
 
 
+def _write_fd_to(fd: int, path: str) -> None:
+    """Point file descriptor ``fd`` of this process at ``path`` (created or emptied)."""
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(target, fd)
+    os.close(target)
+
+
+def _std_streams_on_fds() -> None:
+    """``sys.stdout`` and ``sys.stderr`` written, line by line, to whatever fds 1 and 2 now are."""
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+
+
 def _child(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
     """The forked process: become ``python manage.py <argv>`` in ``cwd`` with exactly ``env``."""
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
     for fd, path in ((1, out), (2, err)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        _write_fd_to(fd, path)
+    _std_streams_on_fds()
     script = str(Path(cwd) / "manage.py")
     sys.argv = [script, *argv]
     sys.path[0] = cwd  # as ``python manage.py`` puts the script's directory first
@@ -96,11 +106,8 @@ def _script_child(code: str, argv: list[str], cwd: str, out: Any, err_path: str)
     os.chdir(cwd)
     os.dup2(out.fileno(), 1)
     out.close()
-    target = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(target, 2)
-    os.close(target)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    _write_fd_to(2, err_path)
+    _std_streams_on_fds()
     sys.argv = ["-c", *argv]
     sys.path[0] = cwd  # as ``python -c`` puts the working directory first
     exec(compile(code, "<forked script>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the test's own code

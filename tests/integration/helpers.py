@@ -288,26 +288,29 @@ def drop_rabbitmq_vhost(vhost: str) -> None:
     _rabbitmqctl("delete_vhost", vhost)
 
 
+def _set_rabbit_env(key: str, value: int | None) -> int | None:
+    """Set (``None``: unset) the RabbitMQ server's ``rabbit`` application setting ``key``; the previous value
+    (``None`` if it was unset). Server-wide, read by channels opened from now on: restore it in teardown."""
+    match = re.search(r"\{ok,(\d+)\}", _rabbitmqctl("eval", f"application:get_env(rabbit, {key})."))
+    if value is None:
+        _rabbitmqctl("eval", f"application:unset_env(rabbit, {key}).")
+    else:
+        _rabbitmqctl("eval", f"application:set_env(rabbit, {key}, {int(value)}).")
+    return int(match.group(1)) if match else None
+
+
 def set_rabbitmq_consumer_timeout(ms: int) -> int:
     """Set the RabbitMQ server's ``consumer_timeout`` (milliseconds) for channels opened from now on; returns the
     previous value. A server-wide setting (RabbitMQ < 3.12 has no per-queue one): restore it in teardown."""
-    out = _rabbitmqctl("eval", "application:get_env(rabbit, consumer_timeout).")
-    match = re.search(r"\{ok,(\d+)\}", out)
-    _rabbitmqctl("eval", f"application:set_env(rabbit, consumer_timeout, {int(ms)}).")
-    return int(match.group(1)) if match else 1_800_000
+    previous = _set_rabbit_env("consumer_timeout", ms)
+    return 1_800_000 if previous is None else previous
 
 
 def set_rabbitmq_channel_tick(ms: int | None) -> int | None:
     """Set how often the RabbitMQ server's channels check their consumers' ``consumer_timeout`` (milliseconds;
     ``None``: the server's default, once a minute) for channels opened from now on; returns the previous value
     (``None`` if it was the default). Server-wide, like :func:`set_rabbitmq_consumer_timeout`."""
-    out = _rabbitmqctl("eval", "application:get_env(rabbit, channel_tick_interval).")
-    match = re.search(r"\{ok,(\d+)\}", out)
-    if ms is None:
-        _rabbitmqctl("eval", "application:unset_env(rabbit, channel_tick_interval).")
-    else:
-        _rabbitmqctl("eval", f"application:set_env(rabbit, channel_tick_interval, {int(ms)}).")
-    return int(match.group(1)) if match else None
+    return _set_rabbit_env("channel_tick_interval", ms)
 
 
 class private_broker:  # noqa: N801 - used as a context manager, like contextlib's
