@@ -19,6 +19,19 @@
   against the thread's largest single materialized state
   ``compact_largest_state_mb_2000t`` (the head read through the accessor):
   ``compact_peak_over_largest_state_2000t``;
+* ``compact_2000t_write_floor_s``: :func:`benchmarks.bench_convert.write_floor`
+  of that compacted thread (its output rows copied under a new id);
+  ``compact_2000t_ratio_to_write_floor`` = ``compact_2000t_s`` (the write path,
+  integrity check off, as ``convert_2000t_ratio_to_write_floor``) / that floor
+  and ``compact_2000t_integrity_ratio_to_write_floor`` the same with the check
+  on (the jobs' default; the thread is reverted from its backup between the two,
+  not timed) (issue 16 item 2: within 2x);
+* ``compact_2000t_read_floor_s``: :func:`benchmarks.bench_convert.read_floor`
+  of the full thread before compaction (its input rows read, binary), and
+  ``compact_2000t_ratio_to_io_floor`` / ``..._integrity_ratio_to_io_floor``:
+  the two times over reading the input plus writing the output (the input is
+  about ten times the output, so writing the output alone is not a floor a
+  compaction can approach);
 * ``compact_threads_per_s_1_worker`` / ``_2_workers``: whole compactions of
   copies of the 1,000-checkpoint thread (integrity check on, the jobs' default)
   by one process and by two in parallel, each process calling
@@ -34,9 +47,10 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.bench_convert import write_floor
+from benchmarks.bench_convert import read_floor, write_floor
 from benchmarks.bench_memory import measure
 from benchmarks.common import Context, scratch_database, throughput, timed
+from deerflow.convert import revert_thread
 from deerflow.convert.compactor import compact_thread
 from deerflow.seed import SeedPlan, seed_threads
 
@@ -92,15 +106,22 @@ def run_ratio(ctx: Context) -> None:
 
 
 def run_long(ctx: Context) -> None:
-    """``compact_bytes_after_over_before_2000t`` (``_200t`` at small scale) and its time and sizes."""
+    """``compact_bytes_after_over_before_2000t`` (``_200t`` at small scale), its time, sizes and write floor."""
     r = ctx.results
     long_turns = 2000 if ctx.full else 200
     tag = "2000t" if ctx.full else f"{long_turns}t"
     with scratch_database(ctx, "compact-long") as database:
         (thread_id,) = _seed(database, threads=1, turns=long_turns, seed="bench-compact-long", tools=False)
         state = measure("state", database.postgres_url, thread_id)
+        read = statistics.median(read_floor(database, thread_id) for _ in range(1 if ctx.full else 3))
         job = measure("compact", database.postgres_url, thread_id)
-    assert job["status"] in ("compacted", "stopped at the cap"), job
+        assert job["status"] in ("compacted", "stopped at the cap"), job
+        if not job.get("capped"):
+            floor = statistics.median(write_floor(database, thread_id) for _ in range(1 if ctx.full else 3))
+            reverted = revert_thread(database, job["backup_id"])
+            assert reverted.status == "reverted", reverted.as_dict()
+            checked = measure("compact-integrity", database.postgres_url, thread_id)
+            assert checked["status"] == "compacted", checked
     r[f"compact_largest_state_mb_{tag}"] = round((state["peak_kb"] - state["baseline_kb"]) / 1024, 1)
     r[f"compact_peak_rss_mb_{tag}"] = round((job["peak_kb"] - job["baseline_kb"]) / 1024, 1)
     r[f"compact_peak_over_largest_state_{tag}"] = round(
@@ -114,10 +135,18 @@ def run_long(ctx: Context) -> None:
     r[f"compact_{tag}_s"] = round(job["seconds"], 1)
     r[f"compact_{tag}_mb_before"] = round(job["bytes_before"] / 1e6, 1)
     r[f"compact_{tag}_mb_after"] = round(job["bytes_after"] / 1e6, 2)
+    r[f"compact_{tag}_write_floor_s"] = round(floor, 2)
+    r[f"compact_{tag}_ratio_to_write_floor"] = round(job["seconds"] / floor, 2)
+    r[f"compact_{tag}_integrity_s"] = round(checked["seconds"], 1)
+    r[f"compact_{tag}_integrity_ratio_to_write_floor"] = round(checked["seconds"] / floor, 2)
+    r[f"compact_{tag}_read_floor_s"] = round(read, 2)
+    r[f"compact_{tag}_ratio_to_io_floor"] = round(job["seconds"] / (read + floor), 2)
+    r[f"compact_{tag}_integrity_ratio_to_io_floor"] = round(checked["seconds"] / (read + floor), 2)
     ctx.log(f"  {long_turns}-turn full thread: {job['bytes_before'] / 1e6:.1f} MB -> {job['bytes_after'] / 1e6:.2f} MB "
             f"(x{r[f'compact_bytes_after_over_before_{tag}']}) in {job['seconds']:.0f} s; peak "
             f"{r[f'compact_peak_rss_mb_{tag}']} MB (x{r[f'compact_peak_over_largest_state_{tag}']} the largest "
             f"state, {r[f'compact_largest_state_mb_{tag}']} MB)")
-    if not ctx.full:
-        ctx.notes.append(f"Compaction bytes after/before and peak memory measured on a {long_turns}-turn thread "
-                         f"(small scale), keys ending in _{tag}.")
+    ratio, checked_ratio = r[f"compact_{tag}_ratio_to_write_floor"], r[f"compact_{tag}_integrity_ratio_to_write_floor"]
+    ctx.log(f"  write floor of its output {floor:.2f} s: write path x{ratio}, "
+            f"with the integrity check {checked['seconds']:.1f} s x{checked_ratio}; reading its input {read:.2f} s, "
+            f"against reading the input plus writing the output x{r[f'compact_{tag}_ratio_to_io_floor']}")

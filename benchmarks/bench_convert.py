@@ -118,6 +118,25 @@ def write_floor(database: Any, thread_id: str) -> float:
     return seconds
 
 
+def read_floor(database: Any, thread_id: str) -> float:
+    """Seconds to read the thread's checkpoints and ``messages`` blobs (as they are now), binary, in one transaction.
+
+    What any job that looks at every stored value pays before it does anything
+    else (a compaction must read every full-mode list to place its snapshots).
+    """
+    with psycopg.connect(database.postgres_url) as conn:
+        start = time.perf_counter()
+        with conn.cursor(binary=True) as cur:
+            cur.execute("SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata "
+                        "FROM checkpoints WHERE thread_id = %s", (thread_id,))
+            cur.fetchall()
+            cur.execute("SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
+                        "WHERE thread_id = %s AND channel = 'messages'", (thread_id,))
+            cur.fetchall()
+        conn.rollback()
+        return time.perf_counter() - start
+
+
 def _worker(url: str, thread_ids: list[str], barrier: Any, out: Any) -> None:
     from deerflow.config.database_config import DatabaseConfig
 

@@ -15,8 +15,8 @@ which may include an import-time peak); the figure is peak minus baseline (MB):
 * ``convert-write``: the same without the optional integrity check (the write
   path: read, materialize once, back up, rewrite, verify, commit), timed inside
   the child -> ``convert_2000t_s``, ``convert_2000t_peak_rss_mb``;
-* ``compact``: :func:`deerflow.convert.compactor.compact_thread` of a full
-  thread (used by :mod:`benchmarks.bench_compact`).
+* ``compact`` / ``compact-integrity``: :func:`deerflow.convert.compactor.compact_thread`
+  of a full thread without / with the integrity check (used by :mod:`benchmarks.bench_compact`).
 
 The write floor of the conversion's output, ``convert_2000t_write_floor_s``, is
 :func:`benchmarks.bench_convert.write_floor` of the converted thread (a binary
@@ -86,8 +86,9 @@ def _child(job: str, url: str, thread_id: str) -> dict[str, Any]:
             out["serialized_bytes"] = len(saver.serde.dumps_typed(messages)[1])
         else:
             started = time.perf_counter()
-            if job == "compact":
-                report = compact_thread(database, thread_id, snapshot_frequency=10, integrity=False)
+            if job.startswith("compact"):
+                report = compact_thread(database, thread_id, snapshot_frequency=10,
+                                        integrity=job == "compact-integrity")
             else:
                 report = convert_thread(database, thread_id, integrity=job == "convert")
             out["seconds"] = time.perf_counter() - started

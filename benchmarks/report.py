@@ -25,6 +25,10 @@ REQUIRED_KEYS = {
     "convert_ratio_to_write_floor": "<= 2",
     "convert_integrity_ratio_to_write_floor": "<= 2",
     "compact_ratio_to_write_floor": "<= 2",
+    # issue 16, item 2: the 2,000-turn thread near the floor (compaction: its input is ten times its output)
+    "convert_2000t_ratio_to_write_floor": "<= 2",
+    "compact_2000t_ratio_to_write_floor": "<= 2",
+    "compact_2000t_ratio_to_io_floor": "(floor: read the input + write the output)",
     "compact_bytes_after_over_before_2000t": "< 0.05",
     "compact_peak_over_largest_state_2000t": "small multiple",
     "convert_peak_rss_mb_2000t": "small multiple of the largest state",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import uuid
 from collections.abc import Container, Sequence
 from typing import Any
@@ -56,11 +57,15 @@ def _deterministic_id(position: int, message: BaseMessage, taken: Container[str]
         salt += 1
 
 
+_id_of = operator.attrgetter("id")
+
+
 def _coerce(write: Any) -> list[BaseMessage]:
     items = write if isinstance(write, list) else [write]
-    # per distinct type, not per message: a conversation holds thousands of messages of a few types
-    if all(issubclass(t, BaseMessage) and not issubclass(t, BaseMessageChunk) for t in {type(m) for m in items}):
-        return list(items)
+    # per distinct type, not per message: a conversation holds thousands of messages of a few types.
+    # The list itself is returned: nothing here mutates a write or the state (the log copies what it keeps).
+    if all(issubclass(t, BaseMessage) and not issubclass(t, BaseMessageChunk) for t in set(map(type, items))):
+        return items
     return [message_chunk_to_message(m) if isinstance(m, BaseMessageChunk) else m
             for m in convert_to_messages(items)]
 
@@ -88,13 +93,15 @@ class _MessageLog:
         self.latest: dict[str, int] = {}
         self.positions: dict[str, list[int]] = {}
         self.live = 0
-        self._extend(self._with_ids(messages))
+        self._extend(*self._with_ids(messages))
 
-    def _with_ids(self, write: list[BaseMessage]) -> list[BaseMessage]:
-        if all(m.id is not None for m in write):
-            return write
+    def _with_ids(self, write: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+        """``(write with every id set, its ids)``; the write itself when it has them all."""
+        ids = list(map(_id_of, write))
+        if None not in ids:
+            return write, ids
         taken: set[str] = set(self.latest)
-        taken.update(m.id for m in write if m.id is not None)
+        taken.update(i for i in ids if i is not None)
         out = []
         for offset, m in enumerate(write):
             if m.id is None:
@@ -102,14 +109,18 @@ class _MessageLog:
                 taken.add(new_id)
                 m = m.model_copy(update={"id": new_id})
             out.append(m)
-        return out
+        return out, list(map(_id_of, out))
 
-    def _extend(self, messages: list[BaseMessage]) -> None:
-        ids = [m.id for m in messages]
-        if len(set(ids)) == len(ids) and self.latest.keys().isdisjoint(ids):  # all new and distinct: in bulk
-            start = len(self.items)
+    def _extend(self, messages: list[BaseMessage], ids: list[str]) -> None:
+        start = len(self.items)
+        fresh = dict(zip(ids, range(start, start + len(ids)), strict=True))
+        if len(fresh) == len(ids) and (not self.latest or self.latest.keys().isdisjoint(fresh)):
+            # all new and distinct: in bulk
             self.items.extend(messages)
-            self.latest.update(zip(ids, range(start, start + len(ids)), strict=True))
+            if self.latest:
+                self.latest.update(fresh)
+            else:
+                self.latest = fresh
             self.live += len(ids)
             return
         for m in messages:
@@ -126,13 +137,13 @@ class _MessageLog:
 
     def apply(self, write: list[BaseMessage]) -> None:
         """Apply one write with ``add_messages`` semantics."""
-        write = self._with_ids(write)
+        write, ids = self._with_ids(write)
         for i in range(len(write) - 1, -1, -1):
             m = write[i]
             if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES:
                 # add_messages returns the tail after the last REMOVE_ALL as-is.
                 self.items, self.latest, self.positions, self.live = [], {}, {}, 0
-                self._extend(write[i + 1:])
+                self._extend(write[i + 1:], ids[i + 1:])
                 return
         to_remove: set[str] = set()
         for m in write:
@@ -156,6 +167,8 @@ class _MessageLog:
                 self.live -= 1
 
     def result(self) -> list[BaseMessage]:
+        if self.live == len(self.items):  # no tombstones: the log's own list (built here, shared with nobody)
+            return self.items
         return [m for m in self.items if m is not None]
 
 

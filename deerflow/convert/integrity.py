@@ -114,9 +114,11 @@ def verify_against_langgraph(session: ConversionSession, thread_id: str,
                              seams: Iterable[tuple[str, str]] = (), *, spread: int = SAMPLE_SPREAD) -> None:
     """Every checkpoint of the rewritten thread, read as LangGraph reads it, against its digest before.
 
-    The rows are read back through ``session.saver`` (inside the caller's
-    transaction); the real reader is consulted at every namespace head, at
-    ``seams`` and at ``spread`` more checkpoints.
+    The rows are read back inside the caller's transaction as ``session.saver``'s
+    tuples (:func:`~deerflow.convert.reading.iter_session_checkpoints`) and
+    LangGraph's read rule replayed over them; the real reader
+    (``session.saver`` through LangGraph's graph) is consulted at every
+    namespace head, at ``seams`` and at ``spread`` more checkpoints.
 
     Args:
         expected: ``[(checkpoint_ns, checkpoint_id, digest before)]`` in walk order (``None``: not checked).

@@ -38,7 +38,7 @@ from typing import Any
 from deerflow._langgraph_compat import MISSING, _delta_channels_to_replay
 from deerflow.convert.delta_reader import delta_accessor, read_digest
 from deerflow.convert.onepass import SharedPrefix
-from deerflow.convert.reading import iter_checkpoints
+from deerflow.convert.reading import iter_session_checkpoints
 from deerflow.convert.storage import ConversionSession
 
 __all__ = ["LangGraphRule", "RuleRead", "real_reads", "sample_points"]
@@ -108,7 +108,7 @@ class LangGraphRule:
         """
         paths = session.task_paths(thread_id)
         for ns in session.namespaces(thread_id):
-            yield from self.read_namespace(ns, iter_checkpoints(self.saver, thread_id, ns), paths)
+            yield from self.read_namespace(ns, iter_session_checkpoints(session, thread_id, ns), paths)
 
     def read_namespace(self, ns: str, tuples: Iterable[Any],
                        paths: dict[tuple[str, str, str], str]) -> Iterator[RuleRead]:

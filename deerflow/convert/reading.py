@@ -5,6 +5,9 @@ Postgres saver fetches them all), so a 2,000-turn delta thread would hold
 hundreds of decoded snapshots at once. :func:`iter_checkpoints` asks the saver
 for ``page_size`` checkpoints at a time (LangGraph's ``before`` and ``limit``
 arguments), newest first, so only one page of raw rows is in memory.
+:func:`iter_session_checkpoints` gives the same tuples from a conversion
+session, on Postgres without the saver's array aggregates
+(:mod:`deerflow.convert.postgres_pages`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["PAGE_SIZE", "iter_checkpoints"]
+__all__ = ["PAGE_SIZE", "iter_checkpoints", "iter_session_checkpoints"]
 
 PAGE_SIZE = 32  # checkpoints per saver.list call
 
@@ -41,3 +44,23 @@ def iter_checkpoints(saver: Any, thread_id: str, checkpoint_ns: str, *, page_siz
             before = {"configurable": {"checkpoint_id": tup.config["configurable"]["checkpoint_id"]}}
         if got < page_size:
             return
+
+
+def iter_session_checkpoints(session: Any, thread_id: str, checkpoint_ns: str, *,
+                             page_size: int = PAGE_SIZE) -> Iterator[Any]:
+    """:func:`iter_checkpoints` through ``session.saver``; on Postgres read by
+    :func:`~deerflow.convert.postgres_pages.iter_postgres_checkpoints` on ``session.conn`` (the same tuples,
+    about a third of the server time for rows holding whole message lists).
+
+    Args:
+        session: a :class:`~deerflow.convert.storage.ConversionSession` (its saver, connection and dialect).
+        thread_id, checkpoint_ns, page_size: as :func:`iter_checkpoints`.
+
+    Yields:
+        ``CheckpointTuple`` s, newest first, equal to ``saver.list``'s.
+    """
+    if session.dialect.has_blob_table:
+        from deerflow.convert.postgres_pages import iter_postgres_checkpoints
+
+        return iter_postgres_checkpoints(session.saver, session.conn, thread_id, checkpoint_ns, page_size=page_size)
+    return iter_checkpoints(session.saver, thread_id, checkpoint_ns, page_size=page_size)

@@ -24,7 +24,7 @@ from deerflow.convert.onepass import (
     SharedPrefix,
     materialize_namespace,
 )
-from deerflow.convert.reading import iter_checkpoints
+from deerflow.convert.reading import iter_checkpoints, iter_session_checkpoints
 from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.convert.storage import ConversionSession, open_session
 
@@ -91,6 +91,13 @@ class Walk:
         # Called with (checkpoint_ns, the saver's tuple, pending writes included) for each checkpoint as it is read.
         self.on_read: Callable[[str, Any], None] | None = None
 
+    def _read(self, ns: str) -> Iterator[Any]:
+        """The namespace's tuples, newest first: ``saver.list`` pages; with full storage, smaller pages read by
+        :func:`~deerflow.convert.reading.iter_session_checkpoints` (on Postgres without the saver's aggregates)."""
+        if not self.full_storage:
+            return iter_checkpoints(self.session.saver, self.thread_id, ns)
+        return iter_session_checkpoints(self.session, self.thread_id, ns, page_size=self.FULL_PAGE_SIZE)
+
     def _namespace(self, ns: str,
                    paths: dict[tuple[str, str, str], str]) -> tuple[dict[str, Any], list[CheckpointNode]]:
         # The saver returns pending writes in writes_sort_key (task_path, task_id, idx) order;
@@ -99,8 +106,7 @@ class Walk:
         nodes: list[CheckpointNode] = []
         self.writes = {}
         newer: SharedPrefix | None = None  # the last stored list read (newest first), as a SharedPrefix
-        pages = {"page_size": self.FULL_PAGE_SIZE} if self.full_storage else {}
-        for tup in iter_checkpoints(self.session.saver, self.thread_id, ns, **pages):
+        for tup in self._read(ns):
             if self.on_read is not None:
                 self.on_read(ns, tup)
             cid = tup.config["configurable"]["checkpoint_id"]
