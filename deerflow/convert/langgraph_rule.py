@@ -100,7 +100,11 @@ class LangGraphRule:
         self.sound = False
 
     def read_thread(self, session: ConversionSession, thread_id: str) -> Iterator[RuleRead]:
-        """Every checkpoint of every namespace, read through ``session.saver`` a page at a time.
+        """Every checkpoint of every namespace, read a page at a time in ``session``'s transaction.
+
+        The pages are ``session.saver``'s tuples
+        (:func:`~deerflow.convert.reading.iter_session_checkpoints`): build the rule
+        with that saver.
 
         Yields:
             :class:`RuleRead` per stored checkpoint, parents before children;

@@ -1,14 +1,23 @@
 """``iter_postgres_checkpoints`` gives exactly the tuples ``PostgresSaver.list`` gives, on every stored shape.
 
-The compactor's walk and its verification read Postgres pages with three plain
-statements instead of LangGraph's aggregating list query; these tests compare
+The compactor's walk and its verification read Postgres pages with one plain
+statement instead of LangGraph's aggregating list query; these tests compare
 the two readers tuple for tuple (config, checkpoint with its decoded channel
-values, metadata, parent config, pending writes in LangGraph's order) on the
-real fixture (delta, full, migrated and markerless threads, subgraph
-namespaces, checkpoints of format 2, checkpoints naming versions with no
-blob), on hand-built full threads (a fork, an ``Overwrite``, a subgraph) and
-on format-3 checkpoints whose pending sends LangGraph migrates while listing
-(read through ``saver.list`` itself), at several page sizes.
+values, metadata, parent config, pending writes in LangGraph's order):
+
+* the real fixture (delta, full, migrated and markerless threads, subgraph
+  namespaces, checkpoints of format 2, checkpoints naming versions with no blob);
+* hand-built full threads (a fork, an ``Overwrite``, a subgraph);
+* format-3 checkpoints whose pending sends LangGraph migrates while listing
+  (read through ``saver.list`` itself), also below format-4 pages;
+* crafted rows: equal versions and checkpoint ids in two threads and two
+  namespaces with different payloads (the filters), ``empty`` blobs, numeric,
+  null and blob-less versions, an empty version map, a channel name the
+  ``bytea`` cast un-escapes, an inline value a blob overrides, writes whose
+  task path and task id orders disagree and LangGraph's negative error index;
+* a checkpoint without a format number (LangGraph's error, not a guess);
+
+at several page sizes.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.types import TASKS
 from langgraph.types import Overwrite, Send
+from psycopg.types.json import Jsonb
 
 from deerflow.convert.postgres_pages import iter_postgres_checkpoints
 from deerflow.convert.reading import iter_session_checkpoints
@@ -57,8 +67,8 @@ def test_every_fixture_namespace_pages_as_the_saver_lists_it(postgres_fixture_db
             listed = _listed(session, thread_id, ns)
             assert _paged(session, thread_id, ns, 8) == listed, (thread_id, ns)
             compared += len(listed)
-        # page boundaries anywhere: every size up to a few pages on the namespaces with the odd shapes
-        for thread_id, ns in pairs[:6]:
+        # page boundaries anywhere, on the first six namespaces and every subgraph namespace
+        for thread_id, ns in pairs[:6] + [(tid, ns) for tid, ns in pairs if ns]:
             listed = _listed(session, thread_id, ns)
             for size in (1, 3, len(listed) or 1, len(listed) + 1):
                 assert _paged(session, thread_id, ns, size) == listed, (thread_id, ns, size)
@@ -115,6 +125,89 @@ def test_pre_format_4_checkpoints_are_listed_with_their_sends_migrated(empty_pos
         assert [len(t.checkpoint["channel_values"].get(TASKS) or []) for t in listed] == [0, 0, 2, 0]
         for size in (1, 2, 3, 8):
             assert _paged(session, "old", "", size) == listed, size
+
+
+def _raw(conn, table: str, **row) -> None:
+    cols = ", ".join(row)
+    conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({', '.join(['%s'] * len(row))})",
+                 [Jsonb(v) if isinstance(v, dict) else v for v in row.values()])
+
+
+def _crafted(saver, conn, thread_id: str, ns: str, payload: str, *, fmt: int = 4, blobs: bool = True) -> list[str]:
+    """Rows as a saver stores them, plus shapes it does not write today but older stores hold."""
+    dumps = saver.serde.dumps_typed
+    ids = [f"1f0{fmt}0000-0000-6000-8000-{i:012d}" for i in range(6)]
+    shared = {"messages": "1", "plain": "2"}  # the same versions in every thread and namespace
+    for i, cid in enumerate(ids):
+        channel_versions = dict(shared)
+        if i == 1:
+            channel_versions.update({"ints": 7, "floats": 2.5, "nulls": None, "missing": "9", "empty": "3"})
+        if i == 2:
+            channel_versions = {}
+        if i == 3:
+            channel_versions["x\\\\y"] = "4"  # a name LangGraph's text::bytea cast un-escapes
+        checkpoint = {"v": fmt, "id": cid, "ts": f"2026-01-0{i + 1}T00:00:00+00:00", "versions_seen": {},
+                      "channel_values": {"inline": i, "plain": "inline, overridden by the blob"} if i == 4 else {},
+                      "channel_versions": channel_versions}
+        _raw(conn, "checkpoints", thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=cid,
+             parent_checkpoint_id=ids[i - 1] if i else None, type=None, checkpoint=checkpoint,
+             metadata={"source": "loop", "step": i, "payload": payload})
+        # task_path order and task_id order disagree; idx -1 is LangGraph's error channel
+        for task_id, path, idx, channel in (("b-task", "~__pregel_pull, a", 0, "messages"),
+                                           ("a-task", "~__pregel_pull, b", 0, "messages"),
+                                           ("a-task", "~__pregel_pull, b", -1, "__error__")):
+            typ, blob = dumps([f"{payload} {cid} {task_id} {idx}"])
+            _raw(conn, "checkpoint_writes", thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=cid,
+                 task_id=task_id, task_path=path, idx=idx, channel=channel, type=typ, blob=blob)
+    if not blobs:
+        return ids
+    for channel, version, value in (("messages", "1", [payload]), ("plain", "2", payload), ("ints", "7", 7),
+                                    ("floats", "2.5", 2.5), ("x\\\\y", "4", "escaped")):
+        typ, blob = dumps(value)
+        _raw(conn, "checkpoint_blobs", thread_id=thread_id, checkpoint_ns=ns, channel=channel, version=version,
+             type=typ, blob=blob)
+    _raw(conn, "checkpoint_blobs", thread_id=thread_id, checkpoint_ns=ns, channel="empty", version="3",
+         type="empty", blob=None)
+    return ids
+
+
+def test_crafted_shapes_and_shared_versions_page_as_the_saver_lists_them(empty_postgres_db):
+    with open_saver(empty_postgres_db) as saver, sql(empty_postgres_db) as conn:
+        # equal versions and checkpoint ids in two threads and two namespaces, different payloads:
+        # a page that read another thread's or namespace's blob or writes would differ
+        for thread_id in ("one", "two"):
+            for ns in ("", "sub:1"):
+                _crafted(saver, conn, thread_id, ns, f"{thread_id}/{ns}")
+        # format-4 checkpoints above format-3 ones: pages run from this reader into LangGraph's own
+        old = _crafted(saver, conn, "mixed", "", "old", fmt=3)
+        _crafted(saver, conn, "mixed", "", "new", blobs=False)  # the older rows' blobs, at the same versions
+        conn.execute("UPDATE checkpoints SET parent_checkpoint_id = %s WHERE thread_id = 'mixed' "
+                     "AND checkpoint_id = '1f040000-0000-6000-8000-000000000000'", [old[-1]])
+    with open_session(empty_postgres_db, write=False) as session:
+        for thread_id, ns in (("one", ""), ("one", "sub:1"), ("two", ""), ("two", "sub:1"), ("mixed", "")):
+            listed = _listed(session, thread_id, ns)
+            assert len(listed) == (12 if thread_id == "mixed" else 6)
+            for size in (1, 2, 3, 5, 8):
+                assert _paged(session, thread_id, ns, size) == listed, (thread_id, ns, size)
+        one = {t.config["configurable"]["checkpoint_id"]: t for t in _listed(session, "one", "sub:1")}
+        # the shapes are there: skipped empty blob, numeric versions, missing blob, un-escaped name, override
+        values = [one[cid].checkpoint["channel_values"] for cid in sorted(one)]
+        assert values[1] == {"messages": ["one/sub:1"], "plain": "one/sub:1", "ints": 7, "floats": 2.5}
+        assert values[2] == {} and values[3]["x\\y"] == "escaped"
+        assert values[4] == {"inline": 4, "plain": "one/sub:1", "messages": ["one/sub:1"]}
+        assert [w[1] for w in one[sorted(one)[0]].pending_writes] == ["messages", "__error__", "messages"]
+
+
+def test_a_checkpoint_without_a_format_number_fails_as_langgraph_fails(empty_postgres_db):
+    with open_saver(empty_postgres_db) as saver, sql(empty_postgres_db) as conn:
+        _crafted(saver, conn, "t", "", "x")
+        conn.execute("UPDATE checkpoints SET checkpoint = checkpoint - 'v' WHERE checkpoint_id = "
+                     "'1f040000-0000-6000-8000-000000000003'")
+    with open_session(empty_postgres_db, write=False) as session:
+        with pytest.raises(KeyError, match="'v'"):
+            _listed(session, "t", "")
+        with pytest.raises(KeyError, match="'v'"):
+            _paged(session, "t", "", 8)
 
 
 def test_an_unknown_thread_or_namespace_pages_nothing(empty_postgres_db):
