@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Overwrite
 from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
@@ -219,6 +220,21 @@ def human(turn: int, *, with_id: bool = True, content: str | None = None) -> Hum
     """The human message of ``turn`` (``id=f'h-{turn}'`` unless ``with_id`` is False)."""
     text = content if content is not None else f"question {turn}"
     return HumanMessage(text, id=f"h-{turn}") if with_id else HumanMessage(text)
+
+
+def full_thread_with_fork(database: DatabaseConfig, thread_id: str, *, turns: int = 8, tool_every: int = 3,
+                          fork_back: int = 8) -> None:
+    """A full-mode thread whose prefix chains break: ``turns`` turns, one turn forked from the checkpoint
+    ``fork_back`` before the newest, an ``Overwrite`` of ``messages``, then one more turn."""
+    with open_saver(database) as saver:
+        graph = agent_graph(saver, mode="full", tool_every=tool_every)
+        for t in range(turns):
+            run_turn(graph, thread_id, human(t), mode="full")
+        run_turn(graph, thread_id, human(50), checkpoint_id=checkpoint_ids(database, thread_id)[-fork_back],
+                 mode="full")
+        CheckpointStateAccessor.for_saver(saver, mode="full").update(
+            {"configurable": {"thread_id": thread_id}}, {"messages": Overwrite([human(99)])})
+        run_turn(graph, thread_id, human(7), mode="full")
 
 
 def agent_graph(saver: Any, *, mode: str = "delta", snapshot_frequency: int = 10, tool_every: int = 0,

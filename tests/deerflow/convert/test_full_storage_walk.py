@@ -3,26 +3,11 @@ hands on exactly what the plain walk hands on: the same checkpoints, values, dig
 
 from __future__ import annotations
 
-from langgraph.types import Overwrite
-
 from deerflow.convert.onepass import SharedPrefix
 from deerflow.convert.report import ThreadReport
 from deerflow.convert.storage import open_session
 from deerflow.convert.walk import Walk
-from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from tests.deerflow.convert.support import agent_graph, checkpoint_ids, human, open_saver, run_turn
-
-
-def _full_thread(db, thread_id: str) -> None:
-    """Eight full-mode turns, a fork from an older checkpoint and an Overwrite of ``messages`` (prefix chains break)."""
-    with open_saver(db) as saver:
-        graph = agent_graph(saver, mode="full", tool_every=3)
-        for t in range(8):
-            run_turn(graph, thread_id, human(t), mode="full")
-        run_turn(graph, thread_id, human(50), checkpoint_id=checkpoint_ids(db, thread_id)[-8], mode="full")
-        CheckpointStateAccessor.for_saver(saver, mode="full").update(
-            {"configurable": {"thread_id": thread_id}}, {"messages": Overwrite([human(99)])})
-        run_turn(graph, thread_id, human(7), mode="full")
+from tests.deerflow.convert.support import checkpoint_ids, full_thread_with_fork
 
 
 def _entries(db, thread_id: str, *, full_storage: bool):
@@ -38,7 +23,7 @@ def _entries(db, thread_id: str, *, full_storage: bool):
 
 
 def test_full_storage_walk_shares_prefixes_and_hands_on_the_same_entries(scratch_db):
-    _full_thread(scratch_db, "t")
+    full_thread_with_fork(scratch_db, "t")
     plain, plain_seen = _entries(scratch_db, "t", full_storage=False)
     shared, shared_seen = _entries(scratch_db, "t", full_storage=True)
     assert shared == plain and len(plain) == len(checkpoint_ids(scratch_db, "t"))

@@ -25,17 +25,15 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.types import TASKS
-from langgraph.types import Overwrite, Send
+from langgraph.types import Send
 from psycopg.types.json import Jsonb
 
 from deerflow.convert.postgres_pages import iter_postgres_checkpoints
 from deerflow.convert.reading import iter_session_checkpoints
 from deerflow.convert.storage import open_session
-from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.support import (
-    agent_graph,
-    checkpoint_ids,
     config_for,
+    full_thread_with_fork,
     human,
     open_saver,
     run_turn,
@@ -78,14 +76,8 @@ def test_every_fixture_namespace_pages_as_the_saver_lists_it(postgres_fixture_db
 
 def _full_thread(db, thread_id: str) -> None:
     """Full-mode turns with tool calls, a fork, an ``Overwrite`` and a subgraph thread beside it."""
+    full_thread_with_fork(db, thread_id, turns=6, tool_every=2, fork_back=5)
     with open_saver(db) as saver:
-        graph = agent_graph(saver, mode="full", tool_every=2)
-        for t in range(6):
-            run_turn(graph, thread_id, human(t), mode="full")
-        run_turn(graph, thread_id, human(40), checkpoint_id=checkpoint_ids(db, thread_id)[-5], mode="full")
-        CheckpointStateAccessor.for_saver(saver, mode="full").update(
-            {"configurable": {"thread_id": thread_id}}, {"messages": Overwrite([human(99)])})
-        run_turn(graph, thread_id, human(7), mode="full")
         nested = subgraph_graph(saver)
         for t in range(3):
             run_turn(nested, f"{thread_id}-sub", human(t))
