@@ -150,3 +150,6 @@ def run_long(ctx: Context) -> None:
     ctx.log(f"  write floor of its output {floor:.2f} s: write path x{ratio}, "
             f"with the integrity check {checked['seconds']:.1f} s x{checked_ratio}; reading its input {read:.2f} s, "
             f"against reading the input plus writing the output x{r[f'compact_{tag}_ratio_to_io_floor']}")
+    if not ctx.full:
+        ctx.notes.append(f"Compaction bytes after/before and peak memory measured on a {long_turns}-turn thread "
+                         f"(small scale), keys ending in _{tag}.")
