@@ -33,10 +33,10 @@ import psycopg
 
 from benchmarks.common import Context, scratch_database, throughput, timed
 from deerflow.convert import convert_thread
-from deerflow.convert.storage import open_session
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.seed import SeedPlan, seed_threads
+from deerflow.storage.sessions import open_session
 
 
 def _config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:

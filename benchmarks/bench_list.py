@@ -16,7 +16,7 @@ One scratch database grows through the scales (seeded with
   the summary) vs ``census_naive_s_<n>`` (one aggregate over every checkpoint,
   classified in Python), and their ratio;
 * ``audit_cadences_ms_<n>``: the audit's cadence findings from the summary's
-  per-thread facts (:func:`deerflow.census.cadence_outliers`) vs
+  per-thread facts (:func:`deerflow.inventory.census.cadence_outliers`) vs
   ``audit_cadences_scan_ms_<n>``, the same findings from a scan of every
   checkpoint (what the audit did before), and their ratio.
 """
@@ -29,10 +29,10 @@ from typing import Any
 
 from benchmarks.common import Context, median_ms, runtime_for, scratch_database, served, served_ms, timed
 from benchmarks.naive_list import list_threads_naive, naive_sql
-from deerflow import census as census_mod
-from deerflow import inventory, summary
-from deerflow.savers import open_checkpointer
+from deerflow import inventory
+from deerflow.inventory import summary
 from deerflow.seed import SeedPlan, seed_threads
+from deerflow.storage import open_checkpointer, reader_for
 
 PAGE = 50
 
@@ -54,7 +54,7 @@ def _seed_to(ctx: Context, database: Any, have: int, want: int) -> None:
 
 def _cursors(saver: Any, n: int) -> list[str]:
     """Keyset cursors (default sort) starting pages at 10 %, 50 % and 90 % of the list."""
-    reader = inventory.reader_for(saver)
+    reader = reader_for(saver)
     out = []
     for depth in (0.1, 0.5, 0.9):
         row = reader.query("SELECT last_checkpoint_id, thread_id FROM dfa_thread_summary "
@@ -96,7 +96,7 @@ def _served_pages(ctx: Context, rt: Any, k: str, repeats: int) -> None:
 
 
 def _naive_census(saver: Any) -> dict[str, int]:
-    reader = inventory.reader_for(saver)
+    reader = reader_for(saver)
     rows = reader.query(naive_sql(reader, ""))  # the pre-summary aggregate, once
     counts = Counter(inventory.summary_from_row(r).thread_class for r in rows)
     return {c: counts.get(c, 0) for c in inventory.THREAD_CLASSES}
@@ -104,7 +104,7 @@ def _naive_census(saver: Any) -> dict[str, int]:
 
 def _scan_outliers(saver: Any, fleet: int) -> tuple[int, int]:
     """``(threads with several cadences, threads off the fleet's)`` from a scan of every checkpoint."""
-    cadences = census_mod.infer_cadences(saver, use_summary=False).values()
+    cadences = inventory.infer_cadences(saver, use_summary=False).values()
     return (sum(1 for c in cadences if len(c.exact) > 1),
             sum(1 for c in cadences if c.exact and any(k != fleet for k in c.exact)))
 
@@ -120,7 +120,7 @@ def _measure(ctx: Context, database: Any, n: int) -> None:
     with open_checkpointer(database, pool_size=2) as saver:
         seconds, _ = timed(lambda: summary.refresh(saver, full=True))
         r[f"summary_build_s_{k}"] = round(seconds, 2)
-        reader = inventory.reader_for(saver)
+        reader = reader_for(saver)
         with reader.autocommit() as auto:
             auto.execute("ANALYZE")  # what autovacuum would have done after the load
         cursors = _cursors(saver, n)
@@ -140,9 +140,9 @@ def _measure(ctx: Context, database: Any, n: int) -> None:
         r[f"census_s_{k}"] = round(census, 4)
         r[f"census_naive_s_{k}"] = round(census_naive, 3)
         r[f"census_speedup_vs_naive_{k}"] = round(census_naive / census, 1)
-        fast = census_mod.cadence_outliers(saver, 10)
+        fast = inventory.cadence_outliers(saver, 10)
         assert (fast.multiple, fast.differs) == _scan_outliers(saver, 10), "cadence facts disagree with a scan"
-        r[f"audit_cadences_ms_{k}"] = median_ms(lambda: census_mod.cadence_outliers(saver, 10), repeats)
+        r[f"audit_cadences_ms_{k}"] = median_ms(lambda: inventory.cadence_outliers(saver, 10), repeats)
         r[f"audit_cadences_scan_ms_{k}"] = median_ms(lambda: _scan_outliers(saver, 10), naive_repeats, warmup=0)
         r[f"audit_cadences_speedup_{k}"] = round(r[f"audit_cadences_scan_ms_{k}"] / r[f"audit_cadences_ms_{k}"], 1)
     rt = runtime_for(database, "delta")

@@ -68,7 +68,7 @@ def _child(job: str, url: str, thread_id: str) -> dict[str, Any]:
     from deerflow.convert import convert_thread
     from deerflow.convert.compactor import compact_thread
     from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-    from deerflow.savers import open_checkpointer
+    from deerflow.storage.savers import open_checkpointer
 
     database = DatabaseConfig(backend="postgres", postgres_url=url)
     out: dict[str, Any] = {}

@@ -1,17 +1,17 @@
 """The pre-summary thread list (the benchmark's baseline and the tests' oracle).
 
 Aggregates every checkpoint per request with a ``GROUP BY thread_id``; the
-product reads :mod:`deerflow.summary` instead (:func:`deerflow.inventory.list_threads`).
+product reads :mod:`deerflow.inventory.summary` instead (:func:`deerflow.inventory.list_threads`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from deerflow.cursors import decode_cursor, encode_cursor
-from deerflow.inventory import validate_list_args
-from deerflow.sqlread import SqlReader, reader_for
-from deerflow.thread_summary import ThreadSummary, summary_from_row
+from deerflow.inventory.cursors import decode_cursor, encode_cursor
+from deerflow.inventory.listing import validate_list_args
+from deerflow.inventory.thread_summary import ThreadSummary, summary_from_row
+from deerflow.storage.sqlread import SqlReader, reader_for
 
 __all__ = ["list_threads_naive", "naive_sql"]
 

@@ -34,9 +34,8 @@ from django.core.management.base import BaseCommand, CommandError
 from dashboard.errors import HANDLED, OUTAGES, describe
 from dashboard.outages import is_outage
 from dashboard.runtime import DashboardRuntime, get_runtime
-from deerflow.dialect import Dialect
 from deerflow.errors import ConfigError
-from deerflow.savers import sqlite_checkpoint_path
+from deerflow.storage import Dialect, sqlite_checkpoint_path
 
 __all__ = ["DashboardCommand", "MEMORY_BACKEND_MESSAGE", "check_checkpoint_database", "command_error",
            "require_delta_mode"]

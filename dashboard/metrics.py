@@ -97,17 +97,17 @@ class AuditCollector:
 
 
     def _summary_gauges(self):
-        from deerflow.summary import stats
+        from deerflow.inventory import summary
 
-        counts = stats.replay_depth_counts(self.runtime.saver)
+        counts = summary.replay_depth_counts(self.runtime.saver)
         depth = GaugeMetricFamily("deerflow_replay_depth", "Updates replayed since the last _DeltaSnapshot at the "
                                   "head of delta threads (nearest-rank quantiles).", labels=["quantile"])
-        for q, value in sorted(stats.depth_quantiles(counts).items()):
+        for q, value in sorted(summary.depth_quantiles(counts).items()):
             depth.add_metric([str(q)], value)
         yield depth
         yield GaugeMetricFamily("deerflow_replay_depth_threads", "Delta threads with a known replay depth.",
                                 value=sum(counts.values()))
-        age = stats.summary_age_seconds(self.runtime.saver)
+        age = summary.summary_age_seconds(self.runtime.saver)
         if age is not None:
             yield GaugeMetricFamily("deerflow_summary_age_seconds", "Seconds since the thread summary was refreshed.",
                                     value=age)

@@ -28,7 +28,7 @@ from deerflow.runtime.checkpoint_mode import (
     freeze_checkpoint_channel_mode,
     freeze_checkpoint_snapshot_frequency,
 )
-from deerflow.savers import open_checkpointer
+from deerflow.storage import open_checkpointer
 
 if TYPE_CHECKING:  # imported by the accessor property: LangGraph loads when a thread is first read
     from deerflow.runtime.checkpoint_state import CheckpointStateAccessor

@@ -218,7 +218,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "dashboard"
-# Thread summary (deerflow.summary): incremental refresh every 30 s, full reconcile hourly. Run a beat
+# Thread summary (deerflow.inventory.summary): incremental refresh every 30 s, full reconcile hourly. Run a beat
 # (``celery -A dashboard beat``, or ``worker -B`` for one worker). ``expires`` drops runs no worker took in time.
 CELERY_BEAT_SCHEDULE = {
     "thread-summary-refresh": {"task": "threads.refresh_summary", "schedule": 30.0, "options": {"expires": 25}},

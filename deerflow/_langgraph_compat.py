@@ -1,4 +1,4 @@
-"""Every private LangGraph name this project relies on, in one place (issue 17 item 6).
+"""Every private LangGraph name this project relies on, in one place.
 
 LangGraph keeps these out of its public API, so a release may move or change
 them without notice. Importing them only here means an upgrade breaks one

@@ -13,7 +13,7 @@
     ├── IncompleteHistoryError              a delta checkpoint's replay chain is broken (HTTP 422)
     ├── ReducerError                        a stored write the messages reducer refuses (HTTP 422)
     ├── BranchAmbiguousError                sibling forks: which child consumed the fork's writes is unknown (HTTP 422)
-    ├── InvalidCursorError                  (deerflow.inventory) a thread-list cursor does not decode
+    ├── InvalidCursorError                  (deerflow.inventory.listing) a thread-list cursor does not decode
     ├── BackupNotFoundError                 (deerflow.convert.backups) no active backup with this id
     │   └── BackupAlreadyPurgedError        the backup was purged before
     ├── ThreadExistsError                   (deerflow.seed) a seed would overwrite a stored thread
@@ -25,9 +25,9 @@
         ├── StoragePermissionError          this role or file may not do that (privilege, read-only)
         └── StorageQueryError               any other driver error: a bad statement, a missing table, a constraint
 
-Outside the tree on purpose (a test lists them): ``deerflow.pool.ServerUnreachable``
+Outside the tree on purpose (a test lists them): ``deerflow.storage.pool.ServerUnreachable``
 is a ``psycopg_pool.PoolTimeout`` (the pool is lent to LangGraph's saver, whose
-callers expect the driver's class; :mod:`deerflow.sqlread` translates it into
+callers expect the driver's class; :mod:`deerflow.storage.sqlread` translates it into
 ``StorageUnavailableError``), and ``deerflow.seed.SeedInterrupted`` is a
 ``KeyboardInterrupt`` (Ctrl-C must not be caught by ``except Exception``).
 
@@ -35,9 +35,9 @@ The two mode errors and their messages are fixed by the specification
 ("The fail-closed gate" and "HTTP error mapping"); the dashboard maps each
 class to a status code and a remediation hint kept in one registry.
 
-Driver errors (``sqlite3``, ``psycopg``) raised by SQL that :mod:`deerflow.sqlread`
-or :mod:`deerflow.convert.storage` runs are translated there
-(:mod:`deerflow.storage_errors`) with ``raise ... from exc``: the driver's
+Driver errors (``sqlite3``, ``psycopg``) raised by SQL that :mod:`deerflow.storage.sqlread`
+or :mod:`deerflow.storage.sessions` runs are translated there
+(:mod:`deerflow.storage.driver_errors`) with ``raise ... from exc``: the driver's
 error stays available as ``__cause__`` and :attr:`StorageError.driver_error`.
 Errors raised inside LangGraph's savers (``saver.list``, ``saver.put``) are
 LangGraph's and reach the caller as the driver raised them.
@@ -172,7 +172,7 @@ class CheckpointNotFoundError(DeerFlowError, LookupError):
 class CheckpointDecodeError(DeerFlowError, ValueError):
     """A value stored for a thread (checkpoint blob, pending write, channel blob) does not decode.
 
-    Raised by :func:`deerflow.blobcheck.decode_error_for` after a read failed
+    Raised by :func:`deerflow.reader.blobcheck.decode_error_for` after a read failed
     and the thread's stored values were checked one by one; it names the
     first damaged one. The row is damaged in the database: restore it from a
     backup; nothing reads or converts past it.
@@ -194,10 +194,10 @@ class CheckpointDecodeError(DeerFlowError, ValueError):
 class IncompleteHistoryError(DeerFlowError, LookupError):
     """A delta checkpoint's messages cannot be reconstructed: its replay chain is broken.
 
-    Raised by the dashboard before materializing a delta checkpoint whose
+    Raised by :class:`deerflow.reader.ThreadReader` before materializing a delta checkpoint whose
     ancestors (back to the nearest snapshot) are not all stored: a pruned
     snapshot ancestor, a dangling ``parent_checkpoint_id`` or a parent cycle
-    (:func:`deerflow.lineage.find_lineage_gap`). Readers would otherwise
+    (:func:`deerflow.reader.lineage.find_lineage_gap`). Readers would otherwise
     return the messages after the break only, as if they were the whole
     conversation. Restore the missing rows from a backup.
     """
@@ -215,12 +215,12 @@ class IncompleteHistoryError(DeerFlowError, LookupError):
 class ReducerError(DeerFlowError, ValueError):
     """A delta checkpoint's messages cannot be read: a stored write is refused by the reducer.
 
-    Raised by the dashboard when materializing a checkpoint replays a write
+    Raised by :class:`deerflow.reader.ThreadReader` when materializing a checkpoint replays a write
     the ``messages`` reducer refuses -- a ``RemoveMessage`` naming an id that
     is not in the list, or a ``None`` write -- instead of letting the
     ``ValueError`` become an HTTP 500. Names the checkpoint read, the write
     (the checkpoint it is stored under, its task, its position) and the
-    missing id (:func:`deerflow.replaycheck.find_reducer_failure`); the
+    missing id (:func:`deerflow.reader.replaycheck.find_reducer_failure`); the
     converter reports the same shape as its ``reducer_error`` finding.
     Checkpoints that do not replay that write read normally.
     """
@@ -243,13 +243,13 @@ class ReducerError(DeerFlowError, ValueError):
 class BranchAmbiguousError(DeerFlowError, LookupError):
     """A delta checkpoint's messages depend on writes that may belong to a sibling fork.
 
-    Raised by the dashboard when the replay walk of a checkpoint passes a
+    Raised by :class:`deerflow.reader.ThreadReader` when the replay walk of a checkpoint passes a
     branch point (a checkpoint with several children) whose ``messages``
     writes two or more seedless children may have consumed: the shape older
     LangGraph releases left (LangGraph #8443, DeerFlow #4458). LangGraph's
     reader replays every one of those writes into every child, a mixed list;
     nothing stored says which write is whose, so no list is shown as
-    complete (:func:`deerflow.readercompare.replay_reading`; the converter
+    complete (:func:`deerflow.reader.compare.replay_reading`; the converter
     reports the same shape as its ``branch_ambiguous`` finding).
 
     Attributes:
@@ -272,8 +272,8 @@ class BranchAmbiguousError(DeerFlowError, LookupError):
 class NoSqlTablesError(DeerFlowError, TypeError):
     """The saver keeps no SQL tables (``InMemorySaver``): there is nothing to query, inventory or convert.
 
-    Raised by :func:`deerflow.sqlread.reader_for`. Check
-    :func:`deerflow.sqlread.has_sql_tables` first where a memory saver is a
+    Raised by :func:`deerflow.storage.sqlread.reader_for`. Check
+    :func:`deerflow.storage.sqlread.has_sql_tables` first where a memory saver is a
     normal case; configure ``backend: sqlite`` or ``postgres`` otherwise. A
     ``TypeError`` too, for callers written before this class existed.
     """
@@ -286,8 +286,8 @@ class NoSqlTablesError(DeerFlowError, TypeError):
 class StorageError(DeerFlowError):
     """A database driver error (``sqlite3``, ``psycopg``) met by SQL this package ran.
 
-    Raised by :mod:`deerflow.sqlread` (readers and transactions) and
-    :mod:`deerflow.convert.storage` (conversion sessions) ``from`` the driver's
+    Raised by :mod:`deerflow.storage.sqlread` (readers and transactions) and
+    :mod:`deerflow.storage.sessions` (conversion sessions) ``from`` the driver's
     error, which :attr:`driver_error` (``__cause__``) holds; ``str(error)`` is
     the driver's message. Use a subclass to decide what to do.
     """

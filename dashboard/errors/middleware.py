@@ -58,7 +58,7 @@ class DamagedCheckpointMiddleware:
     LangGraph's readers fail on a damaged blob with whatever the decoder
     raises (``ValueError: invalid type Reserved``, ``TypeError``, ...). When a
     thread route raises such an error, this checks the thread's stored values
-    one by one (:func:`deerflow.blobcheck.decode_error_for`); if one does not
+    one by one (:func:`deerflow.reader.blobcheck.decode_error_for`); if one does not
     decode, the answer is the registry's 422 naming the thread, the
     checkpoint and the part; otherwise the error goes on as before.
     """
@@ -80,7 +80,7 @@ class DamagedCheckpointMiddleware:
             return None
         from dashboard.errors.registry import describe
         from dashboard.runtime import get_runtime
-        from deerflow.blobcheck import decode_error_for
+        from deerflow.reader import decode_error_for
 
         try:
             damaged = decode_error_for(get_runtime().saver, thread_id)

@@ -39,11 +39,9 @@ from kombu.utils.url import maybe_sanitize_url
 
 from dashboard.brokers import broker_kind
 from deerflow.errors import StorageError
-from deerflow.pool import ServerUnreachable
-from deerflow.savers import is_wal_file
-from deerflow.storage_errors import driver_error
-from deerflow.storage_errors import is_sqlite_outage as _sqlite_unusable
-from deerflow.summary.schema import is_summary_table_missing
+from deerflow.inventory.summary import is_summary_table_missing
+from deerflow.storage import ServerUnreachable, driver_error, is_wal_file
+from deerflow.storage import is_sqlite_outage as _sqlite_unusable
 
 __all__ = ["OUTAGES", "describe_outage", "is_outage", "is_sqlite_outage", "postgres_where", "redact"]
 
@@ -69,7 +67,7 @@ def is_sqlite_outage(exc: BaseException) -> bool:
     """True for a SQLite error that means the checkpoint file cannot be used as configured.
 
     Locked, busy, disk I/O, unreadable, not a database
-    (:func:`deerflow.storage_errors.is_sqlite_outage`), read-only, or without
+    (:func:`deerflow.storage.driver_errors.is_sqlite_outage`), read-only, or without
     LangGraph's or the summary's tables (a wrong file). Not a
     ``ProgrammingError``, ``IntegrityError``, syntax error or ``no such
     column``: those are bugs.
@@ -83,7 +81,7 @@ def is_sqlite_outage(exc: BaseException) -> bool:
 def _reason(exc: BaseException) -> str:
     """The cause in a few words: the first line, without libpq's repeated ``connection ... failed:`` prefix.
 
-    A :class:`~deerflow.pool.ServerUnreachable` gives the reason its pool's direct connection attempt got.
+    A :class:`~deerflow.storage.pool.ServerUnreachable` gives the reason its pool's direct connection attempt got.
     """
     text = exc.reason if isinstance(exc, ServerUnreachable) else str(exc)
     line = (text.strip().splitlines() or [type(exc).__name__])[0].strip()

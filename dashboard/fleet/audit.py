@@ -39,10 +39,9 @@ from dashboard.fleet.processes import process_rows
 from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads.fragments import fragment_key
-from deerflow import census as census_mod
 from deerflow import inventory
-from deerflow import summary as summary_table
-from deerflow.sqlread import has_sql_tables
+from deerflow.inventory import summary as summary_table
+from deerflow.storage import has_sql_tables
 
 __all__ = ["AUDIT_FACTS_TTL_S", "Audit", "Finding", "readability_findings", "registry_findings", "run_audit",
            "summary_facts", "thread_census"]
@@ -114,7 +113,7 @@ def _fleet_cadence(rows: list[dict[str, Any]]) -> int | None:
     return cadences.most_common(1)[0][0] if cadences else None
 
 
-def _cadence_findings(outliers: census_mod.CadenceOutliers, fleet: int | None) -> list[Finding]:
+def _cadence_findings(outliers: inventory.CadenceOutliers, fleet: int | None) -> list[Finding]:
     findings = []
     if outliers.multiple:
         findings.append(Finding(
@@ -132,7 +131,7 @@ def _cadence_findings(outliers: census_mod.CadenceOutliers, fleet: int | None) -
     return findings
 
 
-def _writer_findings(writers: census_mod.WriterFacts, rows: list[dict[str, Any]], hours: int) -> list[Finding]:
+def _writer_findings(writers: inventory.WriterFacts, rows: list[dict[str, Any]], hours: int) -> list[Finding]:
     findings = []
     live_modes = {r["mode"] for r in rows if r["state"] == "live"}
     delta_written = writers.delta_marked + writers.counters_only
@@ -172,7 +171,7 @@ def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
             "threads": legacy.threads, "bytes_total": legacy.bytes_total, "bytes_freed": legacy.bytes_freed}
 
 
-def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: census_mod.WriterFacts,
+def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: inventory.WriterFacts,
                legacy: LegacyEstimate | None = None) -> dict:
     live = [r for r in rows if r["state"] == "live"]
     to_convert = census["delta"] + census["delta_counters_only"] + census["migrated"] + census["inconsistent"]
@@ -205,14 +204,14 @@ def _window_start(hours: int) -> str:
 
 
 def summary_facts(rt: DashboardRuntime, fleet: int | None, bound: int
-                  ) -> tuple[dict[str, dict[str, int]] | None, census_mod.CadenceOutliers]:
+                  ) -> tuple[dict[str, dict[str, int]] | None, inventory.CadenceOutliers]:
     """What the audit derives from the thread summary alone, cached under the summary's version.
 
     ``storage_by_class`` (one ``GROUP BY`` on the summary: it answers the census, the per-mode
-    storage and the legacy estimate) and :func:`deerflow.census.cadence_outliers` (aggregates over
+    storage and the legacy estimate) and :func:`deerflow.inventory.census.cadence_outliers` (aggregates over
     ``dfa_thread_cadences``) cost a pass over 100k summary rows each at 100k threads. Both depend
     only on the summary tables, which change only in a transaction that bumps
-    :func:`deerflow.summary.version` (after the freshness check, which may refresh them first), so
+    :func:`deerflow.inventory.summary.version` (after the freshness check, which may refresh them first), so
     they are computed once per version per process (Django's cache, :data:`AUDIT_FACTS_TTL_S` at most)
     and always recomputed while the summary cannot be used (live aggregates follow no version).
 
@@ -229,7 +228,7 @@ def summary_facts(rt: DashboardRuntime, fleet: int | None, bound: int
     if version is not None and (hit := cache.get(key)) is not None:
         return hit
     by_class = inventory.storage_by_class(rt.saver) if has_sql_tables(rt.saver) else None
-    facts = (by_class, census_mod.cadence_outliers(rt.saver, fleet, bound))
+    facts = (by_class, inventory.cadence_outliers(rt.saver, fleet, bound))
     if version is not None and summary_table.version(rt.saver) == version:  # unchanged while we read
         cache.set(key, facts, AUDIT_FACTS_TTL_S)
     return facts
@@ -240,7 +239,7 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
     """Compute the whole audit now (registry, live check, census, cadences, writers, readiness).
 
     Reads the thread summary, its per-thread cadence facts and its per-thread write facts
-    by id bucket (:mod:`deerflow.summary.writes`; a few aggregate queries) and scans only
+    by id bucket (:mod:`deerflow.inventory.summary.writes`; a few aggregate queries) and scans only
     the first bucket (about 7 minutes) of the recent-writes window; never scans
     ``checkpoints`` as a whole, so the page can refresh every few seconds on a database of any size.
 
@@ -268,7 +267,7 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         summaries = thread_census(rt, with_threads=True)[1] if with_threads else []
     else:
         counts, summaries = thread_census(rt, with_threads=with_threads)
-    writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
+    writers = inventory.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
     storage = inventory.mode_totals(by_class) if by_class is not None else {}
     full_procs = [r["name"] for r in serving if r["state"] == "live" and r["mode"] == "full"]
     findings = (registry_findings(serving) + live_findings(live, rows, live_only)
@@ -279,7 +278,7 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
                                 "threads_differing_from_fleet": outliers.differs}
     threads = []
     if with_threads:
-        inferred = census_mod.infer_cadences(rt.saver, max_supersteps=bound)
+        inferred = inventory.infer_cadences(rt.saver, max_supersteps=bound)
         cadences["by_thread"] = {k: {"exact": v.exact, "lower_bound": v.lower_bound}
                                  for k, v in sorted(inferred.items())}
         threads = [{"thread_id": s.thread_id, "class": s.thread_class,

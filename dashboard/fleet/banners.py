@@ -26,7 +26,7 @@ from dashboard.fleet.processes import process_rows
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.errors import CheckpointModeReconfigurationError
-from deerflow.sqlread import has_sql_tables
+from deerflow.storage import has_sql_tables
 
 __all__ = ["BANNER_CODES", "CACHE_S", "Banner", "banners", "fleet_banners", "process_banners"]
 

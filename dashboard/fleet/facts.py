@@ -32,9 +32,10 @@ def package_versions() -> dict[str, str]:
 
 def max_supersteps() -> int:
     """LangGraph's ``DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT`` as this process sees it (count)."""
-    from deerflow._langgraph_compat import DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT
+    # Reading the bound imports LangGraph; only a heartbeat asks, never a web process's start-up.
+    from deerflow.convert import MAX_SUPERSTEPS
 
-    return int(DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT)
+    return int(MAX_SUPERSTEPS)
 
 
 def process_facts(rt: DashboardRuntime, *, role: str, queues: list[str] | None = None) -> dict[str, Any]:

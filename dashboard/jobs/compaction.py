@@ -20,8 +20,7 @@ from dashboard.fleet.models import ProcessRecord
 from dashboard.jobs.models import ThreadResult
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
-from deerflow.convert import ThreadReport, list_backups
-from deerflow.convert.compactor import compact_thread, dry_run_compact
+from deerflow.convert import ThreadReport, compact_thread, dry_run_compact, list_backups
 
 __all__ = ["CompactionTotals", "LegacyEstimate", "candidate_threads", "compact", "dry_run", "full_mode_processes",
            "legacy_estimate", "run_one", "totals"]

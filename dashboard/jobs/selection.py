@@ -25,7 +25,7 @@ from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import list_backups
-from deerflow.sqlread import has_sql_tables, reader_for
+from deerflow.storage import has_sql_tables, reader_for
 
 __all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "check_threads_exist",
            "filter_may_match", "missing_threads", "normalize", "resolve"]

@@ -18,9 +18,8 @@ from __future__ import annotations
 import os
 
 from dashboard.jobs.errors import ReadOnlyDatabase
-from deerflow.config.database_config import DatabaseConfig
-from deerflow.dialect import Dialect
-from deerflow.savers import sqlite_checkpoint_path
+from deerflow.config import DatabaseConfig
+from deerflow.storage import Dialect, sqlite_checkpoint_path
 
 __all__ = ["BACKUP_TABLES", "CHECKPOINT_TABLES", "check_can_write", "missing_privileges"]
 

@@ -7,14 +7,14 @@ The strict CSP allows no inline script or style, so the template draws
 stacked as checkpoint row / blobs / writes. The y axis is in bytes per
 checkpoint (ticks at 0, half the peak and the peak, in B/KB/MB), the x axis
 in checkpoint positions (oldest left); a mark above a bar says its bucket
-holds a delta snapshot (:attr:`deerflow.footprint.CheckpointBytes.snapshot`).
+holds a delta snapshot (:attr:`deerflow.inventory.footprint.CheckpointBytes.snapshot`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from deerflow.footprint import CheckpointBytes
+from deerflow.inventory import CheckpointBytes
 
 __all__ = ["MAX_BARS", "Bar", "Chart", "Tick", "bytes_chart", "human_bytes"]
 

@@ -1,7 +1,7 @@
 """What changed between two materialized checkpoints of a thread: messages by id, channels by value.
 
 Messages are matched by ``id`` and compared in the fixture manifest's
-canonical form (:func:`deerflow.digest.canonical_messages`: type, id, name,
+canonical form (:func:`deerflow.convert.digest.canonical_messages`: type, id, name,
 content, tool_call_id, tool calls). A message present only in the target is
 *added*, only in the base *removed*, in both with a different canonical form
 *changed*. A message without an id is matched by position. Channels other
@@ -19,7 +19,7 @@ from typing import Any
 
 from dashboard.threads.jsonify import jsonable
 from dashboard.threads.messages import MessageItem, message_item
-from deerflow.digest import canonical_messages
+from deerflow.convert import canonical_messages
 
 __all__ = ["ChannelChange", "StateDiff", "diff_values"]
 

@@ -3,7 +3,7 @@
 Each read checks config drift first (503), then reads through
 :class:`deerflow.reader.ThreadReader` (every gate and gap rule: the full-mode
 lineage gate's 409, the replay-gap 422, the replay rule) or
-:mod:`deerflow.inventory` (metadata only). What stays here is the
+:mod:`deerflow.inventory.listing` (metadata only). What stays here is the
 dashboard's own upkeep: a thread found gone leaves the summary table
 (:func:`dashboard.threads.storage.forget_vanished`), and the summary cache.
 """
@@ -16,16 +16,16 @@ from typing import Any
 
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads import storage
-from deerflow import inventory, namespaces
+from deerflow import inventory
 from deerflow.errors import ThreadNotFoundError
 from deerflow.reader import CheckpointRow, StateView, ThreadReader, messages_stored, pending_nodes
-from deerflow.reader.views import unknown_channels as _unknown_channels
+from deerflow.reader import unknown_channels as _unknown_channels
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
     CHECKPOINT_MODE_METADATA_KEY,
     COUNTERS_METADATA_KEY,
 )
-from deerflow.sqlread import has_sql_tables
+from deerflow.storage import has_sql_tables
 
 __all__ = [
     "CheckpointRow",
@@ -104,7 +104,7 @@ def read_history(
         return reader(rt).read_history(thread_id, limit=limit, before=before, checkpoint_ns=checkpoint_ns)
 
 
-def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[namespaces.Namespace]:
+def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[inventory.Namespace]:
     """The thread's checkpoint namespaces, root first (:meth:`ThreadReader.namespaces`).
 
     Returns:
@@ -117,7 +117,7 @@ def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[namespaces.N
         return reader(rt).namespaces(thread_id)
 
 
-def page_namespaces(rt: DashboardRuntime, thread_id: str) -> list[namespaces.Namespace]:
+def page_namespaces(rt: DashboardRuntime, thread_id: str) -> list[inventory.Namespace]:
     """The thread page's namespaces table: every namespace if the thread has a subgraph's, else ``[]``.
 
     The page shows the table only beside a subgraph namespace, and most threads have none: for them one
@@ -210,7 +210,7 @@ def head_digest(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -
     import socket
 
     from dashboard.errors import HANDLED, describe
-    from deerflow.digest import messages_sha256
+    from deerflow.convert import messages_sha256
 
     who = {"thread_id": thread_id, "mode": rt.mode, "snapshot_frequency": rt.snapshot_frequency,
            "host": socket.gethostname(), "pid": os.getpid()}
@@ -233,11 +233,11 @@ def thread_cadence(rt: DashboardRuntime, thread_id: str, *,
             a row that counts no checkpoint with LangGraph's counters has no cadence to infer (no query).
 
     Returns:
-        A :class:`deerflow.census.CadenceInference` (``exact`` cadences proven by
+        A :class:`deerflow.inventory.census.CadenceInference` (``exact`` cadences proven by
         snapshots, else a ``lower_bound``), or ``None`` for a thread without
         delta counters or on a saver without SQL tables.
     """
-    from deerflow.census import infer_cadences
+    from deerflow.inventory import infer_cadences
 
     if not has_sql_tables(rt.saver) or (summary is not None and summary.counters_count == 0):
         return None
@@ -246,9 +246,9 @@ def thread_cadence(rt: DashboardRuntime, thread_id: str, *,
 
 def count_threads(rt: DashboardRuntime, *, mode: str | None = None, thread_class: str | None = None,
                   q: str | None = None, **_page: Any) -> int | None:
-    """How many threads the list's filters match (:func:`deerflow.thread_count.count_threads`);
+    """How many threads the list's filters match (:func:`deerflow.inventory.thread_count.count_threads`);
     ``None`` on a saver without SQL tables. Paging and sort arguments are accepted and ignored."""
-    from deerflow.thread_count import count_threads as count
+    from deerflow.inventory import count_threads as count
 
     if not has_sql_tables(rt.saver):
         return None

@@ -1,6 +1,6 @@
 """Inventory-summary and storage services shared by the pages, the API, the command and the task.
 
-The thread list reads ``dfa_thread_summary`` (:mod:`deerflow.summary`); these
+The thread list reads ``dfa_thread_summary`` (:mod:`deerflow.inventory.summary`); these
 functions report how current it is, refresh it (the list page's "Refresh"
 button, ``manage.py refresh_inventory`` and the periodic Celery task all call
 :func:`refresh_inventory`), heal one thread's row from
@@ -16,9 +16,9 @@ from typing import Any
 
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads.charts import Chart, bytes_chart
-from deerflow import footprint, inventory
-from deerflow import summary as summary_table
-from deerflow.sqlread import has_sql_tables
+from deerflow import inventory
+from deerflow.inventory import summary as summary_table
+from deerflow.storage import has_sql_tables
 
 __all__ = ["REFRESH_LAG_S", "VERIFY_EVERY_S", "SummaryCache", "freshness", "heal_summary", "refresh_inventory",
            "storage_chart", "storage_totals", "summary_cache"]
@@ -115,7 +115,7 @@ def refresh_inventory(rt: DashboardRuntime, *, full: bool = False,
 
     The incremental form recomputes the threads touched since the watermark,
     rescanning :data:`REFRESH_LAG_S` behind it, then runs the count check
-    (:func:`deerflow.summary.refresh`) for rows written below the watermark:
+    (:func:`deerflow.inventory.summary.refresh`) for rows written below the watermark:
 
     * on demand (``periodic=False``: the list page's Refresh button, ``manage.py
       refresh_inventory``) every time, and missing rows turn the refresh into a
@@ -131,7 +131,7 @@ def refresh_inventory(rt: DashboardRuntime, *, full: bool = False,
         periodic: the beat's call (see above).
 
     Returns:
-        The :class:`deerflow.summary.RefreshReport`; ``kind="unavailable"`` (nothing done)
+        The :class:`deerflow.inventory.summary.RefreshReport`; ``kind="unavailable"`` (nothing done)
         for a role that may not write the summary or a saver without SQL tables.
     """
     if not has_sql_tables(rt.saver) or summary_table.access(rt.saver) != "write":
@@ -175,7 +175,7 @@ def storage_chart(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "")
     """The bytes-per-checkpoint chart of one namespace, or ``None`` (no rows, or no SQL tables)."""
     if not has_sql_tables(rt.saver):
         return None
-    return bytes_chart(footprint.checkpoint_bytes(rt.saver, thread_id, checkpoint_ns))
+    return bytes_chart(inventory.checkpoint_bytes(rt.saver, thread_id, checkpoint_ns))
 
 
 def storage_totals(rt: DashboardRuntime) -> dict[str, dict[str, Any]]:

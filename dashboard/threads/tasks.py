@@ -25,7 +25,7 @@ def materialize_head(thread_id: str, checkpoint_ns: str = "") -> dict:
 def refresh_summary(full: bool = False) -> dict:
     """Bring the thread summary up to date (the periodic beat entries; ``full``: the reconcile).
 
-    Returns :class:`deerflow.summary.RefreshReport` as a dict. Retried only for
+    Returns :class:`deerflow.inventory.summary.RefreshReport` as a dict. Retried only for
     a lost or refused Postgres connection; an overlapping run is skipped
     (``kind="skipped"``) rather than queued behind the lock. Rows found
     missing below the watermark are recorded, not rebuilt here

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.convert.storage import ConversionSession, open_session
-from deerflow.dialect import Dialect
 from deerflow.errors import DeerFlowError
-from deerflow.sqlread import table_exists
+from deerflow.storage.dialect import Dialect
+from deerflow.storage.sessions import ConversionSession, open_session
+from deerflow.storage.sqlread import table_exists
 
 __all__ = ["BackupInfo", "BackupNotFoundError", "copy_to_backup", "list_backups", "purge_backup", "restore_rows"]
 # ensure_whole_thread_tables is public for retention (deerflow.retention), not re-exported by deerflow.convert.

@@ -1,7 +1,7 @@
 """Full->delta compaction: rewrite a legacy full-mode thread as a delta-mode process would have stored it.
 
 The mirror image of :mod:`deerflow.convert.converter`, per thread in one
-transaction (:mod:`deerflow.convert.storage`):
+transaction (:mod:`deerflow.storage.sessions`):
 
 1. lock the thread and record its watermark (checkpoint count, newest id);
 2. read each namespace through the saver a page at a time and materialize
@@ -42,7 +42,6 @@ from typing import Any
 
 from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
 
-from deerflow.addressing import config_for
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.compact_plan import Decision, SnapshotPlanner, compacted_row, is_full_checkpoint
@@ -50,8 +49,9 @@ from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.integrity import IntegrityCheck, verify_against_langgraph
 from deerflow.convert.pipelined import PipelinedPuts
 from deerflow.convert.report import Abort, ThreadReport, record
-from deerflow.convert.storage import ConversionSession, open_session
 from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts
+from deerflow.storage.addressing import config_for
+from deerflow.storage.sessions import ConversionSession, open_session
 
 __all__ = ["compact_thread", "dry_run_compact"]
 

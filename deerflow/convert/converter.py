@@ -2,7 +2,7 @@
 
 The spec's remediation for a 409 ("materialize and convert its checkpoints
 before using full mode"), done per thread in one transaction
-(:mod:`deerflow.convert.storage`):
+(:mod:`deerflow.storage.sessions`):
 
 1. lock the thread and record its watermark (checkpoint count, newest id);
 2. read each namespace through the saver a page at a time
@@ -54,11 +54,11 @@ from deerflow.convert.reading import iter_checkpoints
 from deerflow.convert.report import STATUSES, ThreadReport
 from deerflow.convert.report import Abort as _Abort
 from deerflow.convert.report import record as _record
-from deerflow.convert.storage import ConversionSession, open_session
 from deerflow.convert.walk import Walk as _Walk
 from deerflow.convert.walk import check_watermark as _check_watermark
 from deerflow.convert.walk import run_attempts
 from deerflow.convert.walk import share_decoded_messages as _share_decoded_messages
+from deerflow.storage.sessions import ConversionSession, open_session
 
 __all__ = ["STATUSES", "ThreadReport", "convert_thread", "dry_run_thread", "revert_thread"]
 

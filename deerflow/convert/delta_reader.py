@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from deerflow.addressing import config_for
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+from deerflow.storage.addressing import config_for
 
 __all__ = ["delta_accessor", "read_digest"]
 
@@ -31,7 +31,7 @@ def read_digest(accessor: CheckpointStateAccessor, thread_id: str, ns: str, chec
                 digest: Callable[[list[Any]], str] = messages_sha256) -> tuple[str | None, str | None]:
     """``(messages_sha256, None)`` of one checkpoint read through ``accessor``, or ``(None, error)``.
 
-    ``digest`` computes :func:`~deerflow.digest.messages_sha256` (e.g. a caching
+    ``digest`` computes :func:`~deerflow.convert.digest.messages_sha256` (e.g. a caching
     :class:`~deerflow.convert.encoding.MessageDigester`). A reader that raises is
     reported, not propagated: ``error`` is ``"<Type>: <message>"``.
     """

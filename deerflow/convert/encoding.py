@@ -33,8 +33,8 @@ import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT, EXT_PYDANTIC_V2
 
 from deerflow._langgraph_compat import _DeltaSnapshot
+from deerflow.convert.digest import canonical_messages
 from deerflow.convert.shared_prefix import PrefixDecoder
-from deerflow.digest import canonical_messages
 
 __all__ = ["MessageDigester", "MessageEncoder", "RecordingSerializer", "SharingDecoder"]
 
@@ -176,7 +176,7 @@ class MessageEncoder:
 
 
 class MessageDigester:
-    """:func:`deerflow.digest.messages_sha256` with each message's canonical JSON made once.
+    """:func:`deerflow.convert.digest.messages_sha256` with each message's canonical JSON made once.
 
     ``json.dumps`` of a list with ``separators=(',', ':')`` is
     ``'[' + ','.join(items) + ']'``, so the digest is the same bytes, hashed

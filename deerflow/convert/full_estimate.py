@@ -9,8 +9,8 @@ from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_
 
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.full_rows import VersionPlan, rewritten
-from deerflow.convert.storage import ConversionSession
 from deerflow.convert.walk import Entry
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["Estimate"]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from deerflow.addressing import config_for
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.report import Abort
 from deerflow.convert.walk import Entry
-from deerflow.dialect import Dialect
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+from deerflow.storage.addressing import config_for
+from deerflow.storage.dialect import Dialect
 
 __all__ = ["VersionPlan", "needs_rewrite", "rewrites_version", "rewritten"]
 
@@ -73,7 +73,7 @@ class VersionPlan:
     ``branch:to:*`` channels, so ``next`` is unchanged).
 
     Args:
-        dialect: a :class:`~deerflow.dialect.Dialect` or its value (versions split only with a blob table).
+        dialect: a :class:`~deerflow.storage.dialect.Dialect` or its value (versions split only with a blob table).
     """
 
     def __init__(self, dialect: str):

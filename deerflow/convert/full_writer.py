@@ -17,17 +17,17 @@ import uuid
 from contextlib import AbstractContextManager
 from typing import Any
 
-from deerflow.addressing import config_for
 from deerflow.convert import backups
+from deerflow.convert.digest import messages_sha256
 from deerflow.convert.encoding import MessageEncoder, RecordingSerializer
 from deerflow.convert.full_rows import VersionPlan, rewrites_version, rewritten
 from deerflow.convert.pipelined import PipelinedPuts
 from deerflow.convert.report import Abort
-from deerflow.convert.storage import ConversionSession
 from deerflow.convert.walk import Entry
-from deerflow.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import checkpoint_metadata_uses_delta
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+from deerflow.storage.addressing import config_for
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["Writer"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from deerflow.convert.langgraph_rule import LangGraphRule, RuleRead, real_reads, sample_points
 from deerflow.convert.report import Abort
-from deerflow.convert.storage import ConversionSession
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["SAMPLE_SPREAD", "IntegrityCheck", "verify_against_langgraph"]
 

@@ -39,7 +39,7 @@ from deerflow._langgraph_compat import MISSING, _delta_channels_to_replay
 from deerflow.convert.delta_reader import delta_accessor, read_digest
 from deerflow.convert.onepass import SharedPrefix
 from deerflow.convert.reading import iter_session_checkpoints
-from deerflow.convert.storage import ConversionSession
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["LangGraphRule", "RuleRead", "real_reads", "sample_points"]
 
@@ -52,7 +52,7 @@ class RuleRead:
 
     Attributes:
         checkpoint_ns, checkpoint_id: the checkpoint.
-        digest: :func:`~deerflow.digest.messages_sha256` of its ``messages`` value;
+        digest: :func:`~deerflow.convert.digest.messages_sha256` of its ``messages`` value;
             ``None`` when the reader would fail (then ``error`` says why).
         error: ``"<Type>: <message>"`` of the failure, else ``None``.
     """

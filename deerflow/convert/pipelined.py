@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from deerflow.convert.storage import ConversionSession
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["PipelinedPuts"]
 

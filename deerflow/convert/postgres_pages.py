@@ -4,10 +4,8 @@ LangGraph's ``PostgresSaver.list`` selects each checkpoint with its blobs and
 pending writes packed by ``array_agg(array[...])`` on the server (one array
 per checkpoint, each blob copied into it again for every checkpoint naming it). For a
 full-mode thread, where every checkpoint's ``messages`` blob is the whole list,
-building those arrays costs the server about three times reading the rows
-themselves (measured 2026-12-05 on a 1,000-turn full thread, 497 MB of
-``messages`` blobs: the list query 3.25 s, the same blobs selected plainly
-0.83 s). :func:`iter_postgres_checkpoints` reads each page with one statement
+building those arrays costs the server several times reading the rows
+themselves (``docs/scale.md`` has the figures). :func:`iter_postgres_checkpoints` reads each page with one statement
 returning plain rows (the checkpoint rows with their ``channel_versions`` in
 ``jsonb_each_text`` order; the distinct blobs those versions name, once each;
 the pending writes), with every name cast to ``bytea`` as LangGraph's query

@@ -53,7 +53,7 @@ def iter_session_checkpoints(session: Any, thread_id: str, checkpoint_ns: str, *
     about a third of the server time for rows holding whole message lists).
 
     Args:
-        session: a :class:`~deerflow.convert.storage.ConversionSession` (its saver, connection and dialect).
+        session: a :class:`~deerflow.storage.sessions.ConversionSession` (its saver, connection and dialect).
         thread_id, checkpoint_ns, page_size: as :func:`iter_checkpoints`.
 
     Yields:

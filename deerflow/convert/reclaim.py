@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.dialect import Dialect
-from deerflow.savers import sqlite_checkpoint_path
+from deerflow.storage.dialect import Dialect
+from deerflow.storage.savers import sqlite_checkpoint_path
 
 __all__ = ["LANGGRAPH_TABLES", "ReclaimReport", "database_sizes", "reclaim_space"]
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from deerflow.addressing import config_for
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.encoding import MessageDigester, SharingDecoder
 from deerflow.convert.onepass import (
@@ -26,7 +25,8 @@ from deerflow.convert.onepass import (
 )
 from deerflow.convert.reading import iter_checkpoints, iter_session_checkpoints
 from deerflow.convert.report import Abort, ThreadReport, record
-from deerflow.convert.storage import ConversionSession, open_session
+from deerflow.storage.addressing import config_for
+from deerflow.storage.sessions import ConversionSession, open_session
 
 __all__ = ["Entry", "Walk", "check_watermark", "config_for", "run_attempts", "share_decoded_messages"]
 
@@ -203,7 +203,7 @@ def run_attempts(database: DatabaseConfig, thread_id: str,
     """Run one rewrite of a thread in its own write session, again while new checkpoints keep arriving.
 
     Each attempt gets a fresh :class:`ThreadReport` (``attempts`` = its number)
-    and a fresh session (:func:`deerflow.convert.storage.open_session`, rolled
+    and a fresh session (:func:`deerflow.storage.sessions.open_session`, rolled
     back unless ``once`` commits). An :class:`Abort` is recorded on the report;
     only ``changed_during_conversion`` (:func:`check_watermark`) is retried.
 

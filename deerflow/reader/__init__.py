@@ -5,7 +5,20 @@
 * :mod:`deerflow.reader.reader` -- :class:`ThreadReader`, the read path itself.
 """
 
+from deerflow.reader.blobcheck import Undecodable, decode_error_for, find_undecodable
+from deerflow.reader.lineage_gate import lineage_has_delta_evidence
 from deerflow.reader.reader import ThreadReader
-from deerflow.reader.views import CheckpointRow, StateView, messages_stored, pending_nodes
+from deerflow.reader.views import CheckpointRow, StateView, messages_stored, pending_nodes, unknown_channels
 
-__all__ = ["CheckpointRow", "StateView", "ThreadReader", "messages_stored", "pending_nodes"]
+__all__ = [
+    "CheckpointRow",
+    "StateView",
+    "ThreadReader",
+    "Undecodable",
+    "decode_error_for",
+    "find_undecodable",
+    "lineage_has_delta_evidence",
+    "messages_stored",
+    "pending_nodes",
+    "unknown_channels",
+]

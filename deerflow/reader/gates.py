@@ -2,11 +2,11 @@
 
 * :func:`gate_lineage` -- a full-mode process refuses (409) a checkpoint
   whose own marker or any ancestor's carries delta evidence, stricter than
-  the spec's head-only gate (issue 3, item 6).
+  the spec's head-only gate (LangGraph drops the counters on snapshot checkpoints).
 * :class:`Branches` and :func:`replay_rule` -- where the stored shape lets
   LangGraph's reader and the replay rule read a delta checkpoint's
   ``messages`` differently (sibling forks, ``input`` children:
-  :mod:`deerflow.readercompare`), the replay rule's value and a
+  :mod:`deerflow.reader.compare`), the replay rule's value and a
   ``reader_disagreement`` finding; sibling forks whose writes nothing
   attributes raise :class:`~deerflow.errors.BranchAmbiguousError`.
 """
@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from deerflow import inventory
-from deerflow.addressing import config_for
 from deerflow.errors import MISMATCH_MESSAGE, BranchAmbiguousError, CheckpointModeMismatchError
-from deerflow.lineage import ReplayChain, branch_points, replay_chain, replay_chains
-from deerflow.readercompare import REASONS, needs_comparison, replay_reading
+from deerflow.reader.compare import REASONS, needs_comparison, replay_reading
+from deerflow.reader.lineage import ReplayChain, branch_points, replay_chain, replay_chains
+from deerflow.reader.lineage_gate import lineage_has_delta_evidence
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_DELTA, checkpoint_metadata_uses_delta
-from deerflow.sqlread import has_sql_tables
+from deerflow.storage.addressing import config_for
+from deerflow.storage.sqlread import has_sql_tables
 
 __all__ = ["Branches", "gate_lineage", "lineage_is_delta", "replay_chain_for",
            "replay_chains_for", "replay_rule"]
@@ -31,11 +31,11 @@ __all__ = ["Branches", "gate_lineage", "lineage_is_delta", "replay_chain_for",
 def lineage_is_delta(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
     """True when the checkpoint or any ancestor carries delta evidence (marker or LangGraph's counters).
 
-    SQL savers: one recursive query (:func:`deerflow.inventory.lineage_has_delta_evidence`); a saver
+    SQL savers: one recursive query (:func:`deerflow.reader.lineage_gate.lineage_has_delta_evidence`); a saver
     without SQL tables (``InMemorySaver``): the parent chain walked through ``get_tuple``, a cycle ending it.
     """
     if has_sql_tables(saver):
-        return inventory.lineage_has_delta_evidence(saver, thread_id, checkpoint_ns, checkpoint_id)
+        return lineage_has_delta_evidence(saver, thread_id, checkpoint_ns, checkpoint_id)
     config: dict[str, Any] | None = config_for(thread_id, checkpoint_ns, checkpoint_id)
     seen: set[str] = set()
     while config is not None:
@@ -88,7 +88,7 @@ class Branches:
         self._found: frozenset[str] | None = None
 
     def get(self) -> frozenset[str]:
-        """The branch points (:func:`deerflow.lineage.branch_points`), cached."""
+        """The branch points (:func:`deerflow.reader.lineage.branch_points`), cached."""
         if self._found is None:
             self._found = branch_points(self.saver, self.thread_id, self.ns, self.among)
         return self._found

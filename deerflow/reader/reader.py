@@ -24,9 +24,8 @@ from typing import Any
 
 from langgraph.types import StateSnapshot
 
-from deerflow import inventory, namespaces
+from deerflow import inventory
 from deerflow._langgraph_compat import _DeltaSnapshot
-from deerflow.addressing import config_for
 from deerflow.errors import (
     MISMATCH_MESSAGE,
     BranchAmbiguousError,
@@ -36,9 +35,6 @@ from deerflow.errors import (
     ReducerError,
     ThreadNotFoundError,
 )
-from deerflow.history_values import derive_messages
-from deerflow.lineage import ReplayChain
-from deerflow.prefetch import reuse_tuple
 from deerflow.reader.gates import (
     Branches,
     gate_lineage,
@@ -46,6 +42,10 @@ from deerflow.reader.gates import (
     replay_chains_for,
     replay_rule,
 )
+from deerflow.reader.history_values import derive_messages
+from deerflow.reader.lineage import ReplayChain
+from deerflow.reader.prefetch import reuse_tuple
+from deerflow.reader.replaycheck import find_reducer_failure
 from deerflow.reader.views import (
     CheckpointRow,
     StateView,
@@ -55,10 +55,10 @@ from deerflow.reader.views import (
     unknown_channels,
     unwrap_overwrites,
 )
-from deerflow.replaycheck import find_reducer_failure
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_DELTA, checkpoint_metadata_uses_delta
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.sqlread import has_sql_tables
+from deerflow.storage.addressing import config_for
+from deerflow.storage.sqlread import has_sql_tables
 
 __all__ = ["ThreadReader"]
 
@@ -101,8 +101,8 @@ class ThreadReader:
             raise ThreadNotFoundError(thread_id)
         raise CheckpointNotFoundError(thread_id, checkpoint_id, checkpoint_ns)
 
-    def namespaces(self, thread_id: str) -> list[namespaces.Namespace]:
-        """The thread's checkpoint namespaces, root first (:func:`deerflow.namespaces.thread_namespaces`).
+    def namespaces(self, thread_id: str) -> list[inventory.Namespace]:
+        """The thread's checkpoint namespaces, root first (:func:`deerflow.inventory.thread_namespaces`).
 
         Returns:
             The namespaces; ``[]`` on a saver without SQL tables (``InMemorySaver``).
@@ -112,18 +112,18 @@ class ThreadReader:
         """
         if not has_sql_tables(self.saver):
             return []
-        found = namespaces.thread_namespaces(self.saver, thread_id)
+        found = inventory.thread_namespaces(self.saver, thread_id)
         if not found:
             raise ThreadNotFoundError(thread_id)
         return found
 
     def has_subgraphs(self, thread_id: str) -> bool:
-        """Whether the thread has a subgraph namespace (:func:`deerflow.namespaces.has_subgraph_namespaces`).
+        """Whether the thread has a subgraph namespace (:func:`deerflow.inventory.has_subgraph_namespaces`).
 
         One primary-key probe, however long the thread. ``False`` on a saver without
         SQL tables, and for a thread with no checkpoints (no error: ask :meth:`namespaces`).
         """
-        return has_sql_tables(self.saver) and namespaces.has_subgraph_namespaces(self.saver, thread_id)
+        return has_sql_tables(self.saver) and inventory.has_subgraph_namespaces(self.saver, thread_id)
 
     # -- materializing ----------------------------------------------------
     def materialize(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
@@ -231,7 +231,7 @@ class ThreadReader:
             head_id = head.config["configurable"]["checkpoint_id"]
             gate_lineage(self.saver, self.mode, thread_id, checkpoint_ns, head_id)
         # Oldest first: each row's value and lineage follow from its parent's row when that is on the page
-        # (deerflow.history_values); a row that does not follow plainly is read as before.
+        # (deerflow.reader.history_values); a row that does not follow plainly is read as before.
         known: dict[str, tuple[Any, list[Any] | None]] = {}  # id -> (tuple, LangGraph's reading of messages)
         branches = Branches(self.saver, thread_id, checkpoint_ns)
         chains = replay_chains_for(self.saver, self.mode, thread_id, checkpoint_ns,

@@ -36,7 +36,7 @@ class StateView:
             channel's stored value was an ``Overwrite`` wrapper (any of LangGraph's
             three forms); ``values`` holds its payload; ``reader_disagreement``: LangGraph's
             reader reads this checkpoint's ``messages`` differently from the replay rule
-            shown (also ``reason`` (a :data:`deerflow.readercompare.REASONS` key),
+            shown (also ``reason`` (a :data:`deerflow.reader.compare.REASONS` key),
             ``message_count``, ``langgraph_message_count``).
         pending_writes: the raw tuple's ``pending_writes`` as the saver returned them
             (``[(task_id, channel, value)]``; what :func:`dashboard.threads.writes.pending_writes`
@@ -62,10 +62,10 @@ class CheckpointRow:
     ``message_count`` is ``None`` when the checkpoint's messages cannot be
     reconstructed; ``problem`` then says why, with the error code its state
     read answers: ``history_incomplete`` (a delta replay chain with a missing
-    link: see :mod:`deerflow.lineage`), ``reducer_error`` (a stored write
-    the reducer refuses: see :mod:`deerflow.replaycheck`) or
-    ``branch_ambiguous`` (sibling forks' writes: see :mod:`deerflow.readercompare`).
-    ``disagreement`` (a :data:`deerflow.readercompare.REASONS` key) and
+    link: see :mod:`deerflow.reader.lineage`), ``reducer_error`` (a stored write
+    the reducer refuses: see :mod:`deerflow.reader.replaycheck`) or
+    ``branch_ambiguous`` (sibling forks' writes: see :mod:`deerflow.reader.compare`).
+    ``disagreement`` (a :data:`deerflow.reader.compare.REASONS` key) and
     ``langgraph_message_count`` are set where LangGraph's reader counts
     differently from ``message_count`` (the replay rule's).
     """

@@ -38,17 +38,17 @@ from typing import Any
 from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
+from deerflow.convert.digest import messages_sha256
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.report import ThreadReport
-from deerflow.convert.storage import open_session
 from deerflow.convert.walk import Walk
-from deerflow.digest import messages_sha256
 from deerflow.retention.plan import Node, Plan, plan_keep_last, plan_safe_only
 from deerflow.retention.reading import read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, needs_rebase, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.store import MemoryStore, SqlStore
-from deerflow.savers import sqlite_checkpoint_path
+from deerflow.storage.savers import sqlite_checkpoint_path
+from deerflow.storage.sessions import open_session
 
 
 def _no_rewrite(_tup, _value) -> bool:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from deerflow.addressing import config_for
-from deerflow.digest import channels_sha256, messages_sha256
+from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+from deerflow.storage.addressing import config_for
 
 __all__ = ["Reading", "config_for", "langgraph_reader", "read_through_langgraph"]
 

@@ -7,9 +7,9 @@ import time
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.report import ThreadReport
-from deerflow.convert.storage import open_session
 from deerflow.convert.walk import Walk
 from deerflow.retention.report import PruneReport
+from deerflow.storage.sessions import open_session
 
 
 def _no_rewrite(_tup, _value) -> bool:

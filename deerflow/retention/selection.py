@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.convert.storage import open_session
-from deerflow.sqlread import checkpoint_time
+from deerflow.storage.sessions import open_session
+from deerflow.storage.sqlread import checkpoint_time
 
 __all__ = ["select_threads"]
 

@@ -3,7 +3,7 @@
 Retention reads through the saver (``list``) and the one-pass walk; what it
 changes it changes here, inside one transaction per thread:
 
-* :class:`SqlStore` -- a :class:`~deerflow.convert.storage.ConversionSession`
+* :class:`SqlStore` -- a :class:`~deerflow.storage.sessions.ConversionSession`
   (SQLite or Postgres; the same per-thread lock and watermark as conversion).
   Deletes follow LangGraph's ``prune``: writes rows go by the checkpoints
   deleted (a run may save a superstep's writes before its checkpoint, so
@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from deerflow.convert.storage import ConversionSession
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["MemorySession", "MemoryStore", "SqlStore"]
 

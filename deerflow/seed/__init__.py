@@ -22,7 +22,7 @@ Thread ids depend on the seed alone (a UUIDv4 sequence drawn from it). Before
 writing anything, every id is looked up (one query per 900 ids): an id that
 already has checkpoints raises :class:`ThreadExistsError`, so a second run with
 the same seed never merges a copy into the first run's threads. When the
-database's thread summary (:mod:`deerflow.summary`) is built, each batch also
+database's thread summary (:mod:`deerflow.inventory.summary`) is built, each batch also
 recomputes the summary rows of exactly its threads in the batch's own
 transaction: seeded ids are older than the summary's watermark, so a
 watermark refresh would never see them.
@@ -49,9 +49,23 @@ from deerflow.seed.plan import (
     SeedReport,
     ThreadExistsError,
 )
-from deerflow.seed.run import _thread_ids as _thread_ids  # tests draw the ids a seed writes
 from deerflow.seed.run import describe_database, seed_threads
-from deerflow.seed.target import SeedTargetError, check_target
+from deerflow.seed.target import SUMMARY_TABLES, SeedTargetError, analyze, check_target
 
-__all__ = ["MAX_TEMPLATES", "MAX_THREADS", "MAX_TURNS", "MODES", "SeedInterrupted", "SeedPlan", "SeedReport",
-           "SeedTargetError", "SeededThread", "ThreadExistsError", "check_target", "describe_database", "seed_threads"]
+__all__ = [
+    "MAX_TEMPLATES",
+    "MAX_THREADS",
+    "MAX_TURNS",
+    "MODES",
+    "SUMMARY_TABLES",
+    "SeedInterrupted",
+    "SeedPlan",
+    "SeedReport",
+    "SeedTargetError",
+    "SeededThread",
+    "ThreadExistsError",
+    "analyze",
+    "check_target",
+    "describe_database",
+    "seed_threads",
+]

@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from deerflow.dialect import Dialect
 from deerflow.seed.ids import clock_seq_of, iso_ts, uuid6_at
 from deerflow.seed.template import Template
+from deerflow.storage.dialect import Dialect
 
 __all__ = ["CloneSpec", "PostgresBatch", "PreparedTemplate", "STEP_GAP_US", "SqliteBatch"]
 

@@ -11,15 +11,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.dialect import Dialect
-from deerflow.savers import open_checkpointer, sqlite_checkpoint_path
+from deerflow.inventory.summary import access as summary_access
 from deerflow.seed.load import CloneSpec, PreparedTemplate
 from deerflow.seed.plan import SeedInterrupted, SeedPlan, SeedReport, ThreadExistsError
 from deerflow.seed.target import analyze, check_target, loaded_tables
 from deerflow.seed.template import Template, record_template
 from deerflow.seed.writer import _BATCH_BYTES, _account, _new_batch, _sample, _Writer
-from deerflow.sqlread import Tx, reader_for, table_exists
-from deerflow.summary import access as summary_access
+from deerflow.storage.dialect import Dialect
+from deerflow.storage.savers import open_checkpointer, sqlite_checkpoint_path
+from deerflow.storage.sqlread import Tx, reader_for, table_exists
 
 __all__ = ["describe_database", "seed_threads"]
 

@@ -30,11 +30,11 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from deerflow.dialect import Dialect
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
 from deerflow.seed.ids import TaskIdRecorder
 from deerflow.seed.script import ScriptedAgent, plan_turns
+from deerflow.storage.dialect import Dialect
 
 __all__ = ["KINDS", "TEMPLATE_THREAD_ID", "Template", "TurnRows", "postgres_scratch", "record_template"]
 

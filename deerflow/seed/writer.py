@@ -10,12 +10,12 @@ from collections import Counter
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.dialect import Dialect
+from deerflow.inventory.summary.rows import recompute
 from deerflow.seed.load import CloneSpec, PostgresBatch, SqliteBatch
 from deerflow.seed.plan import SeededThread, SeedReport
 from deerflow.seed.template import Template
-from deerflow.sqlread import SqlReader, Tx
-from deerflow.summary.rows import recompute
+from deerflow.storage.dialect import Dialect
+from deerflow.storage.sqlread import SqlReader, Tx
 
 __all__: list[str] = []
 
@@ -51,7 +51,7 @@ class _Writer:
     the two keeps both busy. At most one batch waits. An error in the writer
     is re-raised by the next :meth:`submit` or on exit. With a ``summary``
     reader, each transaction also recomputes the summary rows of the batch's
-    threads (:func:`deerflow.summary.rows.recompute`) before committing.
+    threads (:func:`deerflow.inventory.summary.rows.recompute`) before committing.
     Leaving the block, even on an exception (Ctrl-C), first commits every
     batch submitted (at most two: the one being written and the one
     waiting); :attr:`committed` counts what committed.

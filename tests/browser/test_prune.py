@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests.browser.test_browser import (  # noqa: F401  (browser is a fixture)
     PASSWORD,
     USERNAME,

@@ -96,7 +96,7 @@ def test_replay_depth_quantiles_match_the_thread_lists_depths(served):
 
 
 def test_summary_age_is_seconds_since_the_last_refresh(served):
-    from deerflow import summary
+    from deerflow.inventory import summary
 
     summary.refresh(served.saver)
     age = _scrape()["deerflow_summary_age_seconds"][()]
@@ -125,7 +125,7 @@ def test_config_drift_counts_processes_per_kind_and_reports_every_kind(served, d
 
 
 def test_depth_quantiles_are_nearest_rank():
-    from deerflow.summary.stats import depth_quantiles
+    from deerflow.inventory.summary.stats import depth_quantiles
 
     assert depth_quantiles({}) == {}
     assert depth_quantiles({0: 5, 3: 4, 9: 1}) == {0.5: 0, 0.9: 3, 0.99: 9, 1.0: 9}

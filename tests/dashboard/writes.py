@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 
 
 def _agent(state) -> dict:

@@ -36,16 +36,16 @@ def _defined_exceptions() -> dict[str, type[BaseException]]:
 
 def test_the_walk_finds_the_package_errors():
     found = _defined_exceptions()
-    # The walk reaches subpackages: these live in deerflow.convert, deerflow.seed and deerflow.cursors.
+    # The walk reaches subpackages: these live in deerflow.convert, deerflow.seed and deerflow.inventory.cursors.
     for name in ("deerflow.convert.backups.BackupNotFoundError", "deerflow.seed.plan.ThreadExistsError",
-                 "deerflow.seed.target.SeedTargetError", "deerflow.cursors.InvalidCursorError",
+                 "deerflow.seed.target.SeedTargetError", "deerflow.inventory.cursors.InvalidCursorError",
                  "deerflow.errors.StorageError"):
         assert name in found
 
 
 #: Outside the tree by design (drawn in deerflow.errors' docstring with the reason).
 BY_DESIGN = {
-    "deerflow.pool.ServerUnreachable": "a psycopg_pool.PoolTimeout, as LangGraph's saver callers expect",
+    "deerflow.storage.pool.ServerUnreachable": "a psycopg_pool.PoolTimeout, as LangGraph's saver callers expect",
     "deerflow.seed.plan.SeedInterrupted": "a KeyboardInterrupt, which except Exception must not catch",
 }
 
@@ -58,8 +58,8 @@ def test_every_public_deerflow_exception_is_a_deerflow_error():
 
 
 def test_the_pool_outage_reaches_reader_callers_in_the_tree():
-    from deerflow.pool import ServerUnreachable
-    from deerflow.storage_errors import translated
+    from deerflow.storage.driver_errors import translated
+    from deerflow.storage.pool import ServerUnreachable
 
     unreachable = ServerUnreachable("no connection", "Connection refused")
     with pytest.raises(StorageUnavailableError) as caught, translated():
@@ -88,7 +88,7 @@ def test_the_docstring_draws_every_public_exception():
     (psycopg.errors.UndefinedTable('relation "checkpoints" does not exist'), StorageQueryError),
 ])
 def test_driver_errors_are_translated_by_kind(driver_error, expected):
-    from deerflow.storage_errors import translated
+    from deerflow.storage.driver_errors import translated
 
     with pytest.raises(StorageError) as caught, translated():
         raise driver_error
@@ -100,7 +100,7 @@ def test_driver_errors_are_translated_by_kind(driver_error, expected):
 def test_a_real_sqlite_error_leaves_the_reader_translated(tmp_path):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deerflow.sqlread import reader_for
+    from deerflow.storage.sqlread import reader_for
 
     conn = sqlite3.connect(tmp_path / "deerflow.db", check_same_thread=False)
     try:
@@ -115,7 +115,7 @@ def test_a_real_sqlite_error_leaves_the_reader_translated(tmp_path):
 def test_a_memory_saver_has_no_sql_tables():
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from deerflow.sqlread import has_sql_tables, reader_for
+    from deerflow.storage.sqlread import has_sql_tables, reader_for
 
     saver = InMemorySaver()
     assert has_sql_tables(saver) is False

@@ -1,4 +1,4 @@
-"""The layers import one way: ``benchmarks`` -> ``dashboard`` -> ``deerflow``, never back (issue 17)."""
+"""The layers import one way: ``benchmarks`` -> ``dashboard`` -> ``deerflow``, never back; the dashboard sees faces."""
 
 from __future__ import annotations
 
@@ -166,11 +166,56 @@ def test_every_deerflow_module_imports_without_django():
     assert django_modules == "[]"
 
 
+# -- the dashboard sees deerflow through its packages' faces ------------------------
+#: DeerFlow's own module paths (the spec fixes them): public modules, imported as DeerFlow imports them.
+DEERFLOW_MODULE_PATHS = ("deerflow.agents.thread_state", "deerflow.runtime.checkpoint_mode",
+                         "deerflow.runtime.checkpoint_state", "deerflow.errors")
+
+
+def _face_offenders(path: Path) -> list[str]:
+    """Each import of ``path`` that reaches past a deerflow package's ``__all__`` (or into a private module)."""
+    import importlib
+
+    offenders = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            offenders += [f"import {a.name}" for a in node.names if a.name.startswith("deerflow")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "deerflow":
+            module = importlib.import_module(node.module or "")
+            is_face = hasattr(module, "__path__") and not any(p.startswith("_") for p in module.__name__.split("."))
+            for alias in node.names:
+                if node.module == "deerflow":
+                    ok = f"deerflow.{alias.name}" in DEERFLOW_MODULE_PATHS or (
+                        not alias.name.startswith("_") and (REPO / "deerflow" / alias.name / "__init__.py").exists())
+                elif node.module in DEERFLOW_MODULE_PATHS:
+                    ok = alias.name in module.__all__
+                else:
+                    ok = is_face and alias.name in module.__all__
+                if not ok:
+                    offenders.append(f"from {node.module} import {alias.name}")
+    return [f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name}: {o}" for o in offenders]
+
+
+def test_the_dashboard_imports_only_the_public_names_of_deerflow_packages():
+    """``from deerflow.<package> import <name in its __all__>``; DeerFlow's own module paths; nothing private."""
+    offenders = sorted(o for path in (REPO / "dashboard").rglob("*.py") for o in _face_offenders(path))
+    assert offenders == []
+
+
+def test_the_face_check_catches_a_private_module_and_an_unlisted_name(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from deerflow.storage.sqlread import reader_for\nfrom deerflow._langgraph_compat import MISSING\n"
+                     "from deerflow.storage import Dialect\nfrom deerflow.inventory import listing\n")
+    assert [o.split(": ", 1)[1] for o in _face_offenders(probe)] == [
+        "from deerflow.storage.sqlread import reader_for", "from deerflow._langgraph_compat import MISSING",
+        "from deerflow.inventory import listing"]
+
+
 # -- the read path stays in deerflow once it enters it -------------------------
-#: The modules holding the rules of reading a stored thread; only :mod:`deerflow.reader` (and deerflow's
-#: own rewrites) call them, so a thread id handed to the reader never climbs back up into the dashboard.
-READ_RULES = ("deerflow.lineage", "deerflow.readercompare", "deerflow.replaycheck", "deerflow.prefetch",
-              "deerflow.history_values", "deerflow.lineage_gate")
+#: The modules holding the rules of reading a stored thread; only :class:`deerflow.reader.ThreadReader` (and
+#: deerflow's own rewrites) call them, so a thread id handed to the reader never climbs back up into the dashboard.
+READ_RULES = ("deerflow.reader.lineage", "deerflow.reader.compare", "deerflow.reader.replaycheck",
+              "deerflow.reader.prefetch", "deerflow.reader.history_values", "deerflow.reader.lineage_gate")
 
 
 def test_the_dashboard_reads_threads_through_the_reader_not_the_read_rules():
@@ -179,4 +224,4 @@ def test_the_dashboard_reads_threads_through_the_reader_not_the_read_rules():
                        for edge in _edges(name, path, modules) if edge in READ_RULES)
     assert offenders == []
     reader_edges = _edges("deerflow.reader.reader", modules["deerflow.reader.reader"], modules)
-    assert {"deerflow.prefetch", "deerflow.replaycheck", "deerflow.history_values"} <= reader_edges
+    assert {"deerflow.reader.prefetch", "deerflow.reader.replaycheck", "deerflow.reader.history_values"} <= reader_edges

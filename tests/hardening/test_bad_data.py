@@ -27,9 +27,9 @@ import psycopg
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.lineage import find_lineage_gap
-from deerflow.savers import open_checkpointer
-from deerflow.sqlread import reader_for
+from deerflow.reader.lineage import find_lineage_gap
+from deerflow.storage.savers import open_checkpointer
+from deerflow.storage.sqlread import reader_for
 from tests.backends import BACKENDS
 from tests.dashboard.html import parse
 

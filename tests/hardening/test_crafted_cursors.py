@@ -18,7 +18,7 @@ import pytest
 
 from benchmarks.naive_list import list_threads_naive
 from deerflow import inventory
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests.backends import BACKENDS
 from tests.dashboard.html import parse
 

@@ -24,8 +24,8 @@ from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
 from deerflow import convert
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.pool import ServerUnreachable
-from deerflow.savers import open_checkpointer
+from deerflow.storage.pool import ServerUnreachable
+from deerflow.storage.savers import open_checkpointer
 from tests import fixtures_real
 from tests.hardening.private_postgres import PrivatePostgres
 from tests.integration.helpers import REPO_ROOT, wait_until

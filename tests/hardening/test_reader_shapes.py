@@ -29,8 +29,8 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.base.id import uuid6
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.lineage import find_lineage_gap
-from deerflow.replaycheck import find_reducer_failure
+from deerflow.reader.lineage import find_lineage_gap
+from deerflow.reader.replaycheck import find_reducer_failure
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 from tests import fixtures_real
 from tests.backends import BACKENDS

@@ -13,7 +13,7 @@ import pytest
 
 from dashboard.outages import describe_outage, is_outage
 from deerflow.errors import StorageQueryError, StorageUnavailableError
-from deerflow.sqlread import Tx
+from deerflow.storage.sqlread import Tx
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from typing import Any
 import psycopg
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests import fixtures_real

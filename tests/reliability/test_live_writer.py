@@ -34,7 +34,7 @@ from langgraph.graph import END, START, StateGraph
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import convert_thread
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, inject_checkpoint_mode
 from tests.deerflow.convert.support import config_for, execute, messages_at, open_saver, readings
 from tests.reliability.support import metadata_of

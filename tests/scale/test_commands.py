@@ -11,7 +11,8 @@ from django.core.management import CommandError, call_command
 
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import open_checkpointer
+from deerflow.storage import reader_for
+from deerflow.storage.savers import open_checkpointer
 from tests.backends import BACKENDS
 from tests.configs import write_config
 from tests.dashboard.html import parse
@@ -87,7 +88,7 @@ def _api_ids(client) -> set[str]:
 
 
 def _count(saver) -> int:
-    return int(inventory.reader_for(saver).query("SELECT COUNT(*) AS n FROM checkpoints")[0]["n"])
+    return int(reader_for(saver).query("SELECT COUNT(*) AS n FROM checkpoints")[0]["n"])
 
 
 SEED_7 = ["seed_threads", "--threads", "5", "--turns-min", "1", "--turns-max", "3", "--mode", "delta",
@@ -97,7 +98,7 @@ SEED_7 = ["seed_threads", "--threads", "5", "--turns-min", "1", "--turns-max", "
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_seeding_below_the_watermark_lists_every_seeded_thread_and_refuses_a_second_run(
         backend, request, tmp_path, settings, runtime_for, staff_client):
-    from deerflow import summary
+    from deerflow.inventory import summary
 
     database = request.getfixturevalue(f"{backend}_fixture_db_rw")
     settings.DEER_FLOW_CONFIG_PATH = str(write_config(tmp_path / "config.yaml", database, "delta", 10))
@@ -114,7 +115,7 @@ def test_seeding_below_the_watermark_lists_every_seeded_thread_and_refuses_a_sec
         listed = {s.thread_id for s in walk(saver, limit=7)}
         seeded_ids = listed - fixture_ids
         assert len(listed) == 33 and len(seeded_ids) == 5
-        marks = inventory.reader_for(saver).query(
+        marks = reader_for(saver).query(
             f"SELECT MAX(checkpoint_id) AS m FROM checkpoints WHERE thread_id IN ({', '.join('?' * 5)})",
             sorted(seeded_ids))
         assert marks[0]["m"] < summary.freshness(saver).watermark  # the case a watermark refresh cannot see

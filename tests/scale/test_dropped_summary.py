@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from deerflow import inventory
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests.backends import BACKENDS
 from tests.scale.conftest import walk
 from tests.scale.test_summary import _run_turns

@@ -21,15 +21,15 @@ import psycopg
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.savers import open_checkpointer
 from deerflow.seed import SeedPlan, seed_threads
 from deerflow.seed.ids import clock_seq_of, unix_us_of, uuid6_at
 from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
 from deerflow.seed.script import ScriptedAgent
 from deerflow.seed.template import record_template
-from deerflow.sqlread import checkpoint_time
+from deerflow.storage.savers import open_checkpointer
+from deerflow.storage.sqlread import checkpoint_time
 from tests.backends import BACKENDS
 
 START_US = 1_700_000_000_123_456
@@ -193,7 +193,8 @@ def _count(database) -> int:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_existing_thread_id_is_refused_before_anything_is_written(seeded, backend):
-    from deerflow.seed import ThreadExistsError, _thread_ids
+    from deerflow.seed import ThreadExistsError
+    from deerflow.seed.run import _thread_ids
 
     database, report = seeded(backend, threads=6, mode="delta", seed="once")
     assert [s.thread_id for s in report.samples] == list(_thread_ids("once", 6))  # ids are the seed's alone
@@ -290,8 +291,9 @@ def _threads_and_summary(database) -> tuple[int, int, int, int]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_interrupted_seed_keeps_whole_batches_with_their_summary_rows(seeded, backend):
-    from deerflow import summary
-    from deerflow.seed import SeedInterrupted, ThreadExistsError, _thread_ids
+    from deerflow.inventory import summary
+    from deerflow.seed import SeedInterrupted, ThreadExistsError
+    from deerflow.seed.run import _thread_ids
 
     database, first = seeded(backend, threads=5, mode="delta", seed="before")
     with open_checkpointer(database) as saver:
@@ -321,7 +323,7 @@ def test_an_interrupted_seed_keeps_whole_batches_with_their_summary_rows(seeded,
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_loaded_tables_are_analyzed_and_with_a_built_summary_its_tables_too(seeded, backend):
-    from deerflow import summary
+    from deerflow.inventory import summary
 
     database, report = seeded(backend, threads=200, mode="mixed", seed="stats")
     langgraph = ["checkpoints", "writes"] if backend == "sqlite" else ["checkpoints", "checkpoint_blobs",

@@ -126,7 +126,8 @@ def test_the_loaded_tables_are_analyzed_so_the_freshness_count_uses_the_index(ta
     analyzed = _query(database, "SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL")
     assert {r[0] for r in analyzed} >= tables | {"checkpoint_blobs", "checkpoint_writes"}
     (mark,), = _query(database, "SELECT watermark FROM dfa_summary_state")
-    # deerflow.summary.refresh.freshness, on every list request; the index is dfa_checkpoints_checkpoint_id_idx.
+    # deerflow.inventory.summary.refresh.freshness, on every list request;
+    # the index is dfa_checkpoints_checkpoint_id_idx.
     plan = "\n".join(r[0] for r in _query(database, "EXPLAIN SELECT COUNT(*) FROM (SELECT 1 FROM checkpoints WHERE "
                                                     f"checkpoint_id > '{mark}' LIMIT 2001) p"))
     assert "dfa_checkpoints_checkpoint_id_idx" in plan and "Seq Scan" not in plan, plan

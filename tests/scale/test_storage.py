@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from deerflow import footprint, inventory
-from deerflow.convert.storage import open_session
-from deerflow.savers import open_checkpointer
+from deerflow import inventory
+from deerflow.inventory import footprint
+from deerflow.storage import reader_for
+from deerflow.storage.savers import open_checkpointer
+from deerflow.storage.sessions import open_session
 from tests.backends import BACKENDS
 from tests.scale.conftest import walk
 
@@ -32,7 +34,7 @@ DIRECT = {
 
 
 def _direct(saver, backend: str) -> dict[str, dict[str, int]]:
-    reader = inventory.reader_for(saver)
+    reader = reader_for(saver)
     return {field: {r["thread_id"]: int(r["b"] or 0) for r in reader.query(sql)}
             for field, sql in DIRECT[backend].items()}
 

@@ -1,4 +1,4 @@
-"""``deerflow.summary``: the stored rows equal the naive per-request aggregate, before and after changes.
+"""``deerflow.inventory.summary``: the stored rows equal the naive per-request aggregate, before and after changes.
 
 The oracle is :func:`benchmarks.naive_list.list_threads_naive` (``GROUP BY
 thread_id`` over every checkpoint, classified in Python), an independent
@@ -17,13 +17,15 @@ import sqlite3
 import psycopg
 import pytest
 
-from deerflow import inventory, summary
+from deerflow import inventory
 from deerflow.convert import convert_thread
+from deerflow.inventory import summary
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
-from deerflow.savers import open_checkpointer
 from deerflow.seed.load import CloneSpec, PostgresBatch, PreparedTemplate, SqliteBatch
 from deerflow.seed.script import ScriptedAgent, plan_turns
 from deerflow.seed.template import record_template
+from deerflow.storage import reader_for
+from deerflow.storage.savers import open_checkpointer
 from tests.backends import BACKENDS
 from tests.scale.conftest import naive_all, summary_facts, walk
 
@@ -155,13 +157,13 @@ def test_migrations_are_idempotent_and_recorded(sqlite_fixture_db_rw):
     with open_checkpointer(sqlite_fixture_db_rw) as saver:
         summary.ensure_schema(saver)
         summary.refresh(saver)
-        reader = inventory.reader_for(saver)
+        reader = reader_for(saver)
         versions = [r["v"] for r in reader.query("SELECT v FROM dfa_summary_migrations ORDER BY v")]
         assert versions == list(range(len(summary.MIGRATIONS["sqlite"])))
     with open_checkpointer(sqlite_fixture_db_rw) as saver:  # a second process
         summary.ensure_schema(saver)
         assert summary.refresh(saver).kind == "incremental"
-        indexes = {r["name"] for r in inventory.reader_for(saver).query(
+        indexes = {r["name"] for r in reader_for(saver).query(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'dfa_%'")}
         assert "dfa_checkpoints_checkpoint_id_idx" in indexes and "dfa_ts_bytes_idx" in indexes
 
@@ -196,7 +198,7 @@ def test_a_role_with_select_on_the_summary_reads_it_without_refreshing(postgres_
 
 
 def _checkpoints(saver) -> int:
-    return int(inventory.reader_for(saver).query("SELECT COUNT(*) AS n FROM checkpoints")[0]["n"])
+    return int(reader_for(saver).query("SELECT COUNT(*) AS n FROM checkpoints")[0]["n"])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -213,7 +215,7 @@ def test_seeding_into_a_built_summary_summarizes_exactly_the_seeded_threads(seed
         assert report.summarized == 7 and report.summary_seconds > 0
         new = {s.thread_id for s in report.samples}
         assert len(new) == 7
-        top = inventory.reader_for(saver).query(
+        top = reader_for(saver).query(
             f"SELECT MAX(checkpoint_id) AS m FROM checkpoints WHERE thread_id IN ({', '.join('?' * 7)})", list(new))
         assert top[0]["m"] < mark  # below the watermark: a watermark refresh would never see them
         assert summary.refresh(saver).threads == 0

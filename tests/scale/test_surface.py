@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = ["deerflow.dialect", "deerflow.storage_errors",
-           "deerflow.sqlread", "deerflow.summary", "deerflow.summary.schema", "deerflow.summary.rows",
-           "deerflow.summary.refresh", "deerflow.summary.writes", "deerflow.footprint", "deerflow.inventory",
+MODULES = ["deerflow.storage.dialect", "deerflow.storage.driver_errors",
+           "deerflow.storage.sqlread", "deerflow.inventory.summary", "deerflow.inventory.summary.schema",
+           "deerflow.inventory.summary.rows", "deerflow.inventory.summary.refresh",
+           "deerflow.inventory.summary.writes", "deerflow.inventory.footprint", "deerflow.inventory.listing",
            "deerflow.seed", "deerflow.seed.ids", "deerflow.seed.script", "deerflow.seed.template", "deerflow.seed.load",
-           "deerflow.seed.plan", "deerflow.seed.run", "deerflow.cursors", "deerflow.thread_summary",
-           "deerflow.lineage_gate"]
+           "deerflow.seed.plan", "deerflow.seed.run", "deerflow.inventory.cursors", "deerflow.inventory.thread_summary",
+           "deerflow.reader.lineage_gate"]
 
 
 @pytest.mark.parametrize("module_name", MODULES)

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from dashboard.fleet.control import LiveCheck
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 
 
 @pytest.fixture(autouse=True)

@@ -410,7 +410,7 @@ def test_cadence_inference_uses_the_fleets_smallest_supersteps_bound(runtime_for
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_cached_summary_facts_equal_a_fresh_computation_after_new_writes(runtime_for, request, tmp_path, backend):
     from dashboard.fleet.audit import summary_facts
-    from deerflow import census, summary
+    from deerflow.inventory import census, summary
 
     database = (DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "cached")) if backend == "sqlite"
                 else request.getfixturevalue("empty_postgres_db"))

@@ -49,8 +49,8 @@ def test_an_empty_census_draws_zero_width_bars():
 
 
 def test_the_writers_section_says_which_summary_refresh_it_counts(runtime_for, tmp_path, staff_client):
-    from deerflow import summary
     from deerflow.config.database_config import DatabaseConfig
+    from deerflow.inventory import summary
     from tests.dashboard.fleet.writes import write_turns
 
     database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path / "writers"))

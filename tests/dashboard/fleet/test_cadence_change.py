@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from deerflow import census
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import open_checkpointer
+from deerflow.inventory import census
+from deerflow.storage.savers import open_checkpointer
 from tests import fixtures_real
 from tests.backends import BACKENDS
 from tests.dashboard.fleet.writes import write_turns

@@ -1,4 +1,4 @@
-"""deerflow.census (cadence inference, recent writer facts) and the census classes, on real data.
+"""deerflow.inventory.census (cadence inference, recent writer facts) and the census classes, on real data.
 
 The real fixture is the oracle for both backends: every thread's class and
 inferred cadence must follow from the manifest's own facts (category, marker
@@ -17,12 +17,14 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
-from deerflow import census, inventory
+from deerflow import inventory
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.inventory import checkpoint_time
+from deerflow.inventory import census
+from deerflow.inventory.listing import checkpoint_time
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
-from deerflow.savers import open_checkpointer
+from deerflow.storage import reader_for
+from deerflow.storage.savers import open_checkpointer
 from tests import fixtures_real
 from tests.dashboard.fleet.writes import write_turns
 
@@ -88,12 +90,12 @@ def fixture_saver(fixture_backend):
 def infer(request):
     """``census.infer_cadences`` through the summary's cadence facts, or by scanning ``checkpoints``
     (``scan-threads``: naming every stored thread, as the thread page does, so the one-pass sibling
-    ranking of :func:`deerflow.summary.cadences.thread_snapshot_sql` finds the snapshots)."""
+    ranking of :func:`deerflow.inventory.summary.cadences.thread_snapshot_sql` finds the snapshots)."""
     from_summary = request.param == "summary"
 
     def run(saver, *args, **kwargs):
         if request.param == "scan-threads" and not args and "thread_ids" not in kwargs:
-            args = ([r["thread_id"] for r in inventory.reader_for(saver).query(
+            args = ([r["thread_id"] for r in reader_for(saver).query(
                 "SELECT DISTINCT thread_id FROM checkpoints")],)
         got = census.infer_cadences(saver, *args, use_summary=from_summary, **kwargs)
         assert census._summary_cadences_ready(saver) is True  # so the summary path really was available
@@ -265,7 +267,7 @@ def test_forced_snapshot_at_a_fork_is_not_cadence_evidence(written, variant, inf
     # checkpoint whatever the counters say ([2, 4] there, which would read as cadence 3).
     write_turns(written, "forked", 3, snapshot_frequency=4)
     with open_checkpointer(written) as saver:
-        reader = inventory.reader_for(saver)
+        reader = reader_for(saver)
         inputs = [r["checkpoint_id"] for r in reader.query(
             "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' AND "
             "json_extract(CAST(metadata AS TEXT), '$.source') = 'input' ORDER BY checkpoint_id", ["forked"])]
@@ -341,7 +343,7 @@ def test_new_checkpoints_update_the_cadence_facts_on_refresh(written):
 def test_a_summary_built_before_the_cadence_facts_is_rebuilt(written):
     import sqlite3
 
-    from deerflow.summary.schema import MIGRATIONS
+    from deerflow.inventory.summary.schema import MIGRATIONS
 
     write_turns(written, "mixed", 4, snapshot_frequency=4)
     with open_checkpointer(written) as saver:
@@ -358,12 +360,12 @@ def test_a_summary_built_before_the_cadence_facts_is_rebuilt(written):
 # -- the thread page's one-pass snapshot query equals the shared definition ------------------------
 
 def _snapshot_rows(saver, sql_of, where: str = "", params: list | None = None) -> list[tuple]:
-    r = inventory.reader_for(saver)
+    r = reader_for(saver)
     return sorted((row["thread_id"], row["u"], row["s"]) for row in r.query(sql_of(r, where), params or []))
 
 
 def test_thread_snapshot_sql_equals_snapshot_sql_on_the_fixture(fixture_saver, manifest):
-    from deerflow.summary.cadences import snapshot_sql, thread_snapshot_sql
+    from deerflow.inventory.summary.cadences import snapshot_sql, thread_snapshot_sql
 
     _backend, saver = fixture_saver
     every = _snapshot_rows(saver, snapshot_sql)
@@ -384,7 +386,7 @@ def writable(request, tmp_path: Path) -> DatabaseConfig:
 def test_thread_snapshot_sql_ranks_siblings_like_snapshot_sql(writable):
     # Forks (a replay and a new input from one checkpoint: the newer children are forced snapshots, not
     # first children), a full-mode write under a marked parent, two cadences: both queries find the same rows.
-    from deerflow.summary.cadences import snapshot_sql, thread_snapshot_sql
+    from deerflow.inventory.summary.cadences import snapshot_sql, thread_snapshot_sql
 
     heads = write_turns(writable, "forks", 4, snapshot_frequency=3)
     write_turns(writable, "forks", 2, snapshot_frequency=3, from_checkpoint_id=heads[1], start=10)
@@ -393,7 +395,7 @@ def test_thread_snapshot_sql_ranks_siblings_like_snapshot_sql(writable):
     write_turns(writable, "flips", 1, mode="full", start=50)
     write_turns(writable, "flips", 4, snapshot_frequency=2, start=60)
     with open_checkpointer(writable) as saver:
-        reader = inventory.reader_for(saver)
+        reader = reader_for(saver)
         siblings = reader.query("SELECT parent_checkpoint_id, COUNT(*) AS n FROM checkpoints WHERE thread_id = ? "
                                 "GROUP BY parent_checkpoint_id HAVING COUNT(*) > 1", ["forks"])
         every = _snapshot_rows(saver, snapshot_sql)

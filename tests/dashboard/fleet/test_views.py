@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from django.test import Client
 
-from deerflow.inventory import THREAD_CLASSES
+from deerflow.inventory.listing import THREAD_CLASSES
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,7 @@
 """The audit's recent-writes window from the summary's write facts equals the scan of ``checkpoints``.
 
-:func:`deerflow.census.recent_writer_facts` reads ``dfa_thread_writes`` and
-``dfa_thread_write_snapshots`` (:mod:`deerflow.summary.writes`) for the buckets
+:func:`deerflow.inventory.census.recent_writer_facts` reads ``dfa_thread_writes`` and
+``dfa_thread_write_snapshots`` (:mod:`deerflow.inventory.summary.writes`) for the buckets
 after the window's first one and scans only that first bucket. Every
 comparison below is against the same function with ``use_summary=False`` (the
 scan the audit did before), on both backends: the real fixture, threads
@@ -15,10 +15,10 @@ import datetime as dt
 
 import pytest
 
-from deerflow import census, summary
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import open_checkpointer
-from deerflow.summary.writes import BUCKET_CHARS, bucket_bounds, id_floor
+from deerflow.inventory import census, summary
+from deerflow.inventory.summary.writes import BUCKET_CHARS, bucket_bounds, id_floor
+from deerflow.storage.savers import open_checkpointer
 from tests.dashboard.fleet.writes import write_turns
 
 BEFORE_EVERYTHING = "00000000-0000-6000-8000-000000000000"
@@ -41,7 +41,7 @@ def _windows(ids: list[str]) -> list[str]:
 
 
 def _ids(saver) -> list[str]:
-    from deerflow.inventory import reader_for
+    from deerflow.inventory.listing import reader_for
 
     return [r["checkpoint_id"] for r in reader_for(saver).query("SELECT checkpoint_id FROM checkpoints")]
 

@@ -17,7 +17,7 @@ from dashboard.jobs.models import ConversionJob, RetentionPolicy
 from dashboard.jobs.services import run_inline
 from dashboard.threads import storage
 from deerflow import convert, inventory
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests.dashboard.jobs.pages import form_inputs, tags
 from tests.deerflow.convert.support import open_saver, raw_rows
 

@@ -21,8 +21,8 @@ import pytest
 
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.digest import messages_sha256
-from deerflow.savers import open_checkpointer
+from deerflow.convert.digest import messages_sha256
+from deerflow.storage.savers import open_checkpointer
 from tests import fixtures_real
 from tests.configs import write_config
 from tests.integration import helpers

@@ -134,7 +134,7 @@ def test_a_conversion_converts_and_a_full_mode_reader_sees_the_manifest(finished
         assert r.status == "converted" and r.backup_id and r.attempts == 1
         assert r.head_messages_sha256 == _manifest_head(r.thread_id)
     from dashboard.threads import services as thread_services
-    from deerflow.digest import messages_sha256
+    from deerflow.convert.digest import messages_sha256
 
     full = runtime_for(small_db, "full")
     for thread_id in THREE:

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from tests import fixtures_real
 from tests.integration import helpers
 
@@ -226,7 +226,7 @@ def test_a_pool_child_killed_mid_thread_is_redelivered_and_the_job_finishes(home
     # The killed attempt left nothing behind.
     assert [b.note for b in convert.list_backups(database, KILL_THREAD)] == [f"dashboard job {job_id}"]
     from deerflow import inventory
-    from deerflow.savers import open_checkpointer
+    from deerflow.storage.savers import open_checkpointer
     with open_checkpointer(database) as saver:
         summary = inventory.get_thread_summary(saver, KILL_THREAD)
     assert (summary.checkpoint_count, summary.mode) == (752, "full")  # every checkpoint converted, none left delta
@@ -304,7 +304,7 @@ class _UnackedConsumer:
 
 def _thread_ids(database: DatabaseConfig) -> set[str]:
     from deerflow import inventory
-    from deerflow.savers import open_checkpointer
+    from deerflow.storage.savers import open_checkpointer
     with open_checkpointer(database) as saver:
         return {s.thread_id for s in inventory.list_threads(saver, limit=500)[0]}
 
@@ -321,7 +321,7 @@ def test_a_task_past_its_time_limit_is_recorded_once_and_never_delivered_again(s
     import time
 
     from deerflow import inventory
-    from deerflow.savers import open_checkpointer
+    from deerflow.storage.savers import open_checkpointer
 
     database = DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data"))
     before = _thread_ids(database)

@@ -1,4 +1,4 @@
-"""A saver without SQL tables is a capability (``deerflow.sqlread.has_sql_tables``), not an ``except TypeError``:
+"""A saver without SQL tables is a capability (``deerflow.storage.has_sql_tables``), not an ``except TypeError``:
 the memory saver gets "no data" from every SQL-backed view, and a real ``TypeError`` on a SQL saver is not
 swallowed as "no data"."""
 
@@ -42,7 +42,7 @@ def test_the_memory_saver_finds_threads_through_the_saver(memory_rt):
 
 def test_a_type_error_on_a_sql_saver_is_a_bug_not_no_data(runtime_for, sqlite_fixture_db_rw, monkeypatch):
     """Before, ``except TypeError`` turned any ``TypeError`` raised while charting into "no chart"."""
-    from deerflow import footprint
+    from deerflow.inventory import footprint
 
     rt = runtime_for(sqlite_fixture_db_rw, "delta")
     assert isinstance(rt.saver.conn, sqlite3.Connection)

@@ -44,7 +44,7 @@ def test_full_threads_show_no_cadence(sqlite_fixture_db, runtime_for, staff_clie
 @pytest.mark.django_db
 def test_a_summary_without_counters_answers_no_cadence_and_one_with_counters_infers_it(sqlite_fixture_db, runtime_for):
     from dashboard.threads import services
-    from deerflow import census
+    from deerflow.inventory import census
 
     rt = runtime_for(sqlite_fixture_db, "delta", 10)
     full = services.thread_summary(rt, "full-tools-30t")

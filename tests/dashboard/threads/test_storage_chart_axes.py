@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dashboard.threads.charts import MAX_BARS, bytes_chart, human_bytes
-from deerflow import footprint
-from deerflow.savers import open_checkpointer
+from deerflow.inventory import footprint
+from deerflow.storage.savers import open_checkpointer
 from tests.dashboard.html import parse
 
 pytestmark = pytest.mark.django_db

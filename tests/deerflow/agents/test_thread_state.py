@@ -42,7 +42,7 @@ from deerflow.agents.thread_state import (
     merge_message_writes,
     normalize_middleware_state_schemas,
 )
-from deerflow.digest import canonical_messages
+from deerflow.convert.digest import canonical_messages
 from deerflow.runtime.checkpoint_mode import freeze_checkpoint_snapshot_frequency
 
 # -- generated writes ---------------------------------------------------------

@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.agents.thread_state import merge_message_writes
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from tests.deerflow.convert.support import execute
 
 SERDE = JsonPlusSerializer()

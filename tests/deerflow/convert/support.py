@@ -26,7 +26,7 @@ from typing_extensions import TypedDict
 
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.digest import channels_sha256, messages_sha256
+from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, inject_checkpoint_mode
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 
@@ -94,7 +94,7 @@ def settle(database: DatabaseConfig, thread_id: str, *, timeout_s: int = 60) -> 
     """
     if database.backend != "postgres":
         return
-    from deerflow.convert.storage import open_session
+    from deerflow.storage.sessions import open_session
 
     with open_session(database) as session:
         session.execute(f"SET LOCAL lock_timeout = '{int(timeout_s)}s'")

@@ -3,7 +3,7 @@ with a full-mode accessor against the manifest, then revert every backup byte-id
 
 Where the replay rule knowingly departs from LangGraph's reader (the manifest's; issue 13, item 4: the
 input child of a fork and its descendants, :func:`tests.dashboard.oracle.fork_input_checkpoints`), the
-converted value is the replay rule's, read before converting with :mod:`deerflow.readercompare`."""
+converted value is the replay rule's, read before converting with :mod:`deerflow.reader.compare`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from deerflow.convert import convert_thread, revert_thread
-from deerflow.digest import channels_sha256, messages_sha256
+from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.dashboard.oracle import fork_input_checkpoints
@@ -47,8 +47,8 @@ def _without_delta_keys(metadata: dict[str, Any]) -> dict[str, Any]:
 
 def _replay_rule_values(db, manifest: dict[str, Any]) -> dict[tuple[str, str, str], tuple[int, str]]:
     """``{(thread, ns, id): (count, digest)}`` under the replay rule where it departs from the manifest."""
-    from deerflow.lineage import branch_points, replay_chain
-    from deerflow.readercompare import replay_reading
+    from deerflow.reader.compare import replay_reading
+    from deerflow.reader.lineage import branch_points, replay_chain
 
     out = {}
     with open_saver(db) as saver:

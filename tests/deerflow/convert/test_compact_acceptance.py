@@ -11,7 +11,7 @@ import pytest
 
 from deerflow.convert import revert_thread
 from deerflow.convert.compactor import compact_thread, dry_run_compact
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.compact_support import plain_delta_graph, replay_depths
 from tests.deerflow.convert.support import config_for, open_saver, raw_rows

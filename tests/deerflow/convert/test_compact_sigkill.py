@@ -33,7 +33,7 @@ import pytest
 
 from deerflow.convert import list_backups, revert_thread
 from deerflow.convert.compactor import compact_thread
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.support import backup_ids, config_for, execute, open_saver, raw_rows, settle

@@ -158,7 +158,7 @@ def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(scratch_db)
     """``open_session(write=False)`` (what a dry run uses): a concurrent writer commits meanwhile, and the
     session keeps reading the snapshot it started with. A conversion session (``write=True``) on SQLite
     holds the write lock instead."""
-    from deerflow.convert.storage import open_session
+    from deerflow.storage.sessions import open_session
 
     _thread(scratch_db)
     with open_session(scratch_db, write=False) as session:
@@ -185,8 +185,8 @@ def test_an_analysis_session_reads_one_snapshot_and_blocks_no_writer(scratch_db)
 @pytest.mark.parametrize("scratch_db", ["postgres"], indirect=True)
 def test_settle_waits_for_a_transaction_holding_the_thread_lock(scratch_db):
     """The SIGKILL tests' ``settle`` returns only once a rewrite's transaction has ended."""
-    from deerflow.convert.storage import open_session
-    from deerflow.storage_errors import StorageUnavailableError, driver_error
+    from deerflow.storage.driver_errors import StorageUnavailableError, driver_error
+    from deerflow.storage.sessions import open_session
     from tests.deerflow.convert.support import settle
 
     with open_session(scratch_db) as session:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from deerflow.convert.onepass import SharedPrefix
 from deerflow.convert.report import ThreadReport
-from deerflow.convert.storage import open_session
 from deerflow.convert.walk import Walk
+from deerflow.storage.sessions import open_session
 from tests.deerflow.convert.support import checkpoint_ids, full_thread_with_fork
 
 

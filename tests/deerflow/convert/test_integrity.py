@@ -21,8 +21,8 @@ from __future__ import annotations
 import pytest
 
 from deerflow.convert import convert_thread, dry_run_thread, integrity
+from deerflow.convert.digest import messages_sha256
 from deerflow.convert.langgraph_rule import LangGraphRule, RuleRead, sample_points
-from deerflow.digest import messages_sha256
 from tests.deerflow.convert.support import (
     agent_graph,
     all_rows,

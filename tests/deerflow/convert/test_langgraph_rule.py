@@ -15,7 +15,7 @@ import pytest
 from deerflow.convert.delta_reader import delta_accessor, read_digest
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.langgraph_rule import LangGraphRule, sample_points
-from deerflow.convert.storage import open_session
+from deerflow.storage.sessions import open_session
 from tests.deerflow.convert.support import agent_graph, config_for, human, open_saver, run_turn
 
 #: Real reads of these threads (1,200 checkpoints at K=100, 752 at K=10) take minutes per backend on a loaded

@@ -10,7 +10,7 @@ import pytest
 
 from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert import convert_thread, dry_run_thread
-from deerflow.digest import EMPTY_MESSAGES_SHA256
+from deerflow.convert.digest import EMPTY_MESSAGES_SHA256
 from tests.deerflow.convert.support import (
     agent_graph,
     all_rows,

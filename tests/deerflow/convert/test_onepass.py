@@ -12,6 +12,7 @@ from langgraph.types import Overwrite
 
 from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.agents.thread_state import merge_message_writes
+from deerflow.convert.digest import canonical_messages, messages_sha256
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.onepass import (
     CheckpointNode,
@@ -22,7 +23,6 @@ from deerflow.convert.onepass import (
     replay,
     stored_seed,
 )
-from deerflow.digest import canonical_messages, messages_sha256
 from tests.deerflow.agents.test_thread_state import SETTINGS, TEXTS, _draw_writes, _message
 
 H0, A0, H1, A1 = (HumanMessage("q0", id="h0"), AIMessage("a0", id="a0"), HumanMessage("q1", id="h1"),

@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 
 from deerflow.convert.postgres_pages import iter_postgres_checkpoints
 from deerflow.convert.reading import iter_session_checkpoints
-from deerflow.convert.storage import open_session
+from deerflow.storage.sessions import open_session
 from tests.deerflow.convert.support import (
     config_for,
     full_thread_with_fork,

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from deerflow.convert import convert_thread, list_backups, revert_thread
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.support import backup_ids, config_for, execute, open_saver, raw_rows, settle
 from tests.manage_forks import ForkedScript

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.errors import CheckpointModeMismatchError, CheckpointNotFoundError, ThreadNotFoundError
 from deerflow.reader import ThreadReader
 from deerflow.runtime.checkpoint_mode import INTERNAL_CHECKPOINT_MODE_KEY
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests import fixtures_real
 
 MANIFEST = fixtures_real.manifest_threads()

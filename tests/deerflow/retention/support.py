@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base.id import uuid6
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.digest import channels_sha256, messages_sha256
+from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.retention.reading import langgraph_reader
 from tests.deerflow.convert.support import agent_graph, config_for, human, open_saver, run_turn
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.retention import keep_last, revert_prune, safe_only
 from deerflow.retention.reading import langgraph_reader
 from tests.dashboard.oracle import fork_input_checkpoints

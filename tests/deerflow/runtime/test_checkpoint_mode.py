@@ -265,7 +265,7 @@ def test_accessor_rejects_a_caller_supplied_internal_key_once_frozen():
 def test_internal_key_never_reaches_stored_metadata(mode, tmp_path):
     """Write through a real graph with the injected config; inspect the saver's stored metadata."""
     from deerflow.config.database_config import DatabaseConfig
-    from deerflow.savers import open_checkpointer
+    from deerflow.storage.savers import open_checkpointer
     from tests.deerflow.support import build_agent_graph, run_turn
 
     database = DatabaseConfig(backend="sqlite", sqlite_dir=str(tmp_path))

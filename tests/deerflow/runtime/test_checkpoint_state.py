@@ -22,7 +22,7 @@ from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from deerflow.agents.thread_state import THREAD_STATE_REDUCER_FIELDS, merge_message_writes
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.errors import MISMATCH_MESSAGE
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
@@ -36,7 +36,7 @@ from deerflow.runtime.checkpoint_state import (
     DegradedFullModeReadAccessor,
     build_state_mutation_graph,
 )
-from deerflow.savers import open_async_checkpointer, open_checkpointer
+from deerflow.storage.savers import open_async_checkpointer, open_checkpointer
 from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,

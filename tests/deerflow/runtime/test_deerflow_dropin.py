@@ -43,7 +43,7 @@ from deerflow.runtime.checkpoint_mode import (
     validate_snapshot_frequency,
 )
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor, build_state_mutation_graph
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests.deerflow.support import config_for
 
 # -- 1. bind(graph, checkpointer, *, store=None, mode="full") ------------------------------

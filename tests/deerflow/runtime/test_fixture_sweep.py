@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from deerflow._langgraph_compat import _DeltaSnapshot
-from deerflow.digest import channels_sha256, messages_sha256
+from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.savers import open_async_checkpointer, open_checkpointer
+from deerflow.storage.savers import open_async_checkpointer, open_checkpointer
 from tests import fixtures_real
 from tests.deerflow.support import config_for
 

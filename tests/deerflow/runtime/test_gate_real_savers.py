@@ -21,7 +21,7 @@ from langgraph.types import Overwrite
 from deerflow.errors import MISMATCH_MESSAGE
 from deerflow.runtime.checkpoint_mode import CheckpointModeMismatchError
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.savers import open_async_checkpointer, open_checkpointer
+from deerflow.storage.savers import open_async_checkpointer, open_checkpointer
 from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,

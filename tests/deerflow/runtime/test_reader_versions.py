@@ -19,9 +19,9 @@ from langchain_core.messages import BaseMessage
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from deerflow.digest import EMPTY_MESSAGES_SHA256, canonical_messages, messages_sha256
+from deerflow.convert.digest import EMPTY_MESSAGES_SHA256, canonical_messages, messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests.backends import BACKENDS
 from tests.deerflow.support import config_for
 

@@ -22,14 +22,14 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Overwrite
 
-from deerflow.digest import EMPTY_MESSAGES_SHA256, canonical_messages, messages_sha256
+from deerflow.convert.digest import EMPTY_MESSAGES_SHA256, canonical_messages, messages_sha256
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
     CheckpointModeMismatchError,
     ensure_checkpoint_mode_compatible,
 )
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.savers import open_async_checkpointer, open_checkpointer
+from deerflow.storage.savers import open_async_checkpointer, open_checkpointer
 from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,

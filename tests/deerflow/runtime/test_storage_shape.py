@@ -22,14 +22,14 @@ from langgraph.pregel import _checkpoint as lg_checkpoint
 from typing_extensions import TypedDict
 
 from deerflow.agents.thread_state import get_thread_state_schema
-from deerflow.digest import messages_sha256
+from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
     CheckpointModeMismatchError,
     checkpoint_tuple_uses_delta,
 )
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-from deerflow.savers import open_checkpointer
+from deerflow.storage.savers import open_checkpointer
 from tests.backends import WITH_MEMORY
 from tests.deerflow.support import (
     build_agent_graph,
@@ -170,7 +170,7 @@ def test_supersteps_bound_is_langgraphs_5000_and_forces_a_snapshot(monkeypatch, 
 
 def _stored_message_copies(database: Any) -> tuple[int, int]:
     """(message objects stored in checkpoint rows, bytes of checkpoint rows) of a SQLite file."""
-    from deerflow.savers import open_checkpointer as _open
+    from deerflow.storage.savers import open_checkpointer as _open
 
     copies = 0
     with _open(database) as saver:

@@ -35,23 +35,23 @@ from dashboard.commands import MEMORY_BACKEND_MESSAGE, DashboardCommand
 from dashboard.errors import describe
 from dashboard.outages import postgres_where
 from dashboard.runtime import startup
-from deerflow import summary
-from deerflow.config import LoadedConfig, load_config
-from deerflow.config.database_config import DatabaseConfig
-from deerflow.savers import open_checkpointer
+from deerflow.config import DatabaseConfig, LoadedConfig, load_config
+from deerflow.inventory import summary
 from deerflow.seed import (
     MAX_THREADS,
     MODES,
+    SUMMARY_TABLES,
     SeedInterrupted,
     SeedPlan,
     SeedReport,
     SeedTargetError,
     ThreadExistsError,
+    analyze,
     check_target,
     describe_database,
     seed_threads,
 )
-from deerflow.seed.target import SUMMARY_TABLES, analyze
+from deerflow.storage import open_checkpointer
 
 #: Most turns per thread. Every thread copies a recorded template run of ``--turns-max`` turns, and
 #: a run's stored bytes grow with the square of its turns (each snapshot rewrites the history):

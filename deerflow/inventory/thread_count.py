@@ -1,0 +1,45 @@
+"""How many threads a thread-list filter matches (the list's result count).
+
+``count_threads(saver, **filters) == len(every page of list_threads(saver, **filters))``
+for the same filters, read at one moment: the count runs over the same
+thread summary (``dfa_thread_summary``) with the same conditions, or, when
+the summary cannot be used, over the same live aggregate of LangGraph's tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deerflow.inventory import listing
+from deerflow.inventory import summary as summary_table
+from deerflow.inventory.thread_summary import summary_from_row
+from deerflow.storage.sqlread import reader_for
+
+__all__ = ["count_threads"]
+
+
+def count_threads(saver: Any, *, mode: str | None = None, thread_class: str | None = None,
+                  q: str | None = None) -> int:
+    """The number of threads :func:`deerflow.inventory.listing.list_threads` lists for these filters.
+
+    Args:
+        saver: SQLite or Postgres saver.
+        mode: ``"full"`` or ``"delta"``, or ``None`` for any.
+        thread_class: one of :data:`deerflow.inventory.thread_summary.THREAD_CLASSES`, or ``None``.
+        q: thread-id substring ignoring case, or ``None``.
+
+    Returns:
+        A count (>= 0). One ``COUNT(*)`` on the summary (indexed), else one aggregate.
+
+    Raises:
+        TypeError: the saver has no SQL tables (``InMemorySaver``).
+    """
+    if not summary_table.readable(saver, refresh=False):
+        rows = listing._live_rows(saver, q)
+        return sum(1 for r in map(summary_from_row, rows)
+                   if (not mode or r.mode == mode) and (not thread_class or r.thread_class == thread_class))
+    reader = reader_for(saver)
+    where, params = listing.summary_conditions(reader, mode=mode, thread_class=thread_class, q=q)
+    condition = f"WHERE {' AND '.join(where)}" if where else ""
+    rows = reader.query(f"SELECT COUNT(*) AS n FROM dfa_thread_summary {condition}", params)
+    return int(rows[0]["n"])
