@@ -52,8 +52,7 @@ bench: install
 		$(PY) manage.py run_benchmarks $(BENCH_ARGS)
 
 # ruff (the rules of pyproject.toml: E501 at 120 columns everywhere), the stricter 110-column limit on the
-# trees listed here, and mypy (pyproject.toml [tool.mypy]: django-stubs; strict on deerflow/runtime,
-# deerflow/reader and deerflow/_langgraph_compat.py). .ci/run runs it.
+# trees listed here, and mypy (pyproject.toml [tool.mypy]: django-stubs; strict on every deerflow package). .ci/run runs it.
 LINE_LENGTH_PATHS := deerflow/runtime deerflow/reader/__init__.py deerflow/reader/gates.py deerflow/reader/reader.py \
 	deerflow/reader/views.py deerflow/_langgraph_compat.py dashboard/fragments.py \
 	tests/dashboard/test_web_conventions.py tests/deerflow/test_langgraph_compat.py tests/backends.py \

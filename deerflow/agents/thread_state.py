@@ -174,7 +174,7 @@ def get_thread_state_schema(mode: str, snapshot_frequency: int | None = None) ->
     return _delta_schema_for(resolve_checkpoint_snapshot_frequency(snapshot_frequency))
 
 
-def _delta_channel_of(annotation: Any) -> DeltaChannel | None:
+def _delta_channel_of(annotation: Any) -> DeltaChannel[Any] | None:
     for meta in getattr(annotation, "__metadata__", ()):
         if isinstance(meta, DeltaChannel):
             return meta

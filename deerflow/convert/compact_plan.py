@@ -42,6 +42,7 @@ from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
     CHECKPOINT_MODE_METADATA_KEY,
     COUNTERS_METADATA_KEY,
+    checkpoint_metadata_uses_delta,
 )
 
 __all__ = ["MAX_SUPERSTEPS", "Decision", "SnapshotPlanner", "compacted_row", "is_full_checkpoint"]
@@ -49,12 +50,6 @@ __all__ = ["MAX_SUPERSTEPS", "Decision", "SnapshotPlanner", "compacted_row", "is
 MESSAGES = "messages"
 #: LangGraph's supersteps bound on replay depth (env ``LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``).
 MAX_SUPERSTEPS = DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT
-
-
-def _delta_metadata(metadata: dict[str, Any]) -> bool:
-    counters = metadata.get(COUNTERS_METADATA_KEY)
-    return metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or (
-        isinstance(counters, dict) and MESSAGES in counters)
 
 
 def _stub(tup: Any) -> bool:
@@ -70,7 +65,7 @@ def is_full_checkpoint(tup: Any) -> bool:
     a ``messages`` version with nothing stored is delta (full mode stores the
     value at every version). The create-thread stub is never rewritten.
     """
-    if _delta_metadata(tup.metadata) or _stub(tup):
+    if checkpoint_metadata_uses_delta(tup.metadata) or _stub(tup):
         return False
     stored = tup.checkpoint["channel_values"].get(MESSAGES)
     if isinstance(stored, _DeltaSnapshot):

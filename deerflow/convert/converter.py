@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
@@ -70,8 +71,9 @@ def _integrity_check(session: ConversionSession, thread_id: str, walk: _Walk) ->
     return check
 
 
-def _both(first: Callable[[str, dict], None], second: Callable[[str, dict], None]) -> Callable[[str, dict], None]:
-    def hook(ns: str, tuples: dict) -> None:
+def _both(first: Callable[[str, dict[str, Any]], None],
+          second: Callable[[str, dict[str, Any]], None]) -> Callable[[str, dict[str, Any]], None]:
+    def hook(ns: str, tuples: dict[str, Any]) -> None:
         first(ns, tuples)
         second(ns, tuples)
     return hook

@@ -122,7 +122,8 @@ class SharingDecoder:
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         """The wrapped serializer's encoding."""
-        return self.inner.dumps_typed(obj)
+        encoded: tuple[str, bytes] = self.inner.dumps_typed(obj)
+        return encoded
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -211,7 +212,7 @@ class MessageDigester:
             h.update(self._part(messages[i]))
         self._last = (list(messages), h.copy())
         h.update(b"]")
-        return h.hexdigest()
+        return str(h.hexdigest())
 
 
 class RecordingSerializer:

@@ -16,7 +16,11 @@ from typing import Any
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.report import Abort
 from deerflow.convert.walk import Entry
-from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+from deerflow.runtime.checkpoint_mode import (
+    CHECKPOINT_MODE_METADATA_KEY,
+    COUNTERS_METADATA_KEY,
+    checkpoint_metadata_uses_delta,
+)
 from deerflow.storage.addressing import config_for
 from deerflow.storage.dialect import Dialect
 
@@ -36,13 +40,6 @@ def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _metadata_delta(tup: Any) -> bool:
-    return tup.metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or (
-        isinstance(tup.metadata.get(COUNTERS_METADATA_KEY), dict)
-        and "messages" in tup.metadata[COUNTERS_METADATA_KEY]
-    )
-
-
 def _plain(tup: Any) -> bool:
     return isinstance(tup.checkpoint["channel_values"].get("messages"), list)
 
@@ -52,12 +49,12 @@ def _has_version(tup: Any) -> bool:
 
 
 def needs_rewrite(tup: Any, value: list[Any]) -> bool:
-    return _metadata_delta(tup) or (not _plain(tup) and (bool(value) or _has_version(tup)))
+    return checkpoint_metadata_uses_delta(tup.metadata) or (not _plain(tup) and (bool(value) or _has_version(tup)))
 
 
 def rewrites_version(tup: Any) -> bool:
     """True when a conversion re-``put``s this checkpoint with a ``messages`` version, whatever its value."""
-    return _has_version(tup) and (_metadata_delta(tup) or not _plain(tup))
+    return _has_version(tup) and (checkpoint_metadata_uses_delta(tup.metadata) or not _plain(tup))
 
 
 class VersionPlan:

@@ -196,14 +196,14 @@ _RECENT = threading.local()
 _RECENT_MAX = 8
 
 
-def _recent() -> dict[int, tuple[list[Any], int, frozenset | None]]:
+def _recent() -> dict[int, tuple[list[Any], int, frozenset[str] | None]]:
     cache = getattr(_RECENT, "cache", None)
     if cache is None:
         cache = _RECENT.cache = {}
     return cache
 
 
-def _base_ids(base: list[Any]) -> frozenset | None:
+def _base_ids(base: list[Any]) -> frozenset[str] | None:
     cache = _recent()
     hit = cache.get(id(base))
     if hit is not None and hit[0] is base and hit[1] == len(base):
@@ -223,7 +223,7 @@ def _base_ids(base: list[Any]) -> frozenset | None:
     return ids
 
 
-def _remember(value: list[Any], ids: frozenset | None) -> None:
+def _remember(value: list[Any], ids: frozenset[str] | None) -> None:
     cache = _recent()
     if len(cache) >= _RECENT_MAX:
         cache.pop(next(iter(cache)))

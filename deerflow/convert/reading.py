@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from deerflow.convert.postgres_pages import iter_postgres_checkpoints
+
 __all__ = ["PAGE_SIZE", "iter_checkpoints", "iter_session_checkpoints"]
 
 PAGE_SIZE = 32  # checkpoints per saver.list call
@@ -60,7 +62,5 @@ def iter_session_checkpoints(session: Any, thread_id: str, checkpoint_ns: str, *
         ``CheckpointTuple`` s, newest first, equal to ``saver.list``'s.
     """
     if session.dialect.has_blob_table:
-        from deerflow.convert.postgres_pages import iter_postgres_checkpoints
-
         return iter_postgres_checkpoints(session.saver, session.conn, thread_id, checkpoint_ns, page_size=page_size)
     return iter_checkpoints(session.saver, thread_id, checkpoint_ns, page_size=page_size)

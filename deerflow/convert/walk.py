@@ -44,7 +44,7 @@ class Entry:
 
     @property
     def checkpoint_id(self) -> str:
-        return self.tup.config["configurable"]["checkpoint_id"]
+        return str(self.tup.config["configurable"]["checkpoint_id"])
 
 
 def share_decoded_messages(session: ConversionSession) -> None:

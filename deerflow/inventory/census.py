@@ -299,7 +299,8 @@ class WriterFacts:
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy (without ``source`` and ``as_of``)."""
         kept = {k: v for k, v in self.__dict__.items() if k not in ("source", "as_of")}
-        return json.loads(json.dumps(kept, default=str))
+        plain: dict[str, Any] = json.loads(json.dumps(kept, default=str))
+        return plain
 
 
 def _summary_writes_refreshed_at(saver: Any) -> str | None:

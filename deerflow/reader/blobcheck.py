@@ -60,7 +60,7 @@ def _decodes(serde: Any, type_: str | None, blob: bytes | None, *, checkpoint: b
     return None
 
 
-def _rows(conn: Any, sql: str, params: tuple) -> Iterator[tuple]:
+def _rows(conn: Any, sql: str, params: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
     dialect = Dialect.of_connection(conn)
     if dialect is Dialect.SQLITE:
         yield from conn.execute(sql, params)

@@ -127,7 +127,7 @@ _SQLITE_SQL = """
 """
 
 
-def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]]:
+def _chain(saver: Any, params: tuple[Any, ...]) -> list[tuple[str, str | None, bool, bool]]:
     """``[(checkpoint_id, parent_id, stores_messages, stores_none)]``: the checkpoint up to its anchor (included)."""
     reader = reader_for(saver)
     if reader.dialect.has_blob_table:  # Postgres: the stage-1 probe, in SQL
@@ -148,7 +148,7 @@ def _chain(saver: Any, params: tuple) -> list[tuple[str, str | None, bool, bool]
     return out
 
 
-def _postgres_rows(saver: Any, params: tuple, seed: str) -> list[tuple[str, str | None, bool, bool]]:
+def _postgres_rows(saver: Any, params: tuple[Any, ...], seed: str) -> list[tuple[str, str | None, bool, bool]]:
     """:data:`_POSTGRES_SQL` seeded by ``checkpoint_id {seed}`` (one id, or ``= ANY(?)`` of a list)."""
     sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"),
                                stored_p=_POSTGRES_STORED.format(a="p"), seed=seed)
@@ -216,7 +216,8 @@ def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
     rows = reader_for(saver).query(
         "SELECT MIN(checkpoint_id) AS first FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
         [thread_id, checkpoint_ns])
-    return rows[0]["first"]
+    first: str | None = rows[0]["first"]
+    return first
 
 
 def find_lineage_gap(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> LineageGap | None:

@@ -24,19 +24,19 @@ def lineage_has_delta_evidence(saver: Any, thread_id: str, checkpoint_ns: str, c
     reader = reader_for(saver)
     r = reader
     evidence = (f"EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ? "
-                f"AND ({r.marker()} OR {r.counters()}))")
+                f"AND {r.delta_evidence()})")
     any_evidence = reader.query(f"SELECT {r.truthy(evidence)} AS e", [thread_id, checkpoint_ns])
     if not any_evidence[0]["e"]:
         return False
     sql = f"""
         WITH RECURSIVE lineage(checkpoint_id, parent_checkpoint_id, delta) AS (
             SELECT c.checkpoint_id, c.parent_checkpoint_id,
-                   {r.truthy(f"{r.marker()} OR {r.counters()}")}
+                   {r.truthy(r.delta_evidence())}
             FROM checkpoints c
             WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?
             UNION
             SELECT c.checkpoint_id, c.parent_checkpoint_id,
-                   {r.truthy(f"{r.marker()} OR {r.counters()}")}
+                   {r.truthy(r.delta_evidence())}
             FROM lineage l JOIN checkpoints c
               ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = l.parent_checkpoint_id
             WHERE l.delta = 0

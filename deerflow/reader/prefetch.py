@@ -29,7 +29,7 @@ def _key(config: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return str(c.get("thread_id")), c.get("checkpoint_ns", "") or "", c.get("checkpoint_id")
 
 
-class PrefetchedSaver(BaseCheckpointSaver):
+class PrefetchedSaver(BaseCheckpointSaver[Any]):
     """A saver that serves one already-fetched tuple and delegates the rest to ``saver``.
 
     Args:
@@ -37,7 +37,7 @@ class PrefetchedSaver(BaseCheckpointSaver):
         tup: a ``CheckpointTuple`` ``saver.get_tuple`` returned, with its ``checkpoint_id`` resolved.
     """
 
-    def __init__(self, saver: BaseCheckpointSaver, tup: CheckpointTuple):
+    def __init__(self, saver: BaseCheckpointSaver[Any], tup: CheckpointTuple):
         super().__init__(serde=saver.serde)
         self.saver = saver
         self.tup = tup
@@ -71,7 +71,7 @@ class PrefetchedSaver(BaseCheckpointSaver):
         """The real saver's version scheme."""
         return self.saver.get_next_version(current, channel)
 
-    def with_allowlist(self, extra_allowlist: Any) -> BaseCheckpointSaver:
+    def with_allowlist(self, extra_allowlist: Any) -> BaseCheckpointSaver[Any]:
         """Strict-msgpack mode: the real saver's allowlisted clone (the prefetched tuple was decoded without it)."""
         return self.saver.with_allowlist(extra_allowlist)
 
@@ -82,7 +82,7 @@ class PrefetchedSaver(BaseCheckpointSaver):
         raise TypeError("PrefetchedSaver is for reads")
 
 
-def reuse_tuple(config: Mapping[str, Any], saver: BaseCheckpointSaver, tup: CheckpointTuple) -> dict[str, Any]:
+def reuse_tuple(config: Mapping[str, Any], saver: BaseCheckpointSaver[Any], tup: CheckpointTuple) -> dict[str, Any]:
     """A copy of ``config`` whose reads of ``tup``'s checkpoint are served from ``tup``.
 
     ``config`` must address ``tup`` (same thread, namespace and checkpoint id)

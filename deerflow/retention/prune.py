@@ -51,7 +51,7 @@ from deerflow.storage.savers import sqlite_checkpoint_path
 from deerflow.storage.sessions import open_session
 
 
-def _no_rewrite(_tup, _value) -> bool:
+def _no_rewrite(_tup: Any, _value: Any) -> bool:
     """The walk's ``needs_rewrite``: retention rewrites no checkpoint the walk hands on (it only reads values)."""
     return False
 
@@ -240,9 +240,9 @@ def _garbage(entries: dict[_Key, Any], plan: Plan, versions: dict[_Key, Any],
 def _estimate(store: Any, thread_id: str, plan: Plan, garbage: set[tuple[str, str, str]],
               values: list[list[Any]]) -> int:
     rows, writes, blobs = store.sizes(thread_id)
-    freed = sum(rows.get(k, 0) + writes.get(k, 0) for k in plan.deleted) + sum(blobs.get(g, 0) for g in garbage)
+    freed: int = sum(rows.get(k, 0) + writes.get(k, 0) for k in plan.deleted) + sum(blobs.get(g, 0) for g in garbage)
     added = sum(len(store.saver.serde.dumps_typed(_DeltaSnapshot(list(v)))[1]) for v in values)
-    return store.stored_bytes(thread_id) - freed + added
+    return int(store.stored_bytes(thread_id)) - freed + added
 
 
 def _check_watermark(store: Any, thread_id: str, mark: tuple[int, str | None], plan: Plan) -> None:

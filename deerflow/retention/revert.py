@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
@@ -12,7 +13,7 @@ from deerflow.retention.report import PruneReport
 from deerflow.storage.sessions import open_session
 
 
-def _no_rewrite(_tup, _value) -> bool:
+def _no_rewrite(_tup: Any, _value: Any) -> bool:
     """The walk's ``needs_rewrite``: retention rewrites no checkpoint the walk hands on (it only reads values)."""
     return False
 

@@ -32,6 +32,7 @@ from deerflow.errors import (
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
 )
+from deerflow.runtime.delta_evidence import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY, shows_delta
 
 __all__ = [
     "CHECKPOINT_MODES",
@@ -65,10 +66,7 @@ __all__ = [
     "validate_snapshot_frequency",
 ]
 
-CHECKPOINT_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 INTERNAL_CHECKPOINT_MODE_KEY = "__deerflow_checkpoint_channel_mode"
-#: LangGraph's checkpoint metadata key for ``DeltaChannel`` counters.
-COUNTERS_METADATA_KEY = "counters_since_delta_snapshot"
 
 
 class CheckpointMode(StrEnum):
@@ -288,15 +286,12 @@ def checkpoint_metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
 
     Evidence (spec, "Marker contract"): the DeerFlow marker equal to
     ``"delta"``, or LangGraph's ``counters_since_delta_snapshot`` dict holding
-    a ``"messages"`` entry. Snapshot checkpoints drop the counters, so a
-    marker-less thread looks full there; see the dashboard's lineage gate.
+    a ``"messages"`` entry -- the one definition in
+    :mod:`deerflow.runtime.delta_evidence`, whose SQL twin the inventory, the
+    census and the rewrites use. Snapshot checkpoints drop the counters, so a
+    marker-less thread looks full there; see the reader's lineage gate.
     """
-    if not metadata:
-        return False
-    if metadata.get(CHECKPOINT_MODE_METADATA_KEY) == CHECKPOINT_MODE_DELTA:
-        return True
-    counters = metadata.get(COUNTERS_METADATA_KEY)
-    return isinstance(counters, Mapping) and "messages" in counters
+    return shows_delta(metadata)
 
 
 def checkpoint_tuple_uses_delta(checkpoint_tuple: Any) -> bool:

@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 
 from deerflow._langgraph_compat import MISSING, _get_overwrite
+from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.runtime.checkpoint_mode import validate_checkpoint_mode
 
 __all__ = [
@@ -53,11 +54,6 @@ def build_state_mutation_graph(
     Raises:
         ValueError: an empty ``as_node`` or an unknown ``mode``.
     """
-    # Imported here: deerflow.agents.thread_state imports
-    # deerflow.runtime.checkpoint_mode, whose package __init__ imports this
-    # module, so a top-level import would cycle when thread_state is imported first.
-    from deerflow.agents.thread_state import get_thread_state_schema
-
     if not as_node:
         raise ValueError("build_state_mutation_graph needs as_node: the node writes are attributed to")
     mode = validate_checkpoint_mode(mode)

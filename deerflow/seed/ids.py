@@ -91,7 +91,7 @@ class TaskIdRecorder:
             original = originals[name]
 
             def recorder(namespace: bytes, *parts: Any) -> str:
-                task_id = original(namespace, *parts)
+                task_id = str(original(namespace, *parts))
                 self._parts[task_id] = (name, namespace, parts)
                 return task_id
             return recorder
@@ -120,4 +120,4 @@ class TaskIdRecorder:
         if task_id == _NULL_TASK_ID:
             return task_id
         name, _namespace, parts = self._parts[task_id]
-        return getattr(_algo, name)(binascii.unhexlify(checkpoint_id.replace("-", "")), *parts)
+        return str(getattr(_algo, name)(binascii.unhexlify(checkpoint_id.replace("-", "")), *parts))

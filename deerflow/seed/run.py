@@ -58,7 +58,8 @@ def _thread_ids(seed: str, count: int) -> Iterator[str]:
         yield str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-def _specs(plan: SeedPlan, templates: list[Template], rng: random.Random, seed: str):
+def _specs(plan: SeedPlan, templates: list[Template], rng: random.Random,
+           seed: str) -> Iterator[tuple[Template, CloneSpec]]:
     weights = _kinds(plan.mode)
     by_kind = {k: [t for t in templates if t.kind == k] for k in weights}
     now_us = time.time_ns() // 1000

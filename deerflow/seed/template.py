@@ -32,6 +32,7 @@ from langchain_core.runnables import RunnableConfig
 
 from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
+from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.seed.ids import TaskIdRecorder
 from deerflow.seed.script import ScriptedAgent, plan_turns
 from deerflow.storage.dialect import Dialect
@@ -264,8 +265,6 @@ def record_template(
 
 
 def _digests(saver: Any, snapshot_frequency: int, turn: TurnRows) -> dict[str, str]:
-    from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
-
     reader = CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=snapshot_frequency)
     out = {}
     for row in turn.checkpoints:

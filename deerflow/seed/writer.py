@@ -34,7 +34,7 @@ def _new_batch(dialect: Dialect) -> PostgresBatch | SqliteBatch:
     return PostgresBatch() if dialect.bulk_copy else SqliteBatch()
 
 
-def _account(report: SeedReport, batch: Any, threads: int, kinds: Counter, started: float) -> None:
+def _account(report: SeedReport, batch: Any, threads: int, kinds: Counter[str], started: float) -> None:
     report.threads = threads
     report.checkpoints += batch.counts[0]
     report.writes += batch.counts[1]

@@ -21,16 +21,14 @@ Laws:
 * nothing here decides what a checkpoint *means* (modes, classes, gates): that is
   :mod:`deerflow.runtime`, :mod:`deerflow.inventory` and :mod:`deerflow.reader`.
 
-Importing the package does not import LangGraph or ``psycopg_pool``: the savers are imported where a
-backend is opened, and the pool's names are imported when first read (:mod:`deerflow._lazy`).
+Importing the package does not import LangGraph: its savers are imported where a backend is opened,
+so a process that only reports a config.yaml error never pays for them.
 """
 
-from typing import TYPE_CHECKING
-
-from deerflow._lazy import lazy_exports
 from deerflow.storage.addressing import config_for
 from deerflow.storage.dialect import Dialect, postgres_connect_kwargs
 from deerflow.storage.driver_errors import driver_error, is_sqlite_outage, storage_error, translated
+from deerflow.storage.pool import FailFastConnectionPool, ServerUnreachable
 from deerflow.storage.savers import (
     SQLITE_SAVER_TABLES,
     is_wal_file,
@@ -48,12 +46,6 @@ from deerflow.storage.sqlread import (
     reader_for,
     table_exists,
 )
-
-# psycopg_pool is imported when the pool is first used (a SQLite deployment never pays for it).
-__getattr__, __dir__ = lazy_exports(__name__, {"FailFastConnectionPool": "pool", "ServerUnreachable": "pool"})
-
-if TYPE_CHECKING:
-    from deerflow.storage.pool import FailFastConnectionPool, ServerUnreachable
 
 __all__ = [
     "ConversionSession",

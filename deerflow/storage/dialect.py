@@ -19,7 +19,8 @@ LangGraph layouts do differently, so no module branches on the string:
   ``BEGIN IMMEDIATE`` already holds the database write lock), :meth:`Dialect.begin`;
 * **DDL** -- :attr:`Dialect.bigint`, :attr:`Dialect.smallint`,
   :attr:`Dialect.concurrently`, :attr:`Dialect.add_column_if_not_exists`;
-* **fragments** -- the DeerFlow marker, LangGraph's ``messages`` counters, the
+* **fragments** -- the delta evidence (:meth:`Dialect.delta_evidence`, generated from
+  :mod:`deerflow.runtime.delta_evidence`, and its two clauses), the
   step, substring search, stored bytes (:meth:`Dialect.checkpoint_bytes`,
   :meth:`Dialect.write_bytes`), :meth:`Dialect.table_exists_sql`.
 
@@ -39,7 +40,7 @@ from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
-from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+from deerflow.runtime.delta_evidence import COUNTERS, COUNTERS_METADATA_KEY, DELTA_EVIDENCE, MARKER, Clause
 
 __all__ = ["Dialect", "postgres_connect_kwargs"]
 
@@ -302,18 +303,38 @@ class Dialect(StrEnum):
         return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
 
     # -- fragments over a checkpoints row aliased ``alias`` -------------------------
-    def marker(self, alias: str = "c") -> str:
-        """True when the row carries the DeerFlow delta marker."""
+    def clause(self, clause: Clause, alias: str = "c") -> str:
+        """SQL for :meth:`deerflow.runtime.delta_evidence.Clause.holds` on the row: true or false, never NULL.
+
+        Generated from the clause (its path and expected string), so Python and SQL read one
+        definition. A value at the path: SQLite ``json_type`` (``'null'`` for a JSON null, NULL
+        when absent or under a non-object), Postgres ``->`` (NULL when absent or under a
+        non-object). An expected string: only a JSON string equal to it (``->>`` / ``json_extract``
+        give a number, list or object as other text or a number, never the bare string).
+        """
         if self is Dialect.SQLITE:
-            return (f"COALESCE(json_extract(CAST({alias}.metadata AS TEXT), "
-                    f"'$.{CHECKPOINT_MODE_METADATA_KEY}') = 'delta', 0)")
-        return f"COALESCE({alias}.metadata->>'{CHECKPOINT_MODE_METADATA_KEY}' = 'delta', false)"
+            document, path = f"CAST({alias}.metadata AS TEXT)", "$." + ".".join(clause.path)
+            if clause.equals is None:
+                return f"(json_type({document}, '{path}') IS NOT NULL)"
+            return f"COALESCE(json_extract({document}, '{path}') = '{clause.equals}', 0)"
+        *parents, last = clause.path
+        parent = f"{alias}.metadata" + "".join(f"->'{key}'" for key in parents)
+        if clause.equals is None:
+            return f"(({parent}->'{last}') IS NOT NULL)"
+        return f"COALESCE({parent}->>'{last}' = '{clause.equals}', false)"
+
+    def delta_evidence(self, alias: str = "c") -> str:
+        """True when the row's metadata shows delta mode: the SQL twin of
+        :func:`deerflow.runtime.delta_evidence.shows_delta` (any clause of its ``DELTA_EVIDENCE``)."""
+        return "(" + " OR ".join(self.clause(c, alias) for c in DELTA_EVIDENCE) + ")"
+
+    def marker(self, alias: str = "c") -> str:
+        """True when the row carries the DeerFlow delta marker (the ``marker`` clause of the evidence)."""
+        return self.clause(MARKER, alias)
 
     def counters(self, alias: str = "c") -> str:
-        """True when the row carries LangGraph's ``messages`` counters."""
-        if self is Dialect.SQLITE:
-            return f"(json_extract(CAST({alias}.metadata AS TEXT), '$.{COUNTERS_METADATA_KEY}.messages') IS NOT NULL)"
-        return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages') IS NOT NULL)"
+        """True when the row carries LangGraph's ``messages`` counters (the ``counters`` clause)."""
+        return self.clause(COUNTERS, alias)
 
     def counter(self, alias: str = "c", index: int = 0) -> str:
         """``counters_since_delta_snapshot.messages[index]`` as an integer (0: updates, 1: supersteps), or NULL."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
 from deerflow.storage.dialect import Dialect, postgres_connect_kwargs
+from deerflow.storage.pool import FailFastConnectionPool
 from deerflow.storage.sqlread import Tx, table_exists
 
 if TYPE_CHECKING:  # the savers are imported where a backend is opened: error paths skip LangGraph's imports
@@ -29,7 +30,6 @@ __all__ = [
     "is_wal_file",
     "open_async_checkpointer",
     "open_checkpointer",
-    "postgres_connect_kwargs",
     "sqlite_checkpoint_path",
 ]
 
@@ -58,7 +58,8 @@ def _require_sqlite_file(database: DatabaseConfig, *, create: bool) -> Path:
 
 def _sqlite_connection(database: DatabaseConfig, *, create: bool) -> sqlite3.Connection:
     _require_sqlite_file(database, create=create)
-    return Dialect.SQLITE.connect(database, autocommit=False, timeout=30)
+    conn: sqlite3.Connection = Dialect.SQLITE.connect(database, autocommit=False, timeout=30)
+    return conn
 
 
 #: The tables ``SqliteSaver.setup()`` creates (LangGraph's SQLite schema).
@@ -117,7 +118,7 @@ def _setup_sqlite(saver: Any, conn: sqlite3.Connection) -> None:
 
 @contextmanager
 def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_size: int = 4,
-                      timeout: float = 30.0, unreachable_cooldown_s: float = 5.0) -> Iterator[BaseCheckpointSaver]:
+                      timeout: float = 30.0, unreachable_cooldown_s: float = 5.0) -> Iterator[BaseCheckpointSaver[Any]]:
     """Open a synchronous saver for ``database``; closes it on exit.
 
     Args:
@@ -163,8 +164,6 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
     from psycopg import Connection
     from psycopg.rows import DictRow
 
-    from deerflow.storage.pool import FailFastConnectionPool
-
     # A pooled session ended by a server restart is replaced when lent, instead of failing the next
     # request (deerflow.storage.pool.check_if_told: no round trip for a healthy connection).
     # connection_class names the row type for the checker (postgres_connect_kwargs sets row_factory=dict_row).
@@ -184,7 +183,7 @@ def open_checkpointer(database: DatabaseConfig, *, create: bool = False, pool_si
 
 @asynccontextmanager
 async def open_async_checkpointer(database: DatabaseConfig, *, create: bool = False,
-                                  pool_size: int = 4) -> AsyncIterator[BaseCheckpointSaver]:
+                                  pool_size: int = 4) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Async twin of :func:`open_checkpointer` (``AsyncSqliteSaver`` / ``AsyncPostgresSaver``).
 
     Args and errors as for :func:`open_checkpointer`; ``create`` also creates

@@ -26,7 +26,7 @@ from typing import Any
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.storage.dialect import Dialect
 from deerflow.storage.driver_errors import translated
-from deerflow.storage.sqlread import Tx
+from deerflow.storage.sqlread import Tx, table_exists
 
 __all__ = ["ConversionSession", "open_session"]
 
@@ -101,8 +101,6 @@ class ConversionSession(Tx):
         thread tasks in flight on a fresh database). Once the tables exist no
         lock is taken. SQLite's ``BEGIN IMMEDIATE`` already serializes writers.
         """
-        from deerflow.storage.sqlread import table_exists
-
         names = [ddl.split("EXISTS", 1)[1].split("(", 1)[0].strip() for ddl in ddls]
         if all(table_exists(self, name) for name in names):
             return

@@ -57,6 +57,10 @@ class _Fragments:
 
     dialect: Dialect
 
+    def delta_evidence(self, alias: str = "c") -> str:
+        """See :meth:`deerflow.storage.dialect.Dialect.delta_evidence`."""
+        return self.dialect.delta_evidence(alias)
+
     def marker(self, alias: str = "c") -> str:
         """See :meth:`deerflow.storage.dialect.Dialect.marker`."""
         return self.dialect.marker(alias)
@@ -126,7 +130,7 @@ class Tx(_Fragments):
             StorageError: the driver failed (see :mod:`deerflow.storage.driver_errors`).
         """
         with translated():
-            return self.conn.execute(self._sql(sql), tuple(params)).rowcount
+            return int(self.conn.execute(self._sql(sql), tuple(params)).rowcount)
 
 
 class SqlReader(_Fragments):

@@ -225,3 +225,54 @@ def test_the_dashboard_reads_threads_through_the_reader_not_the_read_rules():
     assert offenders == []
     reader_edges = _edges("deerflow.reader.reader", modules["deerflow.reader.reader"], modules)
     assert {"deerflow.reader.prefetch", "deerflow.reader.replaycheck", "deerflow.reader.history_values"} <= reader_edges
+
+
+# -- deerflow's packages import downwards only ------------------------------------------
+#: The floors of deerflow, lowest first; a package imports only its own floor and the ones below. DeerFlow's
+#: contract is one floor: its ``agents.thread_state`` reads the mode freeze of ``runtime.checkpoint_mode`` and its
+#: ``runtime.checkpoint_state`` builds graphs over the ``agents`` schemas, at the module paths DeerFlow fixes.
+FLOORS = [
+    {"deerflow.errors", "deerflow._langgraph_compat", "deerflow._lazy"},
+    {"deerflow.config"},
+    {"deerflow.runtime", "deerflow.agents"},
+    {"deerflow.storage"},
+    {"deerflow.inventory", "deerflow.convert"},
+    {"deerflow.reader", "deerflow.retention", "deerflow.seed"},
+]
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_deerflow_package_has_a_floor():
+    packages = {_package(name) for name in _modules() if name.startswith("deerflow.")}
+    assert packages == set().union(*FLOORS)
+
+
+def test_no_deerflow_package_imports_upwards():
+    """No back edge: every import goes to the importer's floor or below (function-local imports count)."""
+    floor = {package: i for i, members in enumerate(FLOORS) for package in members}
+    modules = _modules()
+    upward = sorted(f"{name} -> {edge}" for name, path in modules.items() if name.startswith("deerflow.")
+                    for edge in _edges(name, path, modules)
+                    if edge.startswith("deerflow.") and floor[_package(edge)] > floor[_package(name)])
+    assert upward == []
+    # the floors of one level do not import each other either, except DeerFlow's contract (one floor)
+    sideways = sorted(f"{name} -> {edge}" for name, path in modules.items() if name.startswith("deerflow.")
+                      for edge in _edges(name, path, modules)
+                      if edge.startswith("deerflow.") and _package(edge) != _package(name)
+                      and floor[_package(edge)] == floor[_package(name)]
+                      and {_package(edge), _package(name)} != {"deerflow.runtime", "deerflow.agents"})
+    assert sideways == []
+
+
+def test_deerflow_imports_its_own_modules_at_the_top_only():
+    """A function-local import of a project module hides an edge; start-up laziness is deerflow._lazy's job."""
+    local = []
+    for path in sorted((REPO / "deerflow").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                local += [f"{path.relative_to(REPO)}:{sub.lineno}" for sub in ast.walk(node)
+                          if isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("deerflow")]
+    assert local == []

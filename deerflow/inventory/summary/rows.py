@@ -6,7 +6,9 @@ it, :func:`deerflow.inventory.listing.get_thread_summary` reads it live)::
     checkpoint_count  = COUNT(*) over every namespace
     last_checkpoint_id = MAX(checkpoint_id); head_checkpoint_id = MAX over the root namespace
     marker_count / counters_count / bare_count, head_marker / head_counters -> mode, evidence, class
-        (the rules of :func:`deerflow.inventory.thread_summary.classify`, in SQL)
+        (the rules of :func:`deerflow.inventory.thread_summary.classify`, in SQL; the marker, the
+        counters and their disjunction are the dialect's SQL generated from
+        :mod:`deerflow.runtime.delta_evidence`, never restated here)
     replay_depth      = head counters_since_delta_snapshot.messages[0] (0 at a snapshot head,
                         NULL without delta evidence at the head)
     bytes_checkpoints = SUM(stored checkpoint + metadata); bytes_blobs = SUM(LENGTH(blob)) of
@@ -43,7 +45,7 @@ def row_select_sql(reader: SqlReader, where: str) -> str:
              f"WHERE {where} GROUP BY thread_id) bl ON bl.thread_id = agg.thread_id"
              if has_blobs else "")
     blob_bytes = "COALESCE(bl.b, 0)" if has_blobs else "0"
-    head_delta = f"({r.marker('h')} OR {r.counters('h')})"
+    head_delta = r.delta_evidence('h')
     mode_cls = (
         "CASE WHEN agg.marker_count = 0 AND agg.counters_count = 0 THEN 'full' "
         f"WHEN NOT {head_delta} OR h.checkpoint_id IS NULL THEN 'inconsistent' "
