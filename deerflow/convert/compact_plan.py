@@ -32,7 +32,7 @@ a delta-mode process writes it the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow._langgraph_compat import DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT, _DeltaSnapshot
 from deerflow.convert.encoding import MessageDigester
@@ -45,6 +45,9 @@ from deerflow.runtime.checkpoint_mode import (
     checkpoint_metadata_uses_delta,
 )
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
+
 __all__ = ["MAX_SUPERSTEPS", "Decision", "SnapshotPlanner", "compacted_row", "is_full_checkpoint"]
 
 MESSAGES = "messages"
@@ -52,11 +55,11 @@ MESSAGES = "messages"
 MAX_SUPERSTEPS = DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT
 
 
-def _stub(tup: Any) -> bool:
+def _stub(tup: CheckpointTuple) -> bool:
     return tup.parent_config is None and not (tup.checkpoint.get("channel_versions") or {})
 
 
-def is_full_checkpoint(tup: Any) -> bool:
+def is_full_checkpoint(tup: CheckpointTuple) -> bool:
     """True for a checkpoint a full-mode process wrote, which a compaction rewrites.
 
     Delta evidence (the DeerFlow marker, LangGraph's ``messages`` counter, a
@@ -135,7 +138,8 @@ class SnapshotPlanner:
         if e.value is not None:
             self.passed[cid] = self.digest(replay(e.value, writes)) if writes else e.digest or self._empty
         if not is_full_checkpoint(tup):
-            stored = (tup.metadata.get(COUNTERS_METADATA_KEY) or {}).get(MESSAGES)
+            metadata: dict[str, Any] = dict(tup.metadata)
+            stored = (metadata.get(COUNTERS_METADATA_KEY) or {}).get(MESSAGES)
             self.counters[cid] = (int(stored[0]), int(stored[1])) if stored else (0, 0)
             return None
         u, s = self.counters.get(parent, (0, 0)) if parent is not None else (0, 0)
@@ -160,7 +164,8 @@ class SnapshotPlanner:
         return Decision(reason is not None, reason, counters)
 
 
-def compacted_row(tup: Any, value: list[Any] | None, decision: Decision) -> tuple[dict[str, Any], dict[str, Any]]:
+def compacted_row(tup: CheckpointTuple, value: list[Any] | None,
+                  decision: Decision) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(checkpoint, metadata)`` a delta-mode DeerFlow process would have stored for this full checkpoint.
 
     ``channel_values["messages"]`` is ``_DeltaSnapshot(value)`` at a snapshot and
@@ -168,14 +173,14 @@ def compacted_row(tup: Any, value: list[Any] | None, decision: Decision) -> tupl
     ``messages`` counter (dropped at ``(0, 0)``, other channels' counters kept).
     Every other channel, version, ``versions_seen`` and id is the stored one.
     """
-    checkpoint = dict(tup.checkpoint)
+    checkpoint: dict[str, Any] = dict(tup.checkpoint)
     values = dict(checkpoint["channel_values"])
     if decision.snapshot:
         values[MESSAGES] = _DeltaSnapshot(list(value or []))
     else:
         values.pop(MESSAGES, None)
     checkpoint["channel_values"] = values
-    metadata = dict(tup.metadata)
+    metadata: dict[str, Any] = dict(tup.metadata)
     metadata[CHECKPOINT_MODE_METADATA_KEY] = CHECKPOINT_MODE_DELTA
     counters = {k: v for k, v in (metadata.get(COUNTERS_METADATA_KEY) or {}).items() if k != MESSAGES}
     if decision.counters != (0, 0):

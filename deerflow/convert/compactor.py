@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import get_checkpoint_metadata, get_serializable_checkpoint_metadata
 
@@ -53,14 +53,17 @@ from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts
 from deerflow.storage.addressing import config_for
 from deerflow.storage.sessions import ConversionSession, open_session
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
+
 __all__ = ["compact_thread", "dry_run_compact"]
 
 
-def _needs_rewrite(tup: Any, value: list[Any]) -> bool:
+def _needs_rewrite(tup: CheckpointTuple, value: list[Any]) -> bool:
     return is_full_checkpoint(tup)
 
 
-def _has_messages(tup: Any) -> bool:
+def _has_messages(tup: CheckpointTuple) -> bool:
     return "messages" in (tup.checkpoint.get("channel_versions") or {})
 
 

@@ -13,16 +13,19 @@ checkpoints this way and the rest by LangGraph's read rule
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.convert.digest import messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.storage.addressing import config_for
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
 __all__ = ["delta_accessor", "read_digest"]
 
 
-def delta_accessor(saver: Any) -> CheckpointStateAccessor:
+def delta_accessor(saver: BaseCheckpointSaver[Any]) -> CheckpointStateAccessor:
     """A delta-mode accessor over ``saver`` (any sync LangGraph saver); reading does not depend on the cadence."""
     return CheckpointStateAccessor.for_saver(saver, mode="delta")
 

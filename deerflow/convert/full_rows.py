@@ -11,7 +11,7 @@ estimate (:mod:`deerflow.convert.full_estimate`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.report import Abort
@@ -23,6 +23,10 @@ from deerflow.runtime.checkpoint_mode import (
 )
 from deerflow.storage.addressing import config_for
 from deerflow.storage.dialect import Dialect
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import CheckpointTuple
 
 __all__ = ["VersionPlan", "needs_rewrite", "rewrites_version", "rewritten"]
 
@@ -40,19 +44,19 @@ def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _plain(tup: Any) -> bool:
+def _plain(tup: CheckpointTuple) -> bool:
     return isinstance(tup.checkpoint["channel_values"].get("messages"), list)
 
 
-def _has_version(tup: Any) -> bool:
+def _has_version(tup: CheckpointTuple) -> bool:
     return "messages" in (tup.checkpoint.get("channel_versions") or {})
 
 
-def needs_rewrite(tup: Any, value: list[Any]) -> bool:
+def needs_rewrite(tup: CheckpointTuple, value: list[Any]) -> bool:
     return checkpoint_metadata_uses_delta(tup.metadata) or (not _plain(tup) and (bool(value) or _has_version(tup)))
 
 
-def rewrites_version(tup: Any) -> bool:
+def rewrites_version(tup: CheckpointTuple) -> bool:
     """True when a conversion re-``put``s this checkpoint with a ``messages`` version, whatever its value."""
     return _has_version(tup) and (checkpoint_metadata_uses_delta(tup.metadata) or not _plain(tup))
 
@@ -93,7 +97,7 @@ class VersionPlan:
 
 
 def rewritten(thread_id: str, e: Entry, target_version: Any,
-               encoder: MessageEncoder) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+               encoder: MessageEncoder) -> tuple[RunnableConfig, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(config, checkpoint, metadata, new_versions)`` to ``put`` for one rewritten checkpoint.
 
     ``channel_values["messages"]`` is the value encoded by ``encoder`` (the
@@ -104,7 +108,7 @@ def rewritten(thread_id: str, e: Entry, target_version: Any,
         Abort: ``blocked`` when the checkpoint has messages but no ``messages`` channel version.
     """
     tup = e.tup
-    checkpoint = dict(tup.checkpoint)
+    checkpoint: dict[str, Any] = dict(tup.checkpoint)
     checkpoint["channel_values"] = dict(checkpoint["channel_values"])
     versions = checkpoint.get("channel_versions") or {}
     new_versions: dict[str, Any] = {}
@@ -119,4 +123,4 @@ def rewritten(thread_id: str, e: Entry, target_version: Any,
     else:
         checkpoint["channel_values"].pop("messages", None)
     parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-    return config_for(thread_id, e.ns, parent), checkpoint, _clean_metadata(tup.metadata), new_versions
+    return config_for(thread_id, e.ns, parent), checkpoint, _clean_metadata(dict(tup.metadata)), new_versions

@@ -33,13 +33,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow._langgraph_compat import MISSING, _delta_channels_to_replay
 from deerflow.convert.delta_reader import delta_accessor, read_digest
 from deerflow.convert.onepass import SharedPrefix
 from deerflow.convert.reading import iter_session_checkpoints
 from deerflow.storage.sessions import ConversionSession
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["LangGraphRule", "RuleRead", "real_reads", "sample_points"]
 
@@ -70,7 +73,7 @@ def _stored(values: dict[str, Any]) -> Any:
     return value.resolve() if isinstance(value, SharedPrefix) else value
 
 
-def _seed_rule(saver: Any) -> Callable[[dict[str, Any]], bool]:
+def _seed_rule(saver: BaseCheckpointSaver[Any]) -> Callable[[dict[str, Any]], bool]:
     """``is_seed(channel_values)`` for an ancestor, as ``saver.get_delta_channel_history`` decides it."""
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -91,7 +94,7 @@ class LangGraphRule:
             :class:`~deerflow.convert.encoding.MessageDigester`).
     """
 
-    def __init__(self, saver: Any, digest: Callable[[list[Any]], str]):
+    def __init__(self, saver: BaseCheckpointSaver[Any], digest: Callable[[list[Any]], str]):
         self.saver, self.digest = saver, digest
         self.spec = delta_accessor(saver).graph.channels[MESSAGES]  # LangGraph's DeltaChannel, DeerFlow's reducer
         self.is_seed = _seed_rule(saver)
@@ -202,7 +205,7 @@ def sample_points(order: Iterable[tuple[str, str]], extra: Iterable[tuple[str, s
     return sorted(chosen)
 
 
-def real_reads(saver: Any, thread_id: str, points: Iterable[tuple[str, str]],
+def real_reads(saver: BaseCheckpointSaver[Any], thread_id: str, points: Iterable[tuple[str, str]],
                digest: Callable[[list[Any]], str]) -> Iterator[tuple[str, str, str | None, str | None]]:
     """``(checkpoint_ns, checkpoint_id, digest, error)`` of each point read through LangGraph's own reader.
 

@@ -30,9 +30,16 @@ pages do; the jobs compare the thread's watermark before commit:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import dict_row
+
+from deerflow.storage.addressing import config_for
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.checkpoint.postgres import PostgresSaver
 
 __all__ = ["iter_postgres_checkpoints"]
 
@@ -121,8 +128,8 @@ def _listed_by_langgraph(checkpoint: dict[str, Any], parent: str | None) -> bool
     return version < _SENDS_MIGRATED_FROM and parent is not None
 
 
-def iter_postgres_checkpoints(saver: Any, conn: Any, thread_id: str, checkpoint_ns: str, *,
-                              page_size: int) -> Iterator[Any]:
+def iter_postgres_checkpoints(saver: PostgresSaver, conn: Any, thread_id: str, checkpoint_ns: str, *,
+                              page_size: int) -> Iterator[CheckpointTuple]:
     """Every ``CheckpointTuple`` of one ``(thread_id, checkpoint_ns)``, newest first, as ``saver.list`` gives them.
 
     Args:
@@ -142,14 +149,14 @@ def iter_postgres_checkpoints(saver: Any, conn: Any, thread_id: str, checkpoint_
     """
     if page_size < 1:
         raise ValueError(f"page_size must be at least 1, got {page_size}")
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}}
+    config = config_for(thread_id, checkpoint_ns)
     before: str | None = None
     while True:
         with conn.cursor(binary=True, row_factory=dict_row) as cur:
             rows = _page(cur, thread_id, checkpoint_ns, before, page_size)
         if any(_listed_by_langgraph(r["checkpoint"], r["parent_checkpoint_id"]) for r in rows):
             # let LangGraph list this page itself (its own snapshot: the next page starts after what it gave)
-            after = {"configurable": {"checkpoint_id": before}} if before else None
+            after: RunnableConfig | None = {"configurable": {"checkpoint_id": before}} if before else None
             tuples = list(saver.list(config, before=after, limit=page_size))
             yield from tuples
             if len(tuples) < page_size:

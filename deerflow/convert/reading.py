@@ -13,16 +13,22 @@ session, on Postgres without the saver's array aggregates
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.convert.postgres_pages import iter_postgres_checkpoints
+from deerflow.storage.addressing import config_for
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 __all__ = ["PAGE_SIZE", "iter_checkpoints", "iter_session_checkpoints"]
 
 PAGE_SIZE = 32  # checkpoints per saver.list call
 
 
-def iter_checkpoints(saver: Any, thread_id: str, checkpoint_ns: str, *, page_size: int = PAGE_SIZE) -> Iterator[Any]:
+def iter_checkpoints(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str, *,
+                     page_size: int = PAGE_SIZE) -> Iterator[CheckpointTuple]:
     """Every ``CheckpointTuple`` of one ``(thread_id, checkpoint_ns)``, newest first, via the saver.
 
     Args:
@@ -36,8 +42,8 @@ def iter_checkpoints(saver: Any, thread_id: str, checkpoint_ns: str, *, page_siz
     """
     if page_size < 1:
         raise ValueError(f"page_size must be at least 1, got {page_size}")
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}}
-    before = None
+    config = config_for(thread_id, checkpoint_ns)
+    before: RunnableConfig | None = None
     while True:
         got = 0
         for tup in saver.list(config, before=before, limit=page_size):
@@ -49,7 +55,7 @@ def iter_checkpoints(saver: Any, thread_id: str, checkpoint_ns: str, *, page_siz
 
 
 def iter_session_checkpoints(session: Any, thread_id: str, checkpoint_ns: str, *,
-                             page_size: int = PAGE_SIZE) -> Iterator[Any]:
+                             page_size: int = PAGE_SIZE) -> Iterator[CheckpointTuple]:
     """:func:`iter_checkpoints` through ``session.saver``; on Postgres read by
     :func:`~deerflow.convert.postgres_pages.iter_postgres_checkpoints` on ``session.conn`` (the same tuples,
     about a third of the server time for rows holding whole message lists).

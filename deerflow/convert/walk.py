@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.encoding import MessageDigester, SharingDecoder
@@ -28,6 +28,9 @@ from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.storage.addressing import config_for
 from deerflow.storage.sessions import ConversionSession, open_session
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
+
 __all__ = ["Entry", "Walk", "check_watermark", "config_for", "run_attempts", "share_decoded_messages"]
 
 
@@ -36,7 +39,7 @@ class Entry:
     """One analyzed checkpoint, as the walk hands it on (its value is dropped once used)."""
 
     ns: str
-    tup: Any  # the saver's CheckpointTuple, pending writes dropped
+    tup: CheckpointTuple  # the saver's CheckpointTuple, pending writes dropped
     value: list[Any] | None
     rewrite: bool
     digest: str | None = None  # messages_sha256(value); None when the value is unknown

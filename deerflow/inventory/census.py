@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.inventory import summary as summary_table
 from deerflow.inventory.summary.cadences import counter_expr, snapshot_sql, thread_snapshot_sql
 from deerflow.inventory.summary.writes import bucket_bounds
 from deerflow.storage.sqlread import checkpoint_time, reader_for, table_exists
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["CadenceInference", "CadenceOutliers", "WriterFacts", "cadence_outliers", "infer_cadences",
            "recent_writer_facts"]
@@ -99,7 +102,7 @@ def _cadence_of(row: dict[str, Any], max_supersteps: int) -> int | None:
     return int(row["u"]) + 1
 
 
-def _summary_cadences_ready(saver: Any) -> bool:
+def _summary_cadences_ready(saver: BaseCheckpointSaver[Any]) -> bool:
     """True when ``dfa_thread_cadences`` is readable and filled by a refresh since it was (re)built."""
     if not summary_table.readable(saver):
         return False
@@ -108,7 +111,7 @@ def _summary_cadences_ready(saver: Any) -> bool:
         "SELECT watermark FROM dfa_summary_state WHERE id = 1")[0]["watermark"] is not None
 
 
-def infer_cadences(saver: Any, thread_ids: list[str] | None = None,
+def infer_cadences(saver: BaseCheckpointSaver[Any], thread_ids: list[str] | None = None,
                    max_supersteps: int = DEFAULT_MAX_SUPERSTEPS, *,
                    use_summary: bool = True) -> dict[str, CadenceInference]:
     """Infer each delta thread's snapshot cadence from its checkpoint metadata.
@@ -221,7 +224,7 @@ class CadenceOutliers:
     differs_examples: list[CadenceInference] = field(default_factory=list)
 
 
-def cadence_outliers(saver: Any, fleet: int | None, max_supersteps: int = DEFAULT_MAX_SUPERSTEPS,
+def cadence_outliers(saver: BaseCheckpointSaver[Any], fleet: int | None, max_supersteps: int = DEFAULT_MAX_SUPERSTEPS,
                      *, limit: int = 10) -> CadenceOutliers:
     """Threads written at several cadences, and at a cadence other than ``fleet``, for the audit.
 
@@ -303,7 +306,7 @@ class WriterFacts:
         return plain
 
 
-def _summary_writes_refreshed_at(saver: Any) -> str | None:
+def _summary_writes_refreshed_at(saver: BaseCheckpointSaver[Any]) -> str | None:
     """When the summary (and its write facts) were last refreshed (ISO 8601), or ``None`` when
     ``dfa_thread_writes`` is not readable or not filled by a refresh since it was (re)built."""
     if not summary_table.readable(saver):
@@ -315,7 +318,8 @@ def _summary_writes_refreshed_at(saver: Any) -> str | None:
     return state["refreshed_at"] if state["watermark"] is not None else None
 
 
-def recent_writer_facts(saver: Any, since_checkpoint_id: str, max_supersteps: int = DEFAULT_MAX_SUPERSTEPS,
+def recent_writer_facts(saver: BaseCheckpointSaver[Any], since_checkpoint_id: str,
+                        max_supersteps: int = DEFAULT_MAX_SUPERSTEPS,
                         *, use_summary: bool = True) -> WriterFacts:
     """What was written since ``since_checkpoint_id`` (ids sort by creation time).
 

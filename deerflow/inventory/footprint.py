@@ -18,10 +18,13 @@ rows; materializes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.storage.dialect import Dialect
 from deerflow.storage.sqlread import reader_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["CheckpointBytes", "checkpoint_bytes"]
 
@@ -84,7 +87,7 @@ def _sql(dialect: Dialect) -> str:
     """
 
 
-def checkpoint_bytes(saver: Any, thread_id: str, checkpoint_ns: str = "") -> list[CheckpointBytes]:
+def checkpoint_bytes(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str = "") -> list[CheckpointBytes]:
     """Bytes charged to every checkpoint of ``thread_id`` / ``checkpoint_ns``, oldest first.
 
     Returns:

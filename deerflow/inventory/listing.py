@@ -17,12 +17,15 @@ cursor codec in :mod:`deerflow.inventory.cursors`; callers import all of them fr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.inventory import summary as summary_table
 from deerflow.inventory.cursors import SORTS, keyset_cursor, keyset_position
 from deerflow.inventory.thread_summary import THREAD_CLASSES, ThreadSummary, summary_from_row
 from deerflow.storage.sqlread import reader_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = [
     "class_counts",
@@ -79,7 +82,7 @@ def summary_conditions(reader: Any, *, mode: str | None, thread_class: str | Non
 
 
 def list_threads(
-    saver: Any,
+    saver: BaseCheckpointSaver[Any],
     *,
     limit: int = 50,
     cursor: str | None = None,
@@ -139,7 +142,7 @@ def list_threads(
     return page, next_cursor
 
 
-def _live_rows(saver: Any, q: str | None = None) -> list[dict[str, Any]]:
+def _live_rows(saver: BaseCheckpointSaver[Any], q: str | None = None) -> list[dict[str, Any]]:
     """Every thread's row aggregated from LangGraph's tables now (when the summary cannot be used)."""
     reader = reader_for(saver)
     where, params = "thread_id IS NOT NULL", []
@@ -166,7 +169,7 @@ def _page(rows: list[dict[str, Any]], *, limit: int, cursor: str | None, mode: s
 
 
 
-def get_thread_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
+def get_thread_summary(saver: BaseCheckpointSaver[Any], thread_id: str) -> ThreadSummary | None:
     """The inventory row of one thread computed now from its own rows (exact), or ``None`` when it has none.
 
     Reads LangGraph's tables only (through the ``thread_id`` indexes); writes nothing.
@@ -177,7 +180,7 @@ def get_thread_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
     return summary_from_row(rows[0]) if rows else None
 
 
-def stored_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
+def stored_summary(saver: BaseCheckpointSaver[Any], thread_id: str) -> ThreadSummary | None:
     """The thread's row as the summary table holds it now (possibly stale), or ``None`` (no row, or
     the summary cannot be read by this role)."""
     if summary_table.access(saver) == "none":
@@ -186,7 +189,7 @@ def stored_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
     return summary_from_row(rows[0]) if rows else None
 
 
-def current_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
+def current_summary(saver: BaseCheckpointSaver[Any], thread_id: str) -> ThreadSummary | None:
     """The stored row when it still describes the thread's head, else ``None`` (compute it live then).
 
     One query: the newest root-namespace checkpoint (the primary key's order)
@@ -212,7 +215,7 @@ def current_summary(saver: Any, thread_id: str) -> ThreadSummary | None:
     return summary_from_row(row) if same else None
 
 
-def class_counts(saver: Any, *, refresh: bool = True) -> dict[str, int]:
+def class_counts(saver: BaseCheckpointSaver[Any], *, refresh: bool = True) -> dict[str, int]:
     """Threads per class (every one of :data:`THREAD_CLASSES`, zeros included): one ``GROUP BY`` on the summary.
 
     Falls back to aggregating LangGraph's tables when the summary cannot be used.
@@ -231,13 +234,13 @@ def class_counts(saver: Any, *, refresh: bool = True) -> dict[str, int]:
 _STORAGE_KEYS = ("threads", "bytes_checkpoints", "bytes_blobs", "bytes_writes", "bytes_total")
 
 
-def storage_by_mode(saver: Any, *, refresh: bool = True) -> dict[str, dict[str, int]]:
+def storage_by_mode(saver: BaseCheckpointSaver[Any], *, refresh: bool = True) -> dict[str, dict[str, int]]:
     """Totals per mode: ``{"full"|"delta": {"threads", "bytes_checkpoints", "bytes_blobs", "bytes_writes",
     "bytes_total"}}`` (counts and bytes; both modes always present). Summary first, live fallback."""
     return _storage_by(saver, "mode", ("full", "delta"), refresh)
 
 
-def storage_by_class(saver: Any, *, refresh: bool = True) -> dict[str, dict[str, int]]:
+def storage_by_class(saver: BaseCheckpointSaver[Any], *, refresh: bool = True) -> dict[str, dict[str, int]]:
     """Totals per class, as :func:`storage_by_mode` (every one of :data:`THREAD_CLASSES` present):
     one ``GROUP BY`` on the summary (the audit's "compact legacy threads": classes ``full`` and ``migrated``)."""
     return _storage_by(saver, "thread_class", THREAD_CLASSES, refresh)
@@ -263,7 +266,8 @@ def mode_totals(by_class: dict[str, dict[str, int]]) -> dict[str, dict[str, int]
     return {"full": {k: int(by_class.get("full", {}).get(k, 0)) for k in _STORAGE_KEYS}, "delta": delta}
 
 
-def _storage_by(saver: Any, column: str, groups: tuple[str, ...], refresh: bool) -> dict[str, dict[str, int]]:
+def _storage_by(saver: BaseCheckpointSaver[Any], column: str, groups: tuple[str, ...],
+                refresh: bool) -> dict[str, dict[str, int]]:
     out = {g: dict.fromkeys(_STORAGE_KEYS, 0) for g in groups}
     if summary_table.readable(saver, refresh=refresh):
         for r in reader_for(saver).query(

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.storage.sqlread import checkpoint_time, reader_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["Namespace", "has_subgraph_namespaces", "thread_namespaces"]
 
@@ -74,7 +77,7 @@ def namespace_path(checkpoint_ns: str) -> tuple[str, ...]:
     return tuple(segment.split(NS_END, 1)[0] for segment in checkpoint_ns.split(NS_SEP))
 
 
-def thread_namespaces(saver: Any, thread_id: str) -> list[Namespace]:
+def thread_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[Namespace]:
     """Every ``checkpoint_ns`` of ``thread_id``: the root first, then subgraph namespaces by their first checkpoint.
 
     Args:
@@ -95,7 +98,7 @@ def thread_namespaces(saver: Any, thread_id: str) -> list[Namespace]:
     return sorted(found, key=lambda ns: (ns.checkpoint_ns != "", ns.first_checkpoint_id, ns.checkpoint_ns))
 
 
-def has_subgraph_namespaces(saver: Any, thread_id: str) -> bool:
+def has_subgraph_namespaces(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
     """Whether ``thread_id`` has a checkpoint outside the root namespace (a subgraph's).
 
     One probe of the primary key's ``(thread_id, checkpoint_ns)`` prefix for a

@@ -8,17 +8,20 @@ the summary cannot be used, over the same live aggregate of LangGraph's tables.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.inventory import listing
 from deerflow.inventory import summary as summary_table
 from deerflow.inventory.thread_summary import summary_from_row
 from deerflow.storage.sqlread import reader_for
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
 __all__ = ["count_threads"]
 
 
-def count_threads(saver: Any, *, mode: str | None = None, thread_class: str | None = None,
+def count_threads(saver: BaseCheckpointSaver[Any], *, mode: str | None = None, thread_class: str | None = None,
                   q: str | None = None) -> int:
     """The number of threads :func:`deerflow.inventory.listing.list_threads` lists for these filters.
 

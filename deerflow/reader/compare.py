@@ -25,12 +25,15 @@ partial tree. Read-only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.convert.onepass import CheckpointNode, Finding, Materialized, materialize_namespace
 from deerflow.reader.lineage import ReplayChain
 from deerflow.storage.addressing import config_for
 from deerflow.storage.sqlread import reader_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 __all__ = ["REASONS", "ReplayReading", "needs_comparison", "replay_reading"]
 
@@ -69,14 +72,14 @@ def needs_comparison(chain: ReplayChain, branch_points: frozenset[str]) -> bool:
     return bool(chain.stored_none) or any(cid in branch_points for cid in above)
 
 
-def _children(saver: Any, thread_id: str, ns: str, parent: str) -> list[str]:
+def _children(saver: BaseCheckpointSaver[Any], thread_id: str, ns: str, parent: str) -> list[str]:
     rows = reader_for(saver).query(
         "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND parent_checkpoint_id = ?",
         [thread_id, ns, parent])
     return [r["checkpoint_id"] for r in rows]
 
 
-def _node(tup: Any, *, with_writes: bool, root: bool = False) -> CheckpointNode:
+def _node(tup: CheckpointTuple, *, with_writes: bool, root: bool = False) -> CheckpointNode:
     values = tup.checkpoint.get("channel_values") or {}
     writes = [(w[0], w[2], None) for w in (tup.pending_writes or []) if w[1] == MESSAGES] if with_writes else []
     return CheckpointNode(
@@ -90,7 +93,7 @@ def _node(tup: Any, *, with_writes: bool, root: bool = False) -> CheckpointNode:
     )
 
 
-def replay_reading(saver: Any, thread_id: str, checkpoint_ns: str, chain: ReplayChain,
+def replay_reading(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str, chain: ReplayChain,
                    branch_points: frozenset[str]) -> ReplayReading | None:
     """The replay rule's value of ``chain.checkpoint_ids[0]``.
 

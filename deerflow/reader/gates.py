@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import MISMATCH_MESSAGE, BranchAmbiguousError, CheckpointModeMismatchError
 from deerflow.reader.compare import REASONS, needs_comparison, replay_reading
@@ -24,11 +24,16 @@ from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_DELTA, checkpoint_m
 from deerflow.storage.addressing import config_for
 from deerflow.storage.sqlread import has_sql_tables
 
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
 __all__ = ["Branches", "gate_lineage", "lineage_is_delta", "replay_chain_for",
            "replay_chains_for", "replay_rule"]
 
 
-def lineage_is_delta(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+def lineage_is_delta(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
+                     checkpoint_id: str) -> bool:
     """True when the checkpoint or any ancestor carries delta evidence (marker or LangGraph's counters).
 
     SQL savers: one recursive query (:func:`deerflow.reader.lineage_gate.lineage_has_delta_evidence`); a saver
@@ -36,7 +41,7 @@ def lineage_is_delta(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_
     """
     if has_sql_tables(saver):
         return lineage_has_delta_evidence(saver, thread_id, checkpoint_ns, checkpoint_id)
-    config: dict[str, Any] | None = config_for(thread_id, checkpoint_ns, checkpoint_id)
+    config: RunnableConfig | None = config_for(thread_id, checkpoint_ns, checkpoint_id)
     seen: set[str] = set()
     while config is not None:
         tup = saver.get_tuple(config)
@@ -49,7 +54,8 @@ def lineage_is_delta(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_
     return False
 
 
-def gate_lineage(saver: Any, mode: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> None:
+def gate_lineage(saver: BaseCheckpointSaver[Any], mode: str, thread_id: str, checkpoint_ns: str,
+                 checkpoint_id: str) -> None:
     """Refuse, in a full-mode process, a checkpoint whose lineage is delta.
 
     Raises:
@@ -59,7 +65,7 @@ def gate_lineage(saver: Any, mode: str, thread_id: str, checkpoint_ns: str, chec
         raise CheckpointModeMismatchError(MISMATCH_MESSAGE, thread_id=thread_id)
 
 
-def replay_chain_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
+def replay_chain_for(saver: BaseCheckpointSaver[Any], mode: str, thread_id: str, checkpoint_ns: str,
                      checkpoint_id: str) -> ReplayChain:
     """Delta mode: the checkpoint's replay walk and its break, if any (full mode replays nothing: empty)."""
     if mode != CHECKPOINT_MODE_DELTA:
@@ -67,7 +73,7 @@ def replay_chain_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
     return replay_chain(saver, thread_id, checkpoint_ns, checkpoint_id)
 
 
-def replay_chains_for(saver: Any, mode: str, thread_id: str, checkpoint_ns: str,
+def replay_chains_for(saver: BaseCheckpointSaver[Any], mode: str, thread_id: str, checkpoint_ns: str,
                       checkpoint_ids: list[str]) -> dict[str, ReplayChain]:
     """:func:`replay_chain_for` of every checkpoint of a history page, by id (one query on Postgres)."""
     if mode != CHECKPOINT_MODE_DELTA:
@@ -83,7 +89,8 @@ class Branches:
             about); ``None``: every branch point of the namespace (a history page's rows share them).
     """
 
-    def __init__(self, saver: Any, thread_id: str, checkpoint_ns: str, among: Sequence[str] | None = None):
+    def __init__(self, saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
+                 among: Sequence[str] | None = None):
         self.saver, self.thread_id, self.ns, self.among = saver, thread_id, checkpoint_ns, among
         self._found: frozenset[str] | None = None
 
@@ -94,7 +101,7 @@ class Branches:
         return self._found
 
 
-def replay_rule(saver: Any, thread_id: str, checkpoint_ns: str, chain: ReplayChain,
+def replay_rule(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str, chain: ReplayChain,
                 branches: Branches, theirs: Any) -> tuple[list[Any], dict[str, Any]] | None:
     """Where the shape lets LangGraph's reader (``theirs``) differ from the replay rule: the rule's value.
 

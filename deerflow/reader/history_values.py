@@ -20,23 +20,26 @@ LangGraph's reader as before: no value is ever guessed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert.onepass import replay
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
 
 __all__ = ["MESSAGES", "derive_messages"]
 
 MESSAGES = "messages"
 
 
-def _stored(tup: Any) -> tuple[bool, Any]:
+def _stored(tup: CheckpointTuple) -> tuple[bool, Any]:
     """``(present, value)`` of the tuple's stored ``messages`` channel value."""
     values = (tup.checkpoint or {}).get("channel_values") or {}
     return (MESSAGES in values, values.get(MESSAGES))
 
 
-def derive_messages(tup: Any, parent_tup: Any | None, parent_value: list[Any] | None, *,
+def derive_messages(tup: CheckpointTuple, parent_tup: CheckpointTuple | None, parent_value: list[Any] | None, *,
                     delta: bool) -> list[Any] | None:
     """The ``messages`` list a LangGraph reader materializes at ``tup``, when it follows plainly; else ``None``.
 

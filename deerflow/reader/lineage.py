@@ -31,10 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.storage.driver_errors import translated
 from deerflow.storage.sqlread import has_sql_tables, reader_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["LineageGap", "ReplayChain", "branch_points", "find_lineage_gap", "replay_chain", "replay_chains"]
 
@@ -127,7 +130,7 @@ _SQLITE_SQL = """
 """
 
 
-def _chain(saver: Any, params: tuple[Any, ...]) -> list[tuple[str, str | None, bool, bool]]:
+def _chain(saver: BaseCheckpointSaver[Any], params: tuple[Any, ...]) -> list[tuple[str, str | None, bool, bool]]:
     """``[(checkpoint_id, parent_id, stores_messages, stores_none)]``: the checkpoint up to its anchor (included)."""
     reader = reader_for(saver)
     if reader.dialect.has_blob_table:  # Postgres: the stage-1 probe, in SQL
@@ -148,7 +151,8 @@ def _chain(saver: Any, params: tuple[Any, ...]) -> list[tuple[str, str | None, b
     return out
 
 
-def _postgres_rows(saver: Any, params: tuple[Any, ...], seed: str) -> list[tuple[str, str | None, bool, bool]]:
+def _postgres_rows(saver: BaseCheckpointSaver[Any], params: tuple[Any, ...],
+                   seed: str) -> list[tuple[str, str | None, bool, bool]]:
     """:data:`_POSTGRES_SQL` seeded by ``checkpoint_id {seed}`` (one id, or ``= ANY(?)`` of a list)."""
     sql = _POSTGRES_SQL.format(stored_c=_POSTGRES_STORED.format(a="c"),
                                stored_p=_POSTGRES_STORED.format(a="p"), seed=seed)
@@ -175,7 +179,7 @@ _BRANCH_SQL = """
 AMONG_MAX = 400
 
 
-def branch_points(saver: Any, thread_id: str, checkpoint_ns: str,
+def branch_points(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
                   among: Sequence[str] | None = None) -> frozenset[str]:
     """The checkpoints of one namespace whose ``messages`` writes some child may not have consumed.
 
@@ -211,7 +215,7 @@ def branch_points(saver: Any, thread_id: str, checkpoint_ns: str,
     return frozenset(r["p"] for r in reader.query(sql, params))
 
 
-def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
+def _first_id(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str) -> str | None:
     """The namespace's first checkpoint id (LangGraph's ids sort by time), or ``None`` when it has none."""
     rows = reader_for(saver).query(
         "SELECT MIN(checkpoint_id) AS first FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
@@ -220,7 +224,8 @@ def _first_id(saver: Any, thread_id: str, checkpoint_ns: str) -> str | None:
     return first
 
 
-def find_lineage_gap(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> LineageGap | None:
+def find_lineage_gap(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
+                     checkpoint_id: str) -> LineageGap | None:
     """The break between ``checkpoint_id`` and its anchor, or ``None`` when the replay chain is whole.
 
     Args:
@@ -235,7 +240,8 @@ def find_lineage_gap(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_
     return replay_chain(saver, thread_id, checkpoint_ns, checkpoint_id).gap
 
 
-def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> ReplayChain:
+def replay_chain(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
+                 checkpoint_id: str) -> ReplayChain:
     """The walk :func:`find_lineage_gap` makes, with the checkpoints it passed.
 
     Args:
@@ -253,7 +259,7 @@ def replay_chain(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: 
     return _walk(checkpoint_id, links, nones, lambda: _first_id(saver, thread_id, checkpoint_ns))
 
 
-def replay_chains(saver: Any, thread_id: str, checkpoint_ns: str,
+def replay_chains(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
                   checkpoint_ids: list[str]) -> dict[str, ReplayChain]:
     """:func:`replay_chain` of several checkpoints of one namespace (a history page), equal to it for each.
 

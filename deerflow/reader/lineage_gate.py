@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.storage.sqlread import reader_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["lineage_has_delta_evidence"]
 
 
-def lineage_has_delta_evidence(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+def lineage_has_delta_evidence(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
+                               checkpoint_id: str) -> bool:
     """True when the checkpoint or any ancestor (``parent_checkpoint_id`` chain, same namespace) shows delta.
 
     This is the reader's thread-level gate, stricter than the spec's head-only one: LangGraph

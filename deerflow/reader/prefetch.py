@@ -15,11 +15,14 @@ real saver would produce.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from deerflow._langgraph_compat import CONFIG_KEY_CHECKPOINTER
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = ["PrefetchedSaver", "reuse_tuple"]
 
@@ -43,19 +46,19 @@ class PrefetchedSaver(BaseCheckpointSaver[Any]):
         self.tup = tup
         self.key = _key(tup.config)
 
-    def get_tuple(self, config: Any) -> CheckpointTuple | None:
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The prefetched tuple for its own address, else the real saver's answer."""
         return self.tup if _key(config) == self.key else self.saver.get_tuple(config)
 
-    async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async twin of :meth:`get_tuple`."""
         return self.tup if _key(config) == self.key else await self.saver.aget_tuple(config)
 
-    def list(self, config: Any, **kwargs: Any) -> Iterator[CheckpointTuple]:
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
         """The real saver's ``list``."""
         return self.saver.list(config, **kwargs)
 
-    def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[CheckpointTuple]:
+    def alist(self, config: RunnableConfig | None, **kwargs: Any) -> AsyncIterator[CheckpointTuple]:
         """The real saver's ``alist``."""
         return self.saver.alist(config, **kwargs)
 

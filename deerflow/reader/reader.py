@@ -20,7 +20,7 @@ Config drift, summary upkeep and HTTP stay with the caller (the dashboard).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.types import StateSnapshot
 
@@ -60,6 +60,9 @@ from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.storage.addressing import config_for
 from deerflow.storage.sqlread import has_sql_tables
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
 __all__ = ["ThreadReader"]
 
 
@@ -74,7 +77,7 @@ class ThreadReader:
         snapshot_frequency: the frozen cadence (updates per ``_DeltaSnapshot``).
     """
 
-    saver: Any
+    saver: BaseCheckpointSaver[Any]
     accessor: CheckpointStateAccessor
     mode: str
     snapshot_frequency: int
@@ -127,7 +130,7 @@ class ThreadReader:
 
     # -- materializing ----------------------------------------------------
     def materialize(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
-                    tup: Any = None) -> StateSnapshot:
+                    tup: CheckpointTuple | None = None) -> StateSnapshot:
         """The accessor's snapshot; a write the ``messages`` reducer refuses: :class:`ReducerError` (422).
 
         Args:
@@ -242,7 +245,7 @@ class ThreadReader:
         next_before = rows[-1].checkpoint_id if more and rows else None
         return rows, next_before
 
-    def _history_row(self, thread_id: str, checkpoint_ns: str, tup: Any,
+    def _history_row(self, thread_id: str, checkpoint_ns: str, tup: CheckpointTuple,
                      known: dict[str, tuple[Any, list[Any] | None]], branches: Branches,
                      chain: ReplayChain) -> CheckpointRow:
         """One row of :meth:`read_history` (``chain``: its replay walk, from :func:`replay_chains_for`);

@@ -16,7 +16,7 @@ the error path (one ``get_tuple`` per ancestor).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -25,6 +25,9 @@ from deerflow._langgraph_compat import _get_overwrite
 from deerflow.agents.thread_state import merge_message_writes
 from deerflow.convert.onepass import stored_seed
 from deerflow.storage.addressing import config_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["ReducerFailure", "find_reducer_failure"]
 
@@ -60,7 +63,7 @@ class ReducerFailure:
                 f"{self.write_checkpoint_id!r} {what}")
 
 
-def _chain_writes(saver: Any, target: Any) -> tuple[Any, list[tuple[str, str, int, Any]]] | None:
+def _chain_writes(saver: BaseCheckpointSaver[Any], target: Any) -> tuple[Any, list[tuple[str, str, int, Any]]] | None:
     """``(seed, [(write_checkpoint_id, task_id, index, value)] oldest first)``, or ``None`` if the target stores one."""
     if MESSAGES in (target.checkpoint.get("channel_values") or {}):
         return None
@@ -98,7 +101,8 @@ def _ids(messages: list[Any]) -> set[str]:
     return {mid for m in messages if (mid := getattr(m, "id", None)) is not None}
 
 
-def find_reducer_failure(saver: Any, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> ReducerFailure | None:
+def find_reducer_failure(saver: BaseCheckpointSaver[Any], thread_id: str, checkpoint_ns: str,
+                         checkpoint_id: str) -> ReducerFailure | None:
     """The stored write that makes reading ``checkpoint_id``'s messages raise, if one does.
 
     Args:

@@ -8,23 +8,26 @@ constructor is a one-line change here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.storage.addressing import config_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["Reading", "config_for", "langgraph_reader", "read_through_langgraph"]
 
 Reading = tuple[str, str]  # (messages_sha256, channels_sha256)
 
 
-def langgraph_reader(saver: Any) -> CheckpointStateAccessor:
+def langgraph_reader(saver: BaseCheckpointSaver[Any]) -> CheckpointStateAccessor:
     """A delta-mode accessor over ``saver`` (a delta-mode process reads both modes)."""
     return CheckpointStateAccessor.for_saver(saver, mode="delta")
 
 
-def read_through_langgraph(saver: Any, thread_id: str, keys: Iterable[tuple[str, str]],
+def read_through_langgraph(saver: BaseCheckpointSaver[Any], thread_id: str, keys: Iterable[tuple[str, str]],
                            digest: Callable[[list[Any]], str] = messages_sha256) -> dict[tuple[str, str], Reading]:
     """``{(checkpoint_ns, checkpoint_id): (messages_sha256, channels_sha256)}`` read by LangGraph's reader.
 

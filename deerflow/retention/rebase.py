@@ -20,17 +20,20 @@ converter's split versions do).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert.onepass import stored_seed
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
 
 __all__ = ["RebasePlan", "needs_rebase", "rebase"]
 
 _Key = tuple[str, str]
 
 
-def needs_rebase(tup: Any, value: list[Any] | None) -> bool:
+def needs_rebase(tup: CheckpointTuple, value: list[Any] | None) -> bool:
     """True when ``tup`` stores no seed for ``messages`` but has a ``messages`` version (its value lives upstream)."""
     stored = tup.checkpoint["channel_values"].get("messages")
     return not stored_seed(stored)[0] and "messages" in (tup.checkpoint.get("channel_versions") or {})
@@ -69,7 +72,7 @@ class RebasePlan:
         return candidate
 
 
-def rebase(store: Any, thread_id: str, key: _Key, tup: Any, value: list[Any], version: Any) -> None:
+def rebase(store: Any, thread_id: str, key: _Key, tup: CheckpointTuple, value: list[Any], version: Any) -> None:
     """Re-``put`` one checkpoint with ``_DeltaSnapshot(value)`` as its stored ``messages``, parent link cleared.
 
     The checkpoint keeps its id, metadata (the stored column is put back
@@ -84,7 +87,7 @@ def rebase(store: Any, thread_id: str, key: _Key, tup: Any, value: list[Any], ve
     """
     ns, _cid = key
     metadata = store.raw_metadata(thread_id, key)
-    checkpoint = dict(tup.checkpoint)
+    checkpoint: dict[str, Any] = dict(tup.checkpoint)
     checkpoint["channel_values"] = {**checkpoint["channel_values"], "messages": _DeltaSnapshot(list(value))}
     checkpoint["channel_versions"] = {**checkpoint["channel_versions"], "messages": version}
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}

@@ -8,7 +8,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.inventory.summary import access as summary_access
@@ -20,6 +20,9 @@ from deerflow.seed.writer import _BATCH_BYTES, _account, _new_batch, _sample, _W
 from deerflow.storage.dialect import Dialect
 from deerflow.storage.savers import open_checkpointer, sqlite_checkpoint_path
 from deerflow.storage.sqlread import Tx, reader_for, table_exists
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["describe_database", "seed_threads"]
 
@@ -99,7 +102,7 @@ def _refuse_existing(conn: Any, dialect: str, database: DatabaseConfig, seed: st
             raise ThreadExistsError(rows[0]["thread_id"], describe_database(database))
 
 
-def _summary_built(saver: Any) -> bool:
+def _summary_built(saver: BaseCheckpointSaver[Any]) -> bool:
     """True when the database has a built thread summary this role may write (migrated first).
 
     Probes before migrating: a database without summary tables gets none from

@@ -19,12 +19,15 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 
 from deerflow.agents.thread_state import get_thread_state_schema
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["ScriptedAgent", "TurnPlan", "plan_turns"]
 
@@ -106,8 +109,8 @@ class ScriptedAgent:
         rng: generates message and tool-call ids.
     """
 
-    def __init__(self, mode: str, snapshot_frequency: int, checkpointer: Any, plans: list[TurnPlan],
-                 rng: random.Random):
+    def __init__(self, mode: str, snapshot_frequency: int, checkpointer: BaseCheckpointSaver[Any],
+                 plans: list[TurnPlan], rng: random.Random):
         self.plans = plans
         self.rng = rng
         self.turn = 0

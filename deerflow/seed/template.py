@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -36,6 +36,9 @@ from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from deerflow.seed.ids import TaskIdRecorder
 from deerflow.seed.script import ScriptedAgent, plan_turns
 from deerflow.storage.dialect import Dialect
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["KINDS", "TEMPLATE_THREAD_ID", "Template", "TurnRows", "postgres_scratch", "record_template"]
 
@@ -264,7 +267,7 @@ def record_template(
     return out
 
 
-def _digests(saver: Any, snapshot_frequency: int, turn: TurnRows) -> dict[str, str]:
+def _digests(saver: BaseCheckpointSaver[Any], snapshot_frequency: int, turn: TurnRows) -> dict[str, str]:
     reader = CheckpointStateAccessor.for_saver(saver, mode="delta", snapshot_frequency=snapshot_frequency)
     out = {}
     for row in turn.checkpoints:

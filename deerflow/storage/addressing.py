@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = ["config_for"]
 
 
-def config_for(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
+def config_for(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> RunnableConfig:
     """``{"configurable": {thread_id, checkpoint_ns[, checkpoint_id]}}`` for a saver, accessor or graph call.
 
     Args:
@@ -17,7 +20,7 @@ def config_for(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | Non
             a checkpoint without a parent).
 
     Returns:
-        A new dict (callers may add keys to it).
+        A new ``RunnableConfig`` dict (callers may add keys to it).
     """
     configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     if checkpoint_id is not None:

@@ -36,11 +36,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
 from deerflow.runtime.delta_evidence import COUNTERS, COUNTERS_METADATA_KEY, DELTA_EVIDENCE, MARKER, Clause
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["Dialect", "postgres_connect_kwargs"]
 
@@ -109,7 +112,7 @@ class Dialect(StrEnum):
         raise TypeError(f"not a sqlite3 or psycopg connection, nor a psycopg_pool pool: {type(conn).__name__}")
 
     @classmethod
-    def of_saver(cls, saver: Any) -> Dialect | None:
+    def of_saver(cls, saver: BaseCheckpointSaver[Any]) -> Dialect | None:
         """The dialect of a LangGraph saver's tables (its ``conn``), or ``None`` for a saver without SQL tables.
 
         Raises:

@@ -21,12 +21,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.storage.dialect import Dialect
 from deerflow.storage.driver_errors import translated
 from deerflow.storage.sqlread import Tx, table_exists
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["ConversionSession", "open_session"]
 
@@ -83,7 +86,7 @@ class ConversionSession(Tx):
         saver: ``SqliteSaver`` or ``PostgresSaver`` on the session's connection.
     """
 
-    def __init__(self, dialect: str, conn: Any, saver: Any):
+    def __init__(self, dialect: str, conn: Any, saver: BaseCheckpointSaver[Any]):
         super().__init__(dialect, conn)
         self.saver = saver
 

@@ -39,7 +39,7 @@ import dataclasses
 import datetime as dt
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.inventory.summary.cadences import replace_cadences
 from deerflow.inventory.summary.rows import bump_version, recompute, upsert_rows
@@ -47,6 +47,9 @@ from deerflow.inventory.summary.schema import access, ensure_schema, forget, is_
 from deerflow.inventory.summary.writes import id_floor, replace_writes
 from deerflow.storage.dialect import Dialect
 from deerflow.storage.sqlread import SqlReader, Tx, checkpoint_time, reader_for, table_exists
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["Freshness", "RefreshReport", "ensure_fresh", "freshness", "id_floor", "readable", "refresh",
            "refresh_threads", "version"]
@@ -89,7 +92,7 @@ def _locked(tx: Tx) -> bool:
     return True if sql is None else bool(tx.query(sql, [_LOCK_KEY])[0]["ok"])
 
 
-def refresh(saver: Any, *, full: bool = False, lag_s: float = 0.0, verify_s: float | None = None,
+def refresh(saver: BaseCheckpointSaver[Any], *, full: bool = False, lag_s: float = 0.0, verify_s: float | None = None,
             rebuild_missing: bool = False) -> RefreshReport:
     """Bring the summary up to date.
 
@@ -213,7 +216,7 @@ def _backups(tx: Tx, reader: SqlReader, state: dict[str, Any], *, rescan: bool) 
     return recompute(tx, reader, ids)
 
 
-def version(saver: Any) -> int | None:
+def version(saver: BaseCheckpointSaver[Any]) -> int | None:
     """The summary's change counter, after :func:`readable` (which may refresh it first).
 
     Every transaction that rewrites summary rows (a refresh that recomputed any thread, a full
@@ -232,7 +235,7 @@ def version(saver: Any) -> int | None:
     return int(state["version"])
 
 
-def refresh_threads(saver: Any, thread_ids: list[str]) -> int:
+def refresh_threads(saver: BaseCheckpointSaver[Any], thread_ids: list[str]) -> int:
     """Recompute the rows of ``thread_ids`` now (e.g. after rewriting them); returns rows written."""
     ensure_schema(saver)
     reader = reader_for(saver)
@@ -276,7 +279,7 @@ class Freshness:
         return not self.missing
 
 
-def freshness(saver: Any, *, budget: int = 2000) -> Freshness:
+def freshness(saver: BaseCheckpointSaver[Any], *, budget: int = 2000) -> Freshness:
     """Read the watermark and count (up to ``budget + 1``) checkpoints newer than it. Writes nothing.
 
     The summary tables must exist and be readable (:func:`deerflow.inventory.summary.schema.access`).
@@ -300,7 +303,7 @@ def freshness(saver: Any, *, budget: int = 2000) -> Freshness:
                      missing=None if missing is None else int(missing), verified_at=state.get("verified_at"))
 
 
-def ensure_fresh(saver: Any, *, budget: int = 2000) -> Freshness:
+def ensure_fresh(saver: BaseCheckpointSaver[Any], *, budget: int = 2000) -> Freshness:
     """Refresh inline when it is cheap, else leave it to the periodic task.
 
     Cheap means at most ``budget`` checkpoints arrived since the watermark
@@ -320,7 +323,7 @@ def ensure_fresh(saver: Any, *, budget: int = 2000) -> Freshness:
     return dataclasses.replace(freshness(saver, budget=budget), refreshed=True)
 
 
-def readable(saver: Any, *, refresh: bool = True) -> bool:
+def readable(saver: BaseCheckpointSaver[Any], *, refresh: bool = True) -> bool:
     """True when readers may use the summary table for this saver (refreshing it first if allowed and cheap).
 
     False when this role cannot use the tables (:func:`deerflow.inventory.summary.schema.access` is
@@ -337,7 +340,7 @@ def readable(saver: Any, *, refresh: bool = True) -> bool:
         return _readable(saver, refresh)
 
 
-def _readable(saver: Any, refresh: bool) -> bool:
+def _readable(saver: BaseCheckpointSaver[Any], refresh: bool) -> bool:
     allowed = access(saver)
     if allowed == "write":
         if refresh:

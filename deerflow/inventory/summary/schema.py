@@ -24,12 +24,15 @@ import logging
 import sqlite3
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import StoragePermissionError, StorageQueryError
 from deerflow.storage.dialect import Dialect
 from deerflow.storage.driver_errors import driver_error
 from deerflow.storage.sqlread import Tx, reader_for, table_exists
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["ACCESS_TTL_S", "MIGRATIONS", "OPTIONAL_STEPS", "SUMMARY_COLUMNS", "access", "ensure_schema",
            "forget", "is_denied", "is_summary_table_missing"]
@@ -142,7 +145,7 @@ def is_summary_table_missing(exc: BaseException) -> bool:
     return isinstance(exc, errors.UndefinedTable) and '"dfa_' in str(exc)
 
 
-def forget(saver: Any) -> None:
+def forget(saver: BaseCheckpointSaver[Any]) -> None:
     """Forget what this process knows of ``saver``'s summary tables, so the next use migrates and probes again.
 
     For tables dropped under a running process (an operator's cleanup, a
@@ -152,7 +155,7 @@ def forget(saver: Any) -> None:
     _ACCESS.pop(saver, None)
 
 
-def ensure_schema(saver: Any) -> None:
+def ensure_schema(saver: BaseCheckpointSaver[Any]) -> None:
     """Apply every missing migration (idempotent; once per saver object per process).
 
     Postgres serializes concurrent migrators with a session advisory lock and
@@ -212,7 +215,7 @@ def _apply(tx: Tx, steps: list[str]) -> None:
         tx.execute("INSERT INTO dfa_summary_migrations (v) VALUES (?)", [version])
 
 
-def _probe(saver: Any) -> str:
+def _probe(saver: BaseCheckpointSaver[Any]) -> str:
     """What the tables allow without trying to create them (see the module docstring)."""
     reader = reader_for(saver)
     if not (table_exists(reader, "dfa_thread_summary") and table_exists(reader, "dfa_summary_state")):
@@ -228,7 +231,7 @@ def _probe(saver: Any) -> str:
     return "write" if row["w"] and row["r"] else ("read" if row["r"] else "none")
 
 
-def access(saver: Any) -> str:
+def access(saver: BaseCheckpointSaver[Any]) -> str:
     """``"write"``, ``"read"`` or ``"none"`` for this saver's role (see the module docstring).
 
     Creates the tables when it may. A ``"write"`` answer is kept for the

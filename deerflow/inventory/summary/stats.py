@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.inventory.summary import schema as summary_schema
 from deerflow.storage.sqlread import reader_for
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["QUANTILES", "depth_quantiles", "replay_depth_counts", "summary_age_seconds"]
 
@@ -21,7 +24,7 @@ __all__ = ["QUANTILES", "depth_quantiles", "replay_depth_counts", "summary_age_s
 QUANTILES = (0.5, 0.9, 0.99, 1.0)
 
 
-def replay_depth_counts(saver: Any) -> dict[int, int]:
+def replay_depth_counts(saver: BaseCheckpointSaver[Any]) -> dict[int, int]:
     """``{replay depth: delta threads at that depth}`` from the summary (depth: updates since the head's last
     ``_DeltaSnapshot``; at most the cadence, so the answer has a few keys). ``{}`` when the summary cannot be
     read or holds no delta thread with a known depth."""
@@ -57,7 +60,7 @@ def depth_quantiles(counts: dict[int, int], quantiles: tuple[float, ...] = QUANT
     return out
 
 
-def summary_age_seconds(saver: Any, now: dt.datetime | None = None) -> float | None:
+def summary_age_seconds(saver: BaseCheckpointSaver[Any], now: dt.datetime | None = None) -> float | None:
     """Seconds since the summary was last refreshed (``refreshed_at``), or ``None`` when it never was or this
     role cannot read it. A large value means the periodic refresh (``threads.refresh_summary``) is not running."""
     if summary_schema.access(saver) == "none":
