@@ -42,7 +42,7 @@ def test_the_memory_saver_finds_threads_through_the_saver(memory_rt):
 
 def test_a_type_error_on_a_sql_saver_is_a_bug_not_no_data(runtime_for, sqlite_fixture_db_rw, monkeypatch):
     """Before, ``except TypeError`` turned any ``TypeError`` raised while charting into "no chart"."""
-    from deerflow.inventory import footprint
+    from deerflow import inventory
 
     rt = runtime_for(sqlite_fixture_db_rw, "delta")
     assert isinstance(rt.saver.conn, sqlite3.Connection)
@@ -54,6 +54,6 @@ def test_a_type_error_on_a_sql_saver_is_a_bug_not_no_data(runtime_for, sqlite_fi
     def broken(*args, **kwargs):
         raise TypeError("a bug in the chart query")
 
-    monkeypatch.setattr(footprint, "checkpoint_bytes", broken)
+    monkeypatch.setattr(inventory, "checkpoint_bytes", broken)
     with pytest.raises(TypeError, match="a bug in the chart query"):
         storage.storage_chart(rt, thread_id)
