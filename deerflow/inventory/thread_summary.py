@@ -124,7 +124,7 @@ def summary_from_row(row: dict[str, Any]) -> ThreadSummary:
     """A :class:`ThreadSummary` from a naive-aggregate row (classified here) or a summary-table row."""
     marker_count = int(row["marker_count"] or 0)
     counters_count = int(row["counters_count"] or 0)
-    facts = {
+    facts: dict[str, Any] = {
         "marker_count": marker_count,
         "counters_count": counters_count,
         "bare_count": int(row["bare_count"] or 0),

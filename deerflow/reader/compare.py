@@ -81,7 +81,9 @@ def _children(saver: BaseCheckpointSaver[Any], thread_id: str, ns: str, parent: 
 
 def _node(tup: CheckpointTuple, *, with_writes: bool, root: bool = False) -> CheckpointNode:
     values = tup.checkpoint.get("channel_values") or {}
-    writes = [(w[0], w[2], None) for w in (tup.pending_writes or []) if w[1] == MESSAGES] if with_writes else []
+    writes: list[tuple[str, Any, str | None]] = [
+        (w[0], w[2], None) for w in (tup.pending_writes or []) if w[1] == MESSAGES
+    ] if with_writes else []
     return CheckpointNode(
         checkpoint_id=tup.config["configurable"]["checkpoint_id"],
         parent_id=None if root or tup.parent_config is None else tup.parent_config["configurable"]["checkpoint_id"],

@@ -185,6 +185,22 @@ class ConversionSession(Tx):
                 self.conn.rollback()
 
 
+def _bound_saver(dialect: Dialect, conn: Any) -> BaseCheckpointSaver[Any]:
+    """LangGraph's saver of ``dialect`` on ``conn`` (SQLite: its tables set up; Postgres: already there).
+
+    The savers are imported here, where a session opens: a process that never rewrites never imports them.
+    """
+    if dialect is Dialect.SQLITE:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        sqlite_saver = SqliteSaver(conn)
+        sqlite_saver.setup()
+        return sqlite_saver
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return PostgresSaver(conn)
+
+
 @contextmanager
 def open_session(database: DatabaseConfig, *, write: bool = True) -> Iterator[ConversionSession]:
     """Open a connection, begin a transaction, and bind a saver to it.
@@ -208,18 +224,12 @@ def open_session(database: DatabaseConfig, *, write: bool = True) -> Iterator[Co
             :class:`~deerflow.errors.StorageUnavailableError`: locked, unreachable).
     """
     dialect = Dialect.of_database(database, purpose="conversion")
-    if dialect is Dialect.SQLITE:
-        from langgraph.checkpoint.sqlite import SqliteSaver as saver_type
-    else:
-        from langgraph.checkpoint.postgres import PostgresSaver as saver_type
     with translated():
         conn = (dialect.connect(database, timeout=60, factory=_NoCommitConnection) if dialect is Dialect.SQLITE
                 else dialect.connect(database, autocommit=False))
     try:
         with translated():
-            saver = saver_type(conn)
-            if dialect is Dialect.SQLITE:
-                saver.setup()
+            saver = _bound_saver(dialect, conn)
             dialect.begin(conn, write=write)
         session = ConversionSession(dialect, conn, saver)
         try:

@@ -21,9 +21,8 @@ from deerflow import inventory
 from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.inventory import census
-from deerflow.inventory.listing import checkpoint_time
 from deerflow.runtime.checkpoint_mode import inject_checkpoint_mode
-from deerflow.storage import reader_for
+from deerflow.storage import checkpoint_time, reader_for
 from deerflow.storage.savers import open_checkpointer
 from tests import fixtures_real
 from tests.dashboard.fleet.writes import write_turns
