@@ -24,6 +24,7 @@ from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.writable import check_can_write
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert
+from deerflow.convert import LANGGRAPH_TABLES, database_sizes, reclaim_space
 from deerflow.storage import sqlite_checkpoint_path
 
 __all__ = ["DATABASE_ROW", "RECLAIMED", "ReclaimPlan", "create_reclaim_job", "plan", "run_one"]
@@ -64,7 +65,7 @@ class ReclaimPlan:
     disk_free: int | None
     enough_disk: bool
     active_backups: int
-    tables: tuple[str, ...] = convert.LANGGRAPH_TABLES
+    tables: tuple[str, ...] = LANGGRAPH_TABLES
 
 
 def plan(rt: DashboardRuntime, *, full: bool = False, source_job: ConversionJob | None = None) -> ReclaimPlan:
@@ -76,7 +77,7 @@ def plan(rt: DashboardRuntime, *, full: bool = False, source_job: ConversionJob 
     from dashboard.jobs.creation import active_backups
 
     database = rt.config.database
-    sizes = convert.database_sizes(database)
+    sizes = database_sizes(database)
     total = sum(sizes.values())
     backups = len(active_backups(source_job)) if source_job is not None else 0
     if database.backend == "sqlite":
@@ -123,7 +124,7 @@ def run_one(rt: DashboardRuntime, job: ConversionJob) -> convert.ThreadReport:
     """
     full = bool(job.reclaim.get("full"))
     try:
-        report = convert.reclaim_space(rt.config.database, full=full)
+        report = reclaim_space(rt.config.database, full=full)
     except sqlite3.OperationalError as exc:
         if "full" not in str(exc).lower():
             raise  # "database is locked": transient, the task retries it
