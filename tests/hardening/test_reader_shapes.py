@@ -293,6 +293,8 @@ def test_a_stored_none_is_no_seed_and_a_disagreement_is_flagged(db, runtime_for,
     report = convert_thread(db, "stored-none")
     assert report.status == "converted", (report.error, report.first_difference)
     assert {f["kind"] for f in report.findings} >= {"stored_none"}
+    # the savers disagree there: the replay rule's value is kept, and recorded per checkpoint it reaches
+    assert sorted(f["checkpoint_id"] for f in report.findings if f["kind"] == "reader_departure") == sorted([n, t])
     with open_saver(db) as saver:
         full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for("stored-none", t))
         assert [m.id for m in full.values["messages"]] == ["h0", "a0", "h1"]
@@ -362,9 +364,12 @@ def test_an_input_child_of_a_fork_consumed_none_of_the_branch_points_writes(db, 
         1, 3, "fork_input")
     report = convert_thread(db, thread)
     assert report.status == "converted", (report.error, report.first_difference)
-    with open_saver(db) as saver:
+    with open_saver(db) as saver:  # the conversion stores LangGraph's reading: a full-mode DeerFlow serves it
         full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for(thread, c2))
-        assert [m.id for m in full.values["messages"]] == ["h0"]
+        assert [m.id for m in full.values["messages"]] == ["h0", "a1", "a2"]
+    assert not [f for f in report.findings if f["kind"] == "reader_departure"]
+    from deerflow.convert import revert_thread
+    assert revert_thread(db, report.backup_id).status == "reverted"  # the restored rows read what it stored
 
 
 def test_convert_threads_refuses_ambiguous_forks_unless_acknowledged_and_records_it(db, runtime_for):
