@@ -39,7 +39,11 @@ from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
-from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+from deerflow.runtime.checkpoint_mode import (
+    CHECKPOINT_MODE_METADATA_KEY,
+    COUNTERS_METADATA_KEY,
+    DELTA_WRITES_VERSIONED_METADATA_KEY,
+)
 
 __all__ = ["Dialect", "postgres_connect_kwargs"]
 
@@ -310,10 +314,15 @@ class Dialect(StrEnum):
         return f"COALESCE({alias}.metadata->>'{CHECKPOINT_MODE_METADATA_KEY}' = 'delta', false)"
 
     def counters(self, alias: str = "c") -> str:
-        """True when the row carries LangGraph's ``messages`` counters."""
+        """True when the row carries LangGraph's delta bookkeeping: its ``messages`` counters, or LangGraph.js's
+        ``delta_writes_versioned: true`` (delta evidence without the DeerFlow marker)."""
+        versioned = DELTA_WRITES_VERSIONED_METADATA_KEY
         if self is Dialect.SQLITE:
-            return f"(json_extract(CAST({alias}.metadata AS TEXT), '$.{COUNTERS_METADATA_KEY}.messages') IS NOT NULL)"
-        return f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages') IS NOT NULL)"
+            meta = f"CAST({alias}.metadata AS TEXT)"
+            return (f"(json_extract({meta}, '$.{COUNTERS_METADATA_KEY}.messages') IS NOT NULL "
+                    f"OR COALESCE(json_type({meta}, '$.{versioned}') = 'true', 0))")
+        return (f"(({alias}.metadata->'{COUNTERS_METADATA_KEY}'->'messages') IS NOT NULL "
+                f"OR COALESCE({alias}.metadata->'{versioned}' = 'true'::jsonb, false))")
 
     def counter(self, alias: str = "c", index: int = 0) -> str:
         """``counters_since_delta_snapshot.messages[index]`` as an integer (0: updates, 1: supersteps), or NULL."""

@@ -42,6 +42,7 @@ from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_DELTA,
     CHECKPOINT_MODE_METADATA_KEY,
     COUNTERS_METADATA_KEY,
+    checkpoint_metadata_uses_delta,
 )
 
 __all__ = ["MAX_SUPERSTEPS", "Decision", "SnapshotPlanner", "compacted_row", "is_full_checkpoint"]
@@ -52,9 +53,7 @@ MAX_SUPERSTEPS = DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT
 
 
 def _delta_metadata(metadata: dict[str, Any]) -> bool:
-    counters = metadata.get(COUNTERS_METADATA_KEY)
-    return metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or (
-        isinstance(counters, dict) and MESSAGES in counters)
+    return metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or checkpoint_metadata_uses_delta(metadata)
 
 
 def _stub(tup: Any) -> bool:

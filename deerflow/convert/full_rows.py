@@ -18,7 +18,12 @@ from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.report import Abort
 from deerflow.convert.walk import Entry
 from deerflow.dialect import Dialect
-from deerflow.runtime.checkpoint_mode import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
+from deerflow.runtime.checkpoint_mode import (
+    CHECKPOINT_MODE_METADATA_KEY,
+    COUNTERS_METADATA_KEY,
+    DELTA_WRITES_VERSIONED_METADATA_KEY,
+    checkpoint_metadata_uses_delta,
+)
 
 __all__ = ["VersionPlan", "needs_rewrite", "rewrites_version", "rewritten"]
 
@@ -33,14 +38,14 @@ def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
             out[COUNTERS_METADATA_KEY] = counters
         else:
             out.pop(COUNTERS_METADATA_KEY)
+    if not out.get(COUNTERS_METADATA_KEY):  # no other delta channel left: LangGraph.js's key goes with messages'
+        out.pop(DELTA_WRITES_VERSIONED_METADATA_KEY, None)
     return out
 
 
 def _metadata_delta(tup: Any) -> bool:
-    return tup.metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None or (
-        isinstance(tup.metadata.get(COUNTERS_METADATA_KEY), dict)
-        and "messages" in tup.metadata[COUNTERS_METADATA_KEY]
-    )
+    return (tup.metadata.get(CHECKPOINT_MODE_METADATA_KEY) is not None
+            or checkpoint_metadata_uses_delta(tup.metadata))
 
 
 def _plain(tup: Any) -> bool:

@@ -43,6 +43,7 @@ __all__ = [
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
     "DEFAULT_SNAPSHOT_FREQUENCY",
+    "DELTA_WRITES_VERSIONED_METADATA_KEY",
     "INTERNAL_CHECKPOINT_MODE_KEY",
     "MISMATCH_MESSAGE",
     "RECONFIGURATION_MESSAGE",
@@ -69,6 +70,9 @@ CHECKPOINT_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 INTERNAL_CHECKPOINT_MODE_KEY = "__deerflow_checkpoint_channel_mode"
 #: LangGraph's checkpoint metadata key for ``DeltaChannel`` counters.
 COUNTERS_METADATA_KEY = "counters_since_delta_snapshot"
+#: LangGraph.js's checkpoint metadata key, ``true`` on every checkpoint of a branch its ``DeltaChannel`` graphs
+#: started (every delta write versioned); LangGraph's own ``prune`` takes it as delta evidence, and so do we.
+DELTA_WRITES_VERSIONED_METADATA_KEY = "delta_writes_versioned"
 
 
 class CheckpointMode(StrEnum):
@@ -288,12 +292,16 @@ def checkpoint_metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
 
     Evidence (spec, "Marker contract"): the DeerFlow marker equal to
     ``"delta"``, or LangGraph's ``counters_since_delta_snapshot`` dict holding
-    a ``"messages"`` entry. Snapshot checkpoints drop the counters, so a
-    marker-less thread looks full there; see the dashboard's lineage gate.
+    a ``"messages"`` entry; also LangGraph.js's ``delta_writes_versioned: true``
+    (as LangGraph's own ``prune`` recognizes delta threads). Snapshot
+    checkpoints drop the counters, so a marker-less thread looks full there;
+    see the dashboard's lineage gate.
     """
     if not metadata:
         return False
     if metadata.get(CHECKPOINT_MODE_METADATA_KEY) == CHECKPOINT_MODE_DELTA:
+        return True
+    if metadata.get(DELTA_WRITES_VERSIONED_METADATA_KEY) is True:
         return True
     counters = metadata.get(COUNTERS_METADATA_KEY)
     return isinstance(counters, Mapping) and "messages" in counters
