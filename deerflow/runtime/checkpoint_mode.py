@@ -70,8 +70,9 @@ CHECKPOINT_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 INTERNAL_CHECKPOINT_MODE_KEY = "__deerflow_checkpoint_channel_mode"
 #: LangGraph's checkpoint metadata key for ``DeltaChannel`` counters.
 COUNTERS_METADATA_KEY = "counters_since_delta_snapshot"
-#: LangGraph.js's checkpoint metadata key, ``true`` on every checkpoint of a branch its ``DeltaChannel`` graphs
-#: started (every delta write versioned); LangGraph's own ``prune`` takes it as delta evidence, and so do we.
+#: LangGraph.js's checkpoint metadata key, ``true`` on every checkpoint of a branch its
+#: ``DeltaChannel`` graphs started (every delta write versioned); LangGraph's own ``prune``
+#: takes it as delta evidence, and so do we.
 DELTA_WRITES_VERSIONED_METADATA_KEY = "delta_writes_versioned"
 
 
