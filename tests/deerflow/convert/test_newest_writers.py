@@ -109,6 +109,19 @@ def _class(database: Any, thread_id: str) -> str:
         return str(summary.thread_class)
 
 
+def _assert_the_reader_gates_and_reads(database: Any, thread_id: str, head: str, count: int) -> None:
+    """The dashboard's reader: a full-mode process refuses the thread (409), a delta-mode one reads the head."""
+    from deerflow.reader import ThreadReader
+
+    with open_saver(database) as saver:
+        full = ThreadReader(saver, CheckpointStateAccessor.for_saver(saver, mode="full"), "full", 10)
+        with pytest.raises(CheckpointModeMismatchError):
+            full.read_state(thread_id, head)
+        delta = ThreadReader(saver, CheckpointStateAccessor.for_saver(saver, mode="delta"), "delta", 10)
+        view = delta.read_state(thread_id)
+        assert len(view.values["messages"]) == count and not view.findings
+
+
 def _kept_read_as_before(database: Any, thread_id: str, before: dict[tuple[str, str], Reading],
                          mode: str = "delta") -> None:
     after = readings(database, thread_id, mode)
@@ -148,6 +161,9 @@ def test_todays_langgraph_delta_thread(scratch_db):
     dropped = [t for t in snapshots if COUNTERS_METADATA_KEY not in t.metadata]
     assert len(dropped) >= 3 and {t.metadata.get("source") for t in dropped} == {"loop", "update"}
     assert _class(scratch_db, "newest-delta") == "delta"
+    head = checkpoint_ids(scratch_db, "newest-delta")[-1]
+    _assert_the_reader_gates_and_reads(scratch_db, "newest-delta", head, readings(
+        scratch_db, "newest-delta", "delta")[("", head)][0])
     with open_saver(scratch_db) as saver:
         full = CheckpointStateAccessor.for_saver(saver, mode="full")
         with pytest.raises(CheckpointModeMismatchError):
@@ -182,6 +198,7 @@ def test_a_langgraph_js_thread_is_delta(scratch_db):
     with pytest.raises(CheckpointModeMismatchError):
         raise_if_checkpoint_tuple_incompatible(head, "full")
     assert _class(scratch_db, "js-delta") == "delta_counters_only"
+    _assert_the_reader_gates_and_reads(scratch_db, "js-delta", ids[-1], 16)
     before = readings(scratch_db, "js-delta", "delta")
     assert before[("", ids[-1])][0] == 16
     assert compact_thread(scratch_db, "js-delta", snapshot_frequency=4).status == "already_delta"
