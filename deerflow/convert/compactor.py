@@ -109,9 +109,9 @@ class _Pass:
         """Walk once; raises ``Abort("blocked")`` after the walk when a value could not be materialized."""
         self.report.snapshot_positions = []
         for e in self.walk:
+            self.values.apply(e, self.report)
             if self.integrity is not None:
                 self.integrity.compare(e)
-            self.values.apply(e, self.report)
             self.digests.append((e.ns, e.checkpoint_id, e.digest))
             if e.value is None:
                 continue

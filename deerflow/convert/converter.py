@@ -110,9 +110,9 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
             values = _reader_values(session, thread_id, walk)
             walk.on_namespace = chained(values.begin_namespace, check and check.begin_namespace)
             for e in walk:
+                values.apply(e, report)
                 if check is not None:
                     check.compare(e)
-                values.apply(e, report)
                 if e.rewrite:
                     estimate.add(e)
             walk.raise_if_blocked(frozenset(report.acknowledged))
@@ -193,9 +193,9 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     walk.on_namespace = chained(values.begin_namespace, check and check.begin_namespace, writer.begin_namespace)
     with writer.pipelined():
         for e in walk:
+            values.apply(e, report)
             if check is not None:
                 check.compare(e)
-            values.apply(e, report)
             writer.see(e)
             if e.rewrite:
                 writer.write(e)
