@@ -234,6 +234,19 @@ def summary_facts(rt: DashboardRuntime, fleet: int | None, bound: int
     return facts
 
 
+def _thread_row(thread_id: str, thread_class: str, inference: inventory.CadenceInference | None) -> dict[str, Any]:
+    """One ``threads`` row of the audit (``GET /api/audit?threads=1`` and ``audit_modes --json --threads``).
+
+    ``inferred_snapshot_frequency`` is the single cadence when the data proves one (``None`` when it
+    proves several); ``cadences`` is the thread's ``cadences.by_thread`` entry (every exact cadence and
+    the lower bound later counters prove) and ``multiple_cadences`` says the data proves more than one.
+    """
+    inference = inference or inventory.CadenceInference(thread_id)
+    return {"thread_id": thread_id, "class": thread_class, "inferred_snapshot_frequency": inference.inferred,
+            "inferred_exact": inference.is_exact, "cadences": inference.as_dict(),
+            "multiple_cadences": inference.several}
+
+
 def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int | None = None,
               with_threads: bool = False) -> Audit:
     """Compute the whole audit now (registry, live check, census, cadences, writers, readiness).
@@ -279,12 +292,8 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
     threads = []
     if with_threads:
         inferred = inventory.infer_cadences(rt.saver, max_supersteps=bound)
-        cadences["by_thread"] = {k: {"exact": v.exact, "lower_bound": v.lower_bound}
-                                 for k, v in sorted(inferred.items())}
-        threads = [{"thread_id": s.thread_id, "class": s.thread_class,
-                    "inferred_snapshot_frequency": inferred[s.thread_id].inferred if s.thread_id in inferred else None,
-                    "inferred_exact": inferred[s.thread_id].is_exact if s.thread_id in inferred else False}
-                   for s in summaries]
+        cadences["by_thread"] = {k: v.as_dict() for k, v in sorted(inferred.items())}
+        threads = [_thread_row(s.thread_id, s.thread_class, inferred.get(s.thread_id)) for s in summaries]
     return Audit(
         generated_at=now.isoformat(), processes=rows,
         live={"supported": live.supported, "error": live.error, "answered": sorted(live.replies),

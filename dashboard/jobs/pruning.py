@@ -37,6 +37,8 @@ REASON_WORDS = {
     "resume_target": "resume target: protected by the operator",
     "pending_writes": "pending writes: writes rows a resume would still apply",
     "chain_to_seed": "chain to the seed: a kept checkpoint reads its value through it",
+    "reader_disagreement": ("reader disagreement: LangGraph's reader reads a kept checkpoint through it "
+                            "differently from the replay rule, so it is kept rather than rebased"),
 }
 #: The tree's marks in words (the thread page's history viewed from a prune job).
 MARK_WORDS = {"kept": "kept", "deleted": "deleted", "protected": "protected", "rebased": "kept, rebased"}

@@ -16,7 +16,9 @@ transaction (:mod:`deerflow.storage.sessions`):
    (:func:`deerflow.convert.backups.copy_to_backup`), so
    :func:`~deerflow.convert.converter.revert_thread` restores them byte for byte;
 4. verify: the rewritten rows, read back in the transaction, give every
-   checkpoint the digest it had before, as LangGraph's delta reader reads them
+   checkpoint the digest LangGraph's delta reader read before (where an
+   already-delta part reads differently under the replay rule, LangGraph's
+   reading: :mod:`deerflow.convert.reader_values`), as that reader reads them
    (its read rule replayed along the tree, and real ``get_state`` reads at
    every namespace head, every snapshot seam and a few more:
    :func:`deerflow.convert.integrity.verify_against_langgraph`); any
@@ -48,6 +50,7 @@ from deerflow.convert.compact_plan import Decision, SnapshotPlanner, compacted_r
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.integrity import IntegrityCheck, verify_against_langgraph
 from deerflow.convert.pipelined import PipelinedPuts
+from deerflow.convert.reader_values import ReaderValues
 from deerflow.convert.report import Abort, ThreadReport, record
 from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts
 from deerflow.storage.addressing import config_for
@@ -79,6 +82,8 @@ class _Pass:
         self.report = report
         self.walk = Walk(session, thread_id, report, _needs_rewrite, full_storage=True)
         self.planner = SnapshotPlanner(k, self.walk.digest)
+        # where a delta part of the thread reads differently under LangGraph's reader, its reading is the truth
+        self.values = ReaderValues(session.saver, thread_id, lambda: self.walk.writes, self.walk.digest)
         self.walk.on_namespace = self._begin
         self.digests: list[tuple[str, str, str | None]] = []
         self.with_messages = 0
@@ -86,6 +91,7 @@ class _Pass:
         self.integrity: IntegrityCheck | None = None
 
     def _begin(self, ns: str, tuples: dict[str, Any]) -> None:
+        self.values.begin_namespace(ns, tuples)
         self.planner.begin_namespace(tuples)
         if self.integrity is not None:
             self.integrity.begin_namespace(ns, tuples)
@@ -106,9 +112,10 @@ class _Pass:
         """Walk once; raises ``Abort("blocked")`` after the walk when a value could not be materialized."""
         self.report.snapshot_positions = []
         for e in self.walk:
-            self.digests.append((e.ns, e.checkpoint_id, e.digest))
+            self.values.apply(e, self.report)
             if self.integrity is not None:
                 self.integrity.compare(e)
+            self.digests.append((e.ns, e.checkpoint_id, e.digest))
             if e.value is None:
                 continue
             decision = self.planner.decide(e, self.walk.writes.get(e.checkpoint_id, []))

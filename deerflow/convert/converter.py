@@ -8,7 +8,11 @@ before using full mode"), done per thread in one transaction
 2. read each namespace through the saver a page at a time
    (:mod:`deerflow.convert.reading`), sharing one object per distinct message
    (:class:`~deerflow.convert.encoding.SharingDecoder`);
-3. walk the checkpoint tree once (:mod:`deerflow.convert.onepass`); with the
+3. walk the checkpoint tree once (:mod:`deerflow.convert.onepass`); where
+   the replay rule and LangGraph's reader disagree, the value written is
+   LangGraph's reading (:mod:`deerflow.convert.reader_values`; a stored
+   ``None`` the savers read differently keeps the replay rule's value and is
+   recorded as a ``reader_departure`` finding); with the
    integrity check on, each namespace's stored rows are first read as
    LangGraph's own delta reader reads them (its read rule replayed along the
    tree, real ``get_state`` reads at a sample:
@@ -51,6 +55,7 @@ from deerflow.convert.full_rows import rewritten as _rewritten  # noqa: F401 - r
 from deerflow.convert.full_writer import Writer as _Writer
 from deerflow.convert.integrity import IntegrityCheck
 from deerflow.convert.onepass import stored_seed
+from deerflow.convert.reader_values import ReaderValues, chained
 from deerflow.convert.reading import iter_checkpoints
 from deerflow.convert.report import STATUSES, ThreadReport
 from deerflow.convert.report import Abort as _Abort
@@ -71,12 +76,9 @@ def _integrity_check(session: ConversionSession, thread_id: str, walk: _Walk) ->
     return check
 
 
-def _both(first: Callable[[str, dict[str, Any]], None],
-          second: Callable[[str, dict[str, Any]], None]) -> Callable[[str, dict[str, Any]], None]:
-    def hook(ns: str, tuples: dict[str, Any]) -> None:
-        first(ns, tuples)
-        second(ns, tuples)
-    return hook
+def _reader_values(session: ConversionSession, thread_id: str, walk: _Walk) -> ReaderValues:
+    """LangGraph's readings where the replay rule departs from them (:mod:`deerflow.convert.reader_values`)."""
+    return ReaderValues(session.saver, thread_id, lambda: walk.writes, walk.digest)
 
 
 def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool = True,
@@ -106,7 +108,10 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
             walk = _Walk(session, thread_id, report, _needs_rewrite)
             estimate = _Estimate(session, thread_id, report.bytes_before)
             check = _integrity_check(session, thread_id, walk) if integrity else None
+            values = _reader_values(session, thread_id, walk)
+            walk.on_namespace = chained(values.begin_namespace, check and check.begin_namespace)
             for e in walk:
+                values.apply(e, report)
                 if check is not None:
                     check.compare(e)
                 if e.rewrite:
@@ -184,13 +189,15 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     # read rule, then written; a difference is raised after the walk and the rollback undoes every write.
     check = _integrity_check(session, thread_id, walk) if integrity else None
     writer = _Writer(session, thread_id, note)
-    walk.on_namespace = writer.begin_namespace if check is None else _both(check.begin_namespace,
-                                                                           writer.begin_namespace)
+    values = _reader_values(session, thread_id, walk)
+    # LangGraph's readings are taken before the namespace's rows are rewritten; stored where the rule departs
+    walk.on_namespace = chained(values.begin_namespace, check and check.begin_namespace, writer.begin_namespace)
     with writer.pipelined():
         for e in walk:
-            writer.see(e)
+            values.apply(e, report)
             if check is not None:
                 check.compare(e)
+            writer.see(e)
             if e.rewrite:
                 writer.write(e)
     walk.raise_if_blocked(frozenset(report.acknowledged))  # met while writing: the rollback undoes every write
@@ -240,7 +247,11 @@ def revert_thread(database: DatabaseConfig, backup_id: str) -> ThreadReport:
             except backups.BackupNotFoundError as exc:
                 raise _Abort("not_found", str(exc), "Only an active backup can be restored.") from exc
             walk = _Walk(session, info.thread_id, report, _needs_rewrite)
+            values = _reader_values(session, info.thread_id, walk)
+            walk.on_namespace = values.begin_namespace
+            scratch = ThreadReport(thread_id=info.thread_id)
             for e in walk:
+                values.apply(e, scratch)  # the conversion stored LangGraph's reading where the rule departs
                 key = (e.ns, e.checkpoint_id)
                 if key in converted and converted[key] != e.digest:
                     raise _Abort("verification_failed", f"restored checkpoint {key[1]} reads differently",

@@ -21,6 +21,7 @@ from deerflow.runtime.checkpoint_mode import (
     COUNTERS_METADATA_KEY,
     checkpoint_metadata_uses_delta,
 )
+from deerflow.runtime.delta_evidence import DELTA_WRITES_VERSIONED_METADATA_KEY
 from deerflow.storage.addressing import config_for
 from deerflow.storage.dialect import Dialect
 
@@ -41,6 +42,8 @@ def _clean_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
             out[COUNTERS_METADATA_KEY] = counters
         else:
             out.pop(COUNTERS_METADATA_KEY)
+    if not out.get(COUNTERS_METADATA_KEY):  # no other delta channel left: LangGraph.js's key goes with messages'
+        out.pop(DELTA_WRITES_VERSIONED_METADATA_KEY, None)
     return out
 
 

@@ -72,11 +72,12 @@ class IntegrityCheck:
             self._theirs[cid] = RuleRead(ns, cid, got, error)  # the real read is what LangGraph shows
 
     def compare(self, e: Any) -> None:
-        """Note the first checkpoint (walk order) whose one-pass digest is not LangGraph's."""
+        """Note the first checkpoint (walk order) whose digest, as the rewrite will store it (after
+        :meth:`~deerflow.convert.reader_values.ReaderValues.apply`), is not LangGraph's."""
         if self.difference is not None:
             return
-        if getattr(e, "differs", None) is not None:
-            return  # the replay rule knowingly departs from LangGraph's reader here (a finding, not a mismatch)
+        if getattr(e, "differs", None) == "stored_none":
+            return  # LangGraph's own savers disagree here: the documented replay value, recorded as a departure
         theirs = self._theirs.get(e.checkpoint_id) or RuleRead(e.ns, e.checkpoint_id, None, "not read")
         if theirs.digest != e.digest:
             self.difference = {"checkpoint_id": e.checkpoint_id, "checkpoint_ns": e.ns, "onepass_sha256": e.digest,

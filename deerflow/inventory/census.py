@@ -87,6 +87,11 @@ class CadenceInference:
         every proven one (a cadence change after an exact proof, e.g. 10 then 1,000)."""
         return len(self.exact) > 1 or bool(self.exact and self.lower_bound is not None)
 
+    def as_dict(self) -> dict[str, Any]:
+        """``{"exact": [cadence, ...], "lower_bound": cadence or None}``: what the audit's JSON says of the thread
+        (``cadences.by_thread`` and each row of ``threads``: one shape for the API and ``audit_modes``)."""
+        return {"exact": list(self.exact), "lower_bound": self.lower_bound}
+
     def describe(self) -> str:
         """Every cadence the data proves, then the lower bound later counters prove: ``"10, then ≥41"``."""
         parts = [", ".join(str(k) for k in self.exact)] if self.exact else []

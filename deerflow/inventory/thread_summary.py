@@ -11,7 +11,8 @@ Thread classes (:class:`ThreadClass`, used by the list, the census and the API):
 ``delta``
     DeerFlow-marked delta thread, marked head, no legacy full ancestors.
 ``delta_counters_only``
-    delta by LangGraph counters only (no DeerFlow marker anywhere), counters at the head.
+    delta by LangGraph counters only (no DeerFlow marker anywhere), counters at the head; LangGraph.js's
+    ``delta_writes_versioned: true`` counts as counters (``Dialect.counters``).
 ``migrated``
     delta head over legacy full (unmarked, step >= 0) ancestors.
 ``inconsistent``

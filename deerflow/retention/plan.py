@@ -15,7 +15,14 @@ checkpoint reads through, pending writes) and its two provably safe shapes
 
 A kept checkpoint whose parent is deleted is a *chain start*: its parent
 link is cleared and, when its value lives in its ancestors (a delta
-checkpoint storing no seed), it is rebased (:mod:`deerflow.retention.rebase`).
+checkpoint storing no seed), it is rebased (:mod:`deerflow.retention.rebase`)
+with LangGraph's reading of it. Rebasing is exact only where LangGraph's
+reading of every kept descendant is that reading plus the writes below it;
+where the replay rule and LangGraph's reader disagree (``Node.differs``: an
+``input`` fork child of a checkpoint holding another turn's writes, or a
+stored ``None`` the savers read differently), :func:`plan_keep_last` instead
+keeps the chain the reading goes through, up to the stored seed (reason
+``reader_disagreement``), so nothing a reader of either saver reads changes.
 """
 
 from __future__ import annotations
@@ -28,10 +35,11 @@ __all__ = ["DURATION_KEY", "Node", "Plan", "REASONS", "is_duration_only", "plan_
 
 _Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 
-REASONS = ("head", "resume_target", "pending_writes", "chain_to_seed")
+REASONS = ("head", "resume_target", "pending_writes", "chain_to_seed", "reader_disagreement")
 """Why a checkpoint is protected: the namespace head (the latest resumable state), an explicit resume target
-(``--protect``), pending writes (a leaf owning writes rows: in-flight state), or the ancestor chain a kept
-checkpoint reads through (``safe_only``)."""
+(``--protect``), pending writes (a leaf owning writes rows: in-flight state), the ancestor chain a kept
+checkpoint reads through (``safe_only``), or the chain a kept checkpoint's reading goes through where the replay
+rule and LangGraph's reader disagree (``keep_last``: a rebase could not keep LangGraph's reading below it)."""
 
 DURATION_KEY = "runtime_run_duration"
 
@@ -47,6 +55,10 @@ class Node:
         metadata: the stored metadata (``parents``, ``source``, ``writes`` ...).
         versions: ``checkpoint["channel_versions"]``.
         owns_writes: True when writes rows are stored under this checkpoint.
+        seed: True when it stores its ``messages`` value (a list, a ``_DeltaSnapshot``; a stored ``None`` is
+            none): a reading of it or below it starts here.
+        differs: why the replay rule and LangGraph's reader read it differently (``"fork_input"``,
+            ``"stored_none"``; :attr:`deerflow.convert.onepass.Materialized.differs`), else ``None``.
     """
 
     ns: str
@@ -55,6 +67,8 @@ class Node:
     metadata: Mapping[str, Any]
     versions: Mapping[str, Any]
     owns_writes: bool
+    seed: bool = True
+    differs: str | None = None
 
     @property
     def key(self) -> _Key:
@@ -170,9 +184,33 @@ def plan_keep_last(nodes: Iterable[Node], n: int, protect: Iterable[str] = ()) -
         kids = _children(tree)
         _protect(plan, tree, kids, heads[ns], protect)
         keep = set(_chain(tree, heads[ns])[:n]) | {cid for (pns, cid) in plan.protected if pns == ns}
+        _keep_reading_chains(plan, tree, keep)
         for cid in tree:
             (plan.kept if cid in keep else plan.deleted).add((ns, cid))
     return _finish(plan, trees, heads)
+
+
+def _keep_reading_chains(plan: Plan, tree: Mapping[str, Node], keep: set[str]) -> None:
+    """Add to ``keep`` the chain above every kept checkpoint whose reading the readers disagree on.
+
+    A kept checkpoint with ``differs`` whose parent would go is read, by LangGraph's reader, through
+    ancestors a rebase cannot stand for (a rebase stores one value, and the savers' readings of the
+    chain below are not that value plus the writes). Its ancestors up to and including the stored seed
+    are kept, protected with reason ``reader_disagreement``; the seed then starts the kept chain.
+    """
+    ns = next(iter(tree.values())).ns
+    for cid in sorted(keep):
+        node = tree[cid]
+        if node.differs is None:
+            continue
+        link = node.parent_id
+        while link is not None and link in tree and link not in keep:
+            keep.add(link)
+            if (ns, link) not in plan.protected:
+                plan.protected[(ns, link)] = "reader_disagreement"
+            if tree[link].seed:
+                break
+            link = tree[link].parent_id
 
 
 def is_duration_only(node: Node, parent: Node | None) -> bool:

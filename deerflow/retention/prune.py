@@ -11,16 +11,17 @@ Per thread (:func:`prune_thread`; a Celery task calls it with one thread id):
    reason), chain starts; read every kept checkpoint through LangGraph's
    reader (messages and channel digests);
 4. back up the whole thread (checkpoints, blobs, writes rows) unless told not to;
-5. rebase each chain start whose value lives upstream
-   (:mod:`deerflow.retention.rebase`), then delete the rest with their writes
+5. rebase each chain start whose value lives upstream with LangGraph's
+   reading of it (:mod:`deerflow.retention.rebase`), then delete the rest with their writes
    rows and the blobs no kept checkpoint references, and clear the parent
    link of every chain start;
 6. verify: every kept checkpoint reads as before through our walk and
    through LangGraph's reader, no writes row of a deleted checkpoint and no
    blob only deleted ones used remains, each namespace head is the planned
-   one and reads the same (where the replay rule and LangGraph's reader
-   disagreed, LangGraph's may now read the replay rule's value: the rebase
-   stored it); otherwise roll back;
+   one and reads the same -- no departure accepted: a rebase stores
+   LangGraph's reading, and where the replay rule and LangGraph's reader
+   disagree the plan keeps the chain that reading goes through); otherwise
+   roll back;
 7. compare the watermark (a thread that got a new checkpoint meanwhile is
    rolled back and retried) and commit.
 
@@ -40,10 +41,11 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups
 from deerflow.convert.digest import messages_sha256
 from deerflow.convert.encoding import MessageDigester
+from deerflow.convert.onepass import stored_seed
 from deerflow.convert.report import ThreadReport
 from deerflow.convert.walk import Walk
 from deerflow.retention.plan import Node, Plan, plan_keep_last, plan_safe_only
-from deerflow.retention.reading import read_through_langgraph
+from deerflow.retention.reading import langgraph_values, read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, needs_rebase, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.store import MemoryStore, SqlStore
@@ -167,8 +169,9 @@ def _nodes(entries: dict[_Key, Any], owners: set[_Key]) -> list[Node]:
     out = []
     for (ns, cid), e in entries.items():
         parent = e.tup.parent_config["configurable"]["checkpoint_id"] if e.tup.parent_config else None
+        seed = stored_seed(e.tup.checkpoint["channel_values"].get("messages"))[0]
         out.append(Node(ns, cid, parent, e.tup.metadata or {}, e.tup.checkpoint.get("channel_versions") or {},
-                        (ns, cid) in owners))
+                        (ns, cid) in owners, seed, e.differs))
     return out
 
 
@@ -208,12 +211,13 @@ def _prune_once(store: Any, thread_id: str, report: PruneReport, rule: str, *, n
         return
     digest = MessageDigester()
     before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept), digest)
+    values = _rebase_values(store, thread_id, rebased, before, digest)
     if backup and store.persistent:
         report.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         backups.copy_to_backup(store.session, report.backup_id, thread_id, note=note or f"prune:{rule}",
                                whole_thread=True)
     for k in rebased:
-        rebase(store, thread_id, k, entries[k].tup, entries[k].value, targets[k])
+        rebase(store, thread_id, k, entries[k].tup, values[k], targets[k])
     store.delete(thread_id, plan.deleted, garbage, sorted(plan.chain_starts))
     _check_watermark(store, thread_id, mark, plan)
     _verify(store, thread_id, plan, entries, before, garbage, digest)
@@ -223,6 +227,22 @@ def _prune_once(store: Any, thread_id: str, report: PruneReport, rule: str, *, n
     report.bytes_after = store.stored_bytes(thread_id)
     report.status = "pruned"
     store.session.commit() if store.persistent else store.commit()
+
+
+def _rebase_values(store: Any, thread_id: str, rebased: list[_Key], before: dict[_Key, Any],
+                   digest: Any) -> dict[_Key, list[Any]]:
+    """``{key: messages}`` each rebased checkpoint stores: LangGraph's reading of it, read before any write.
+
+    Raises:
+        RetentionAbort: ``blocked`` when LangGraph's reader fails there (nothing it reads can be kept).
+    """
+    values = langgraph_values(store.saver, thread_id, rebased)
+    for k in rebased:
+        value = values[k]
+        if not isinstance(value, list) or digest(value) != before[k][0]:
+            raise RetentionAbort("blocked", f"LangGraph's reader cannot read checkpoint {k[1]} ({before[k][0]}), "
+                                 "so it cannot be rebased", "Inspect the thread on its page; it was not pruned.")
+    return values
 
 
 def _garbage(entries: dict[_Key, Any], plan: Plan, versions: dict[_Key, Any],
@@ -257,8 +277,8 @@ def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], be
             garbage: set[tuple[str, str, str]], digest: Any) -> None:
     """Every kept checkpoint reads as before (ours and LangGraph's); no orphaned rows; heads as planned.
 
-    LangGraph's reader may instead read the replay rule's value at a checkpoint where the two readers
-    disagreed before the prune (``Entry.differs``): a rebase on its chain stored that value.
+    No departure is accepted: a rebase stores LangGraph's reading, and where the readers disagree the plan
+    keeps the chain the reading goes through (``reader_disagreement``), so both read exactly as before.
     """
     def fail(error: str, difference: dict[str, Any]) -> RetentionAbort:
         return RetentionAbort("verification_failed", error,
@@ -276,10 +296,7 @@ def _verify(store: Any, thread_id: str, plan: Plan, entries: dict[_Key, Any], be
                        {"checkpoint_ns": k[0], "checkpoint_id": k[1], "before_sha256": want, "after_sha256": got})
     after = read_through_langgraph(store.saver, thread_id, sorted(plan.kept), digest)
     for k in sorted(plan.kept):
-        # where the readers disagreed (a fork_input / stored_none reading, onepass.Materialized.differs), a
-        # rebase stores the replay rule's value, which LangGraph's reader then reads: that is no difference
-        now_replay = entries[k].differs is not None and after[k] == (entries[k].digest, before[k][1])
-        if after[k] != before[k] and not now_replay:
+        if after[k] != before[k]:
             raise fail(f"checkpoint {k[1]} reads differently after the prune (LangGraph's reader)",
                        {"checkpoint_ns": k[0], "checkpoint_id": k[1], "before": list(before[k]),
                         "after": list(after[k])})

@@ -17,7 +17,7 @@ from deerflow.storage.addressing import config_for
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["Reading", "config_for", "langgraph_reader", "read_through_langgraph"]
+__all__ = ["Reading", "config_for", "langgraph_reader", "langgraph_values", "read_through_langgraph"]
 
 Reading = tuple[str, str]  # (messages_sha256, channels_sha256)
 
@@ -49,4 +49,17 @@ def read_through_langgraph(saver: BaseCheckpointSaver[Any], thread_id: str, keys
             out[(ns, cid)] = (digest(list(values.get("messages") or [])), channels_sha256(values))
         except Exception as exc:  # noqa: BLE001 - a reader failure is a difference, reported
             out[(ns, cid)] = (f"error: {type(exc).__name__}: {exc}", "")
+    return out
+
+
+def langgraph_values(saver: Any, thread_id: str, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+    """``{(checkpoint_ns, checkpoint_id): messages}`` as LangGraph's reader reads them (the list, ``[]`` when the
+    channel is empty), or the exception the reader raised there (a value that compares unequal to any list)."""
+    reader = langgraph_reader(saver)
+    out: dict[tuple[str, str], Any] = {}
+    for ns, cid in keys:
+        try:
+            out[(ns, cid)] = list(reader.get(config_for(thread_id, ns, cid)).values.get("messages") or [])
+        except Exception as exc:  # noqa: BLE001 - the caller reports the failure
+            out[(ns, cid)] = exc
     return out

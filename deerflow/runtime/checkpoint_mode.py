@@ -44,6 +44,7 @@ __all__ = [
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
     "DEFAULT_SNAPSHOT_FREQUENCY",
+    "DELTA_WRITES_VERSIONED_METADATA_KEY",
     "INTERNAL_CHECKPOINT_MODE_KEY",
     "MISMATCH_MESSAGE",
     "RECONFIGURATION_MESSAGE",

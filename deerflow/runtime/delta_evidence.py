@@ -4,17 +4,23 @@ DeerFlow decides a checkpoint's mode from its metadata alone (spec, "Marker
 contract"; DeerFlow's ``checkpoint_metadata_uses_delta``). The evidence is a
 disjunction of clauses, each a path into the metadata and an expected value::
 
-    marker    metadata["deerflow_checkpoint_channel_mode"] == "delta"
-    counters  "messages" in metadata["counters_since_delta_snapshot"]   (a mapping; any value, null too)
+    marker     metadata["deerflow_checkpoint_channel_mode"] == "delta"
+    counters   "messages" in metadata["counters_since_delta_snapshot"]   (a mapping; any value, null too)
+    versioned  "delta_writes_versioned" in metadata                      (any value)
 
-    shows_delta(metadata) == marker(metadata) or counters(metadata)
+    shows_delta(metadata) == marker(metadata) or counters(metadata) or versioned(metadata)
 
 Only ``"delta"`` is a marker: DeerFlow writes no other value and a full-mode
 process removes the key, so a marker with another value (``"full"``, ``""``,
-a number) is no evidence. LangGraph's own keys other than the ``messages``
-counters (other channels' counters, LangGraph.js's ``delta_writes_versioned``)
-are not DeerFlow's evidence either: a full-mode DeerFlow process reads such a
-checkpoint, so the gates, the census and the rewrites must too.
+a number) is no evidence. Other channels' counters are no evidence either (a
+full-mode process reads their threads' ``messages`` as stored). LangGraph.js
+inlines no counters but marks every checkpoint of a thread its ``DeltaChannel``
+graphs started with ``delta_writes_versioned``; LangGraph's own ``prune``
+(checkpoint-postgres, ``PRUNE_DELTA_THREADS_SQL``) takes the key's presence as
+delta evidence, and so does this definition: the gates fail closed on such a
+thread (its ``messages`` is no list a full-mode process could read) and the
+census and the rewrites treat it as the delta thread it is. The ``versioned``
+clause is reported as LangGraph's bookkeeping, like the counters.
 
 The law this module keeps: for every stored checkpoint row ``c`` of either
 dialect, ``shows_delta(metadata(c))`` equals the value of
@@ -30,11 +36,14 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
+    "BOOKKEEPING",
     "CHECKPOINT_MODE_METADATA_KEY",
     "COUNTERS",
     "COUNTERS_METADATA_KEY",
     "DELTA_EVIDENCE",
+    "DELTA_WRITES_VERSIONED_METADATA_KEY",
     "MARKER",
+    "VERSIONED",
     "Clause",
     "shows_delta",
 ]
@@ -43,12 +52,14 @@ __all__ = [
 CHECKPOINT_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 #: LangGraph's checkpoint metadata key for ``DeltaChannel`` counters.
 COUNTERS_METADATA_KEY = "counters_since_delta_snapshot"
+#: LangGraph.js's checkpoint metadata key on every checkpoint of a thread its ``DeltaChannel`` graphs started.
+DELTA_WRITES_VERSIONED_METADATA_KEY = "delta_writes_versioned"
 
 
 class Clause(NamedTuple):
     """One clause of the evidence: the value at ``path`` in a checkpoint's metadata."""
 
-    #: ``"marker"`` or ``"counters"``: how the evidence is reported (``mode_evidence``).
+    #: ``"marker"``, ``"counters"`` or ``"versioned"``: how the evidence is reported (``mode_evidence``).
     name: str
     #: Keys from the metadata's top level down; every level but the last must be a mapping.
     path: tuple[str, ...]
@@ -67,8 +78,11 @@ class Clause(NamedTuple):
 
 MARKER = Clause("marker", (CHECKPOINT_MODE_METADATA_KEY,), "delta")
 COUNTERS = Clause("counters", (COUNTERS_METADATA_KEY, "messages"), None)
+VERSIONED = Clause("versioned", (DELTA_WRITES_VERSIONED_METADATA_KEY,), None)
 #: The evidence, in the order it is reported: a checkpoint shows delta when any clause holds.
-DELTA_EVIDENCE = (MARKER, COUNTERS)
+DELTA_EVIDENCE = (MARKER, COUNTERS, VERSIONED)
+#: LangGraph's own bookkeeping (no DeerFlow marker): what the census reports as "counters only".
+BOOKKEEPING = (COUNTERS, VERSIONED)
 
 
 def shows_delta(metadata: Mapping[str, Any] | None) -> bool:

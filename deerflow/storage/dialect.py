@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.errors import ConfigError
-from deerflow.runtime.delta_evidence import COUNTERS, COUNTERS_METADATA_KEY, DELTA_EVIDENCE, MARKER, Clause
+from deerflow.runtime.delta_evidence import BOOKKEEPING, COUNTERS_METADATA_KEY, DELTA_EVIDENCE, MARKER, Clause
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -336,8 +336,9 @@ class Dialect(StrEnum):
         return self.clause(MARKER, alias)
 
     def counters(self, alias: str = "c") -> str:
-        """True when the row carries LangGraph's ``messages`` counters (the ``counters`` clause)."""
-        return self.clause(COUNTERS, alias)
+        """True when the row carries LangGraph's delta bookkeeping without needing the DeerFlow marker: its
+        ``messages`` counters or LangGraph.js's ``delta_writes_versioned`` (the evidence's ``BOOKKEEPING`` clauses)."""
+        return "(" + " OR ".join(self.clause(c, alias) for c in BOOKKEEPING) + ")"
 
     def counter(self, alias: str = "c", index: int = 0) -> str:
         """``counters_since_delta_snapshot.messages[index]`` as an integer (0: updates, 1: supersteps), or NULL."""

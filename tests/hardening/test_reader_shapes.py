@@ -293,6 +293,8 @@ def test_a_stored_none_is_no_seed_and_a_disagreement_is_flagged(db, runtime_for,
     report = convert_thread(db, "stored-none")
     assert report.status == "converted", (report.error, report.first_difference)
     assert {f["kind"] for f in report.findings} >= {"stored_none"}
+    # the savers disagree there: the replay rule's value is kept, and recorded per checkpoint it reaches
+    assert sorted(f["checkpoint_id"] for f in report.findings if f["kind"] == "reader_departure") == sorted([n, t])
     with open_saver(db) as saver:
         full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for("stored-none", t))
         assert [m.id for m in full.values["messages"]] == ["h0", "a0", "h1"]
@@ -362,9 +364,12 @@ def test_an_input_child_of_a_fork_consumed_none_of_the_branch_points_writes(db, 
         1, 3, "fork_input")
     report = convert_thread(db, thread)
     assert report.status == "converted", (report.error, report.first_difference)
-    with open_saver(db) as saver:
+    with open_saver(db) as saver:  # the conversion stores LangGraph's reading: a full-mode DeerFlow serves it
         full = CheckpointStateAccessor.for_saver(saver, mode="full").get(config_for(thread, c2))
-        assert [m.id for m in full.values["messages"]] == ["h0"]
+        assert [m.id for m in full.values["messages"]] == ["h0", "a1", "a2"]
+    assert not [f for f in report.findings if f["kind"] == "reader_departure"]
+    from deerflow.convert import revert_thread
+    assert revert_thread(db, report.backup_id).status == "reverted"  # the restored rows read what it stored
 
 
 def test_convert_threads_refuses_ambiguous_forks_unless_acknowledged_and_records_it(db, runtime_for):
@@ -412,12 +417,14 @@ def _reading(client, thread_id: str, checkpoint_id: str) -> tuple[list[str], lis
 
 def test_pruning_the_sibling_of_an_input_fork_keeps_what_the_fork_reads(db, runtime_for, staff_client):
     """Retention (a): the input child is classified from its own stored data, so deleting its sibling
-    (safe_only) changes neither our reading nor the flag; (b): a keep_last rebase stores the replay rule's
-    value, which LangGraph's reader then reads (the verification expects it), and the flag goes."""
+    (safe_only) changes neither our reading nor the flag; (b): a keep_last that would cut the chain the fork's
+    reading goes through keeps it instead (protected ``reader_disagreement``, nothing rebased), so LangGraph's
+    reader reads every kept checkpoint as before and the flag stays."""
     from deerflow.retention import keep_last, safe_only
-    from tests.deerflow.retention.support import all_keys, read
+    from tests.deerflow.retention.support import all_keys, parent_of, read
 
     c1, c2, c3, thread = _fork_input_thread(db)
+    s = parent_of(db, thread, c2)
     runtime_for(db, "delta")
     assert _reading(staff_client, thread, c2) == (["h0"], [("fork_input", 1, 3)])
     assert _reading(staff_client, thread, c3) == (["h0", "h3"], [("fork_input", 2, 4)])
@@ -425,9 +432,71 @@ def test_pruning_the_sibling_of_an_input_fork_keeps_what_the_fork_reads(db, runt
     assert (report.status, report.deleted_checkpoint_ids) == ("pruned", [c1]), report.error
     assert _reading(staff_client, thread, c2) == (["h0"], [("fork_input", 1, 3)])
     assert _reading(staff_client, thread, c3) == (["h0", "h3"], [("fork_input", 2, 4)])
-    assert read(db, thread, [("", c3)])[("", c3)][0] == 4  # LangGraph's reader: every write of the fork point
-    report = keep_last(db, thread, 1)
-    assert (report.status, report.rebased_checkpoint_ids) == ("pruned", [c3]), (report.error, report.first_difference)
-    assert {cid for _ns, cid in all_keys(db, thread)} == {c3}
-    assert read(db, thread, [("", c3)])[("", c3)][0] == 2  # now the replay rule's value, stored as a snapshot
-    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [])
+    before = read(db, thread, [("", c2), ("", c3)])
+    assert before[("", c3)][0] == 4  # LangGraph's reader: every write of the fork point
+    preview = keep_last(db, thread, 1, dry_run=True)
+    assert preview.status == "nothing_to_prune" and preview.rebased_checkpoint_ids == []
+    assert {(p["checkpoint_id"], p["reason"]) for p in preview.protected} == {
+        (c3, "head"), (c2, "reader_disagreement"), (s, "reader_disagreement")}
+    assert {cid for _ns, cid in all_keys(db, thread)} == {s, c2, c3}
+    assert read(db, thread, [("", c2), ("", c3)]) == before
+    assert _reading(staff_client, thread, c3) == (["h0", "h3"], [("fork_input", 2, 4)])
+
+
+def test_keep_last_keeps_a_fork_inputs_reading_chain_and_deletes_above_its_seed(db, runtime_for):
+    """Above the stored seed the chain goes as usual; the kept chain starts at the seed (no rebase)."""
+    from deerflow.retention import keep_last
+    from tests.deerflow.retention.support import all_keys, read
+
+    with open_saver(db) as saver:
+        w = Writer(saver, "long-fork")
+        root = w.checkpoint(None, messages=[])
+        w.writes(root, "input", [HumanMessage("q0", id="h0")])
+        s = w.checkpoint(root, messages=[HumanMessage("q0", id="h0")], counters=1)
+        w.writes(s, "one", [AIMessage("a1", id="a1")])
+        w.checkpoint(s, counters=1)
+        c2 = w.checkpoint(s, counters=1)
+        tup = saver.get_tuple(config_for("long-fork", c2))
+        saver.put(config_for("long-fork", s), tup.checkpoint, {**tup.metadata, "source": "input"},
+                  {"messages": tup.checkpoint["channel_versions"]["messages"]})
+        w.writes(c2, "__start__", [HumanMessage("q3", id="h3")])
+        c3 = w.checkpoint(c2, counters=2)
+    keys = all_keys(db, "long-fork")
+    before = read(db, "long-fork", keys)
+    report = keep_last(db, "long-fork", 1)
+    assert report.status == "pruned", (report.error, report.first_difference)
+    assert report.rebased_checkpoint_ids == [] and set(report.deleted_checkpoint_ids) == keys_minus(
+        keys, {s, c2, c3})
+    kept = all_keys(db, "long-fork")
+    assert {cid for _ns, cid in kept} == {s, c2, c3} and root not in report.kept_checkpoint_ids
+    assert read(db, "long-fork", kept) == {k: before[k] for k in kept}
+
+
+def keys_minus(keys: set[tuple[str, str]], ids: set[str]) -> set[str]:
+    return {cid for _ns, cid in keys} - ids
+
+
+def test_keep_last_keeps_the_chain_through_a_stored_none_on_both_savers(db):
+    """The savers read a stored ``None`` differently (LangGraph #8686): no single rebase value keeps both
+    readings, so keep_last keeps the chain to the seed and each saver reads every kept checkpoint as before."""
+    from deerflow.retention import keep_last
+    from tests.deerflow.retention.support import all_keys, read
+
+    with open_saver(db) as saver:
+        w = Writer(saver, "stored-none")
+        root = w.checkpoint(None, messages=[])
+        w.writes(root, "input", [HumanMessage("q0", id="h0")])
+        s = w.checkpoint(root, messages=[HumanMessage("q0", id="h0")], counters=1)
+        w.writes(s, "agent", [AIMessage("a0", id="a0")])
+        n = w.checkpoint(s, messages=None, counters=1)
+        w.writes(n, "input", [HumanMessage("q1", id="h1")])
+        t = w.checkpoint(n, counters=2)
+    before = read(db, "stored-none")
+    assert before[("", t)][0] == (1 if db.backend == "sqlite" else 3)
+    report = keep_last(db, "stored-none", 1)
+    assert (report.status, report.deleted_checkpoint_ids, report.rebased_checkpoint_ids) == (
+        "pruned", [root], []), (report.error, report.first_difference)
+    assert {(p["checkpoint_id"], p["reason"]) for p in report.protected} == {
+        (t, "head"), (n, "reader_disagreement"), (s, "reader_disagreement")}
+    kept = all_keys(db, "stored-none")
+    assert read(db, "stored-none", kept) == {k: before[k] for k in kept}

@@ -74,7 +74,9 @@ def test_audit_threads_only_when_asked(rt, staff_client):
     assert len(threads) == 27
     by_id = {t["thread_id"]: t for t in threads}
     assert by_id["markerless-delta-f10-13t"] == {"thread_id": "markerless-delta-f10-13t", "class": "inconsistent",
-                                                 "inferred_snapshot_frequency": 10, "inferred_exact": True}
+                                                 "inferred_snapshot_frequency": 10, "inferred_exact": True,
+                                                 "cadences": {"exact": [10], "lower_bound": None},
+                                                 "multiple_cadences": False}
     assert by_id["delta-f10-1t"]["inferred_exact"] is False
     by_thread = staff_client.get("/api/audit?threads=1").json()["cadences"]["by_thread"]
     assert by_thread["delta-f100-150t"] == {"exact": [100], "lower_bound": None}

@@ -376,7 +376,8 @@ def test_as_dict_shape(runtime_for, sqlite_fixture_db, process_row):
     assert len(threads) == 27
     by_id = {t["thread_id"]: t for t in threads}
     assert by_id["delta-f3-40t"] == {"thread_id": "delta-f3-40t", "class": "delta",
-                                     "inferred_snapshot_frequency": 3, "inferred_exact": True}
+                                     "inferred_snapshot_frequency": 3, "inferred_exact": True,
+                                     "cadences": {"exact": [3], "lower_bound": None}, "multiple_cadences": False}
     assert by_id["delta-f10-1t"]["inferred_exact"] is False
     assert by_id["full-tools-30t"]["inferred_snapshot_frequency"] is None
     generated = dt.datetime.fromisoformat(out["generated_at"])

@@ -32,7 +32,10 @@ def test_json_threads_match_the_manifest(runtime_for, fixture_backend, manifest)
     assert set(threads) == {t["thread_id"] for t in manifest["threads"]}
     for thread in manifest["threads"]:
         got = threads[thread["thread_id"]]
-        assert set(got) == {"thread_id", "class", "inferred_snapshot_frequency", "inferred_exact"}
+        assert set(got) == {"thread_id", "class", "inferred_snapshot_frequency", "inferred_exact", "cadences",
+                            "multiple_cadences"}
+        assert got["cadences"] == body["cadences"]["by_thread"].get(thread["thread_id"],
+                                                                   {"exact": [], "lower_bound": None})
         assert got["class"] == expected_class(thread, backend), thread["thread_id"]
         has_counters = thread["backend_independent"]["marker_summary"]["with_counters_since_delta_snapshot"]
         if not has_counters:
@@ -73,5 +76,5 @@ def test_text_threads_listing(runtime_for, sqlite_fixture_db):
     runtime_for(sqlite_fixture_db, "delta", 10)
     _code, out = run("--threads")
     assert "  delta-f3-40t  delta  cadence=3\n" in out + "\n"
-    assert "  delta-f10-1t  delta  cadence=3 (lower bound)" in out
+    assert "  delta-f10-1t  delta  cadence=≥3\n" in out
     assert "  markerless-delta-f10-13t  inconsistent  cadence=10" in out

@@ -76,3 +76,39 @@ def test_the_audit_raises_the_finding(runtime_for, empty_sqlite_db, process_row)
     assert audit.cadences["threads_with_several"] == 1
     (finding,) = [f for f in audit.findings if f.code == "thread_multiple_cadences"]
     assert finding.evidence.startswith("changed: [10], then ≥")
+
+
+@pytest.mark.django_db
+def test_the_cli_row_and_the_api_say_the_same(runtime_for, checkpoint_db, process_row, staff_client):
+    """``audit_modes --json --threads`` and ``GET /api/audit?threads=1`` come from one function: the thread's row
+    carries the exact cadences and the lower bound ``cadences.by_thread`` gives (existing keys unchanged)."""
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    write_turns(checkpoint_db, "changed", 30, snapshot_frequency=10)
+    write_turns(checkpoint_db, "changed", 20, snapshot_frequency=1000, start=30)
+    runtime_for(checkpoint_db, "delta", 10)
+    process_row("web", snapshot_frequency=10)
+    api = staff_client.get("/api/audit?threads=1").json()
+    out = io.StringIO()
+    try:
+        call_command("audit_modes", "--json", "--threads", stdout=out)
+    except SystemExit:
+        pass  # exit 1 on error findings; the JSON is printed first
+    cli = json.loads(out.getvalue())
+    by_thread = api["cadences"]["by_thread"]["changed"]
+    assert by_thread["exact"] == [10] and by_thread["lower_bound"] >= 41
+    assert cli["cadences"]["by_thread"]["changed"] == by_thread
+    (row,) = [t for t in cli["threads"] if t["thread_id"] == "changed"]
+    assert row == {"thread_id": "changed", "class": "delta", "inferred_snapshot_frequency": None,
+                   "inferred_exact": False, "cadences": by_thread, "multiple_cadences": True}
+    assert [t for t in api["threads"] if t["thread_id"] == "changed"] == [row]
+    assert "thread_multiple_cadences" in {f["code"] for f in cli["findings"]} & {f["code"] for f in api["findings"]}
+    text = io.StringIO()
+    try:
+        call_command("audit_modes", "--threads", stdout=text)
+    except SystemExit:
+        pass
+    assert f"  changed  delta  cadence=10, then ≥{by_thread['lower_bound']} (several)" in text.getvalue()

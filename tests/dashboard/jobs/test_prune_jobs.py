@@ -363,3 +363,27 @@ def test_a_prune_without_a_dry_run_is_told_to_run_the_prune_dry_run(delta_rt, pr
     assert response.status_code == 400 and response.json()["code"] == "estimate_required"
     assert "A prune job needs a dry-run estimate" in response.json()["detail"]
     assert "kind prune_dry_run" in response.json()["hint"]
+
+
+def test_the_preview_shows_the_chain_kept_for_a_reader_disagreement(runtime_for, sqlite_fixture_db_rw, pruner,
+                                                                    pruner_client):
+    """keep_last 5 on the fixture's input fork keeps the chain its kept checkpoints read through: protected
+    ``reader_disagreement``, said in words on the job page, nothing rebased on it."""
+    from dashboard.jobs.pruning import REASON_WORDS
+    from deerflow.retention.plan import REASONS
+    from tests.dashboard.jobs.conftest import shrink
+
+    assert set(REASON_WORDS) == set(REASONS)
+    thread = "delta-f10-fork-from-input"
+    database = shrink(sqlite_fixture_db_rw, [thread])
+    with open_saver(database):
+        pass
+    runtime_for(database, "delta")
+    dry = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": [thread]},
+                                         retention={"rule": "keep_last", "keep_last": 5}))
+    row = dry.results.get()
+    chain = [p for p in row.prune["protected"] if p["reason"] == "reader_disagreement"]
+    assert len(chain) >= 5, row.prune["protected"]
+    assert not {p["checkpoint_id"] for p in chain} & set(row.prune["rebased_checkpoint_ids"])
+    html = pruner_client.get(f"/jobs/{dry.pk}/").content.decode()
+    assert "reader disagreement: LangGraph" in html

@@ -11,7 +11,7 @@ import pytest
 
 from deerflow.convert import revert_thread
 from deerflow.convert.compactor import compact_thread, dry_run_compact
-from deerflow.convert.digest import messages_sha256
+from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
 from tests.deerflow.convert.compact_support import plain_delta_graph, replay_depths
 from tests.deerflow.convert.support import config_for, open_saver, raw_rows
@@ -35,14 +35,16 @@ def _sweep(db, manifest: dict[str, Any], thread_ids: set[str]) -> tuple[int, lis
             tid = thread["thread_id"]
             checkpoints = thread["backends"][db.backend]["checkpoints"]
             for ns in dict.fromkeys(c["checkpoint_ns"] for c in checkpoints):
-                want = [(c["checkpoint_id"], c["messages_sha256"]) for c in checkpoints if c["checkpoint_ns"] == ns]
-                got = [(s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages") or []))
-                       for s in accessor.iter_history(config_for(tid, ns=ns))]
+                # LangGraph's reading before the compaction: the digests of messages and of every channel
+                want = [(c["checkpoint_id"], c["messages_sha256"], c["channels_sha256"])
+                        for c in checkpoints if c["checkpoint_ns"] == ns]
+                got = [(s.config["configurable"]["checkpoint_id"], messages_sha256(s.values.get("messages") or []),
+                        channels_sha256(s.values)) for s in accessor.iter_history(config_for(tid, ns=ns))]
                 readings += len(got)
                 if got != want:
                     failures.append(f"accessor {tid} ns={ns!r}: "
                                     f"{[g for g, w in zip(got, want, strict=False) if g != w][:2]}")
-                for cid, digest in want:
+                for cid, digest, _channels in want:
                     state = plain.get_state(config_for(tid, cid, ns))
                     if messages_sha256(state.values.get("messages") or []) != digest:
                         failures.append(f"plain DeltaChannel graph {tid} {ns!r} {cid}")

@@ -13,6 +13,7 @@ import sys
 from dashboard.commands import DashboardCommand
 from dashboard.fleet.audit import run_audit
 from dashboard.runtime import get_runtime
+from deerflow.inventory import CadenceInference
 
 
 class Command(DashboardCommand):
@@ -45,8 +46,9 @@ class Command(DashboardCommand):
             w("no findings")
         if threads:
             for t in audit.threads:
-                w(f"  {t['thread_id']}  {t['class']}  cadence={t['inferred_snapshot_frequency']}"
-                  f"{'' if t['inferred_exact'] else ' (lower bound)'}")
+                cadences = CadenceInference(t["thread_id"], t["cadences"]["exact"], t["cadences"]["lower_bound"])
+                w(f"  {t['thread_id']}  {t['class']}  cadence={cadences.describe()}"
+                  f"{' (several)' if t['multiple_cadences'] else ''}")
 
 
 def _dumps(value) -> str:
