@@ -88,8 +88,7 @@ class CadenceInference:
         return len(self.exact) > 1 or bool(self.exact and self.lower_bound is not None)
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"exact": [cadence, ...], "lower_bound": cadence or None}``: what the audit's JSON says of the thread
-        (``cadences.by_thread`` and each row of ``threads``: one shape for the API and ``audit_modes``)."""
+        """``{"exact": [cadence, ...], "lower_bound": cadence or None}``: the audit's JSON of the thread (API and CLI)."""
         return {"exact": list(self.exact), "lower_bound": self.lower_bound}
 
     def describe(self) -> str:
@@ -307,8 +306,7 @@ class WriterFacts:
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy (without ``source`` and ``as_of``)."""
         kept = {k: v for k, v in self.__dict__.items() if k not in ("source", "as_of")}
-        plain: dict[str, Any] = json.loads(json.dumps(kept, default=str))
-        return plain
+        return dict(json.loads(json.dumps(kept, default=str)))
 
 
 def _summary_writes_refreshed_at(saver: BaseCheckpointSaver[Any]) -> str | None:

@@ -32,7 +32,12 @@ from deerflow.errors import (
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
 )
-from deerflow.runtime.delta_evidence import CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY, shows_delta
+from deerflow.runtime.delta_evidence import (
+    CHECKPOINT_MODE_METADATA_KEY,
+    COUNTERS_METADATA_KEY,
+    DELTA_WRITES_VERSIONED_METADATA_KEY,
+    shows_delta,
+)
 
 __all__ = [
     "CHECKPOINT_MODES",

@@ -19,6 +19,7 @@ from deerflow.runtime.delta_evidence import (
     COUNTERS_METADATA_KEY,
     DELTA_EVIDENCE,
     MARKER,
+    VERSIONED,
     shows_delta,
 )
 from deerflow.storage import Dialect, open_checkpointer, reader_for
@@ -26,7 +27,8 @@ from tests.backends import BACKENDS, fresh_database
 
 MARK, COUNT = CHECKPOINT_MODE_METADATA_KEY, COUNTERS_METADATA_KEY
 
-#: (case id, metadata, delta evidence?) -- the expected value is DeerFlow's rule, stated by hand.
+#: (case id, metadata, delta evidence?) -- the expected value is the rule stated by hand: DeerFlow's marker
+#: and counters, and LangGraph.js's key as LangGraph's own prune reads it (presence).
 CRAFTED: list[tuple[str, dict[str, Any], bool]] = [
     ("empty", {}, False),
     ("plain-full", {"source": "loop", "step": 3}, False),
@@ -46,7 +48,9 @@ CRAFTED: list[tuple[str, dict[str, Any], bool]] = [
     ("counters-a-list", {COUNT: ["messages"]}, False),
     ("counters-a-string", {COUNT: "messages"}, False),
     ("counters-null", {COUNT: None}, False),
-    ("langgraphjs-versioned-only", {"delta_writes_versioned": True, "source": "loop"}, False),
+    ("langgraphjs-versioned-only", {"delta_writes_versioned": True, "source": "loop"}, True),
+    ("langgraphjs-versioned-false", {"delta_writes_versioned": False}, True),
+    ("langgraphjs-versioned-null", {"delta_writes_versioned": None}, True),
     ("langgraphjs-versioned-with-counters", {"delta_writes_versioned": True, COUNT: {"messages": [1, 1]}}, True),
     ("snapshot-marked-without-counters", {MARK: "delta", "source": "loop", "step": 10}, True),
     ("snapshot-unmarked-without-counters", {"source": "loop", "step": 10, "parents": {}}, False),
@@ -54,8 +58,9 @@ CRAFTED: list[tuple[str, dict[str, Any], bool]] = [
 ]
 
 
-def test_the_evidence_is_the_marker_or_the_messages_counters():
-    assert DELTA_EVIDENCE == (MARKER, COUNTERS)
+def test_the_evidence_is_the_marker_the_messages_counters_or_langgraphjs_versioning():
+    assert DELTA_EVIDENCE == (MARKER, COUNTERS, VERSIONED)
+    assert VERSIONED.path == ("delta_writes_versioned",) and VERSIONED.equals is None
     assert MARKER.path == (MARK,) and MARKER.equals == "delta"
     assert COUNTERS.path == (COUNT, "messages") and COUNTERS.equals is None
 
@@ -86,7 +91,7 @@ def _python_evidence(saver: Any) -> dict[tuple[str, str, str], tuple[bool, bool,
         c = tup.config["configurable"]
         md = tup.metadata
         out[(c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])] = (
-            shows_delta(md), MARKER.holds(md), COUNTERS.holds(md))
+            shows_delta(md), MARKER.holds(md), COUNTERS.holds(md) or VERSIONED.holds(md))
     return out
 
 
@@ -98,7 +103,7 @@ def test_python_and_sql_agree_on_every_checkpoint_of_the_real_fixture(fixture_ba
     assert len(python) > 500 and python.keys() == sql.keys()
     assert {k: v for k, v in python.items() if sql[k] != v} == {}
     assert {v[0] for v in python.values()} == {True, False}  # the fixture holds both kinds
-    assert any(v == (True, False, True) for v in python.values())  # counters only (marker-less delta)
+    assert any(v == (True, False, True) for v in python.values())  # bookkeeping only (marker-less delta)
     assert any(v == (True, True, False) for v in python.values())  # a marked snapshot without counters
 
 
