@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import backups

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from deerflow.storage.addressing import config_for
 from deerflow.convert.delta_reader import delta_accessor
 from deerflow.convert.onepass import stored_seed
 from deerflow.convert.report import Abort, ThreadReport
+from deerflow.storage.addressing import config_for
 
 __all__ = ["DEPARTURE_KIND", "ReaderValues", "chained", "fork_input_candidates"]
 
