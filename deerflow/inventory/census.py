@@ -88,7 +88,7 @@ class CadenceInference:
         return len(self.exact) > 1 or bool(self.exact and self.lower_bound is not None)
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"exact": [cadence, ...], "lower_bound": cadence or None}``: the audit's JSON of the thread (API and CLI)."""
+        """``{"exact": [cadence, ...], "lower_bound": cadence or None}``: the audit's JSON of a thread."""
         return {"exact": list(self.exact), "lower_bound": self.lower_bound}
 
     def describe(self) -> str:
