@@ -51,6 +51,8 @@ if importlib.util.find_spec("benchmarks") is not None:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # HEAD answered as GET, headers only, on every route (dashboard.http_methods).
+    "dashboard.http_methods.HeadAsGetMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
