@@ -111,22 +111,29 @@ def owner_gone(row: Mapping[str, Any], now: dt.datetime, lease_s: float | None =
     """Whether the worker that claimed a ``running`` row is gone.
 
     On this host: its pid no longer exists (:func:`dashboard.jobs.owners.owner_alive`). On another host:
-    no worker of that host registered by the time the row was claimed has heartbeated within the lease
-    (:data:`LEASE_BEATS` of its own heartbeat interval, or ``lease_s`` when given): a worker restarted since
-    registers anew, after the claim, and does not vouch for the rows of the one it replaced.
+    no worker of that host registered by the time the row was claimed, and not stopped since, has
+    heartbeated within the lease (:data:`LEASE_BEATS` of its own heartbeat interval, or ``lease_s`` when
+    given): a worker restarted since registers anew, after the claim, and does not vouch for the rows of
+    the one it replaced. A row without a recorded owner, or of a host none of whose workers ever
+    registered, is not judged gone (nothing says so; a redelivered task still reclaims it).
 
     Args:
         row: the row's ``worker_host``, ``worker_pid``, ``worker_node``, ``started_at`` and ``id``.
         now: the sweep's clock.
         lease_s: seconds without a heartbeat after which a remote worker is gone (default per worker).
     """
+    if not row["worker_host"]:
+        return False  # no owner recorded: cannot tell
     if row["worker_host"] == socket.gethostname() and row["worker_pid"]:
         return owners.owner_alive(dict(row), row["id"]) is False
     from dashboard.fleet.models import ProcessRecord
 
-    workers = ProcessRecord.objects.filter(role="worker", host=row["worker_host"], stopped_at__isnull=True,
-                                           started_at__lte=row["started_at"] or now)
-    return not any((now - w.last_heartbeat).total_seconds() <= (lease_s or LEASE_BEATS * w.heartbeat_interval_s)
+    workers = list(ProcessRecord.objects.filter(role="worker", host=row["worker_host"]))
+    if not workers:
+        return False  # a host whose workers never registered: cannot tell (a redelivery still reclaims the row)
+    claimed = row["started_at"] or now
+    return not any(w.stopped_at is None and w.started_at <= claimed
+                   and (now - w.last_heartbeat).total_seconds() <= (lease_s or LEASE_BEATS * w.heartbeat_interval_s)
                    for w in workers)
 
 

@@ -122,3 +122,9 @@ def test_a_thread_that_keeps_losing_its_worker_is_failed_not_run_for_ever(delta_
     recovery = stalls.recover_abandoned(lambda _id: pytest.fail("sent"))
     row = job.results.get(pk=recovery.ended[0])
     assert (row.status, row.error_code) == ("error", "worker_lost")
+
+
+def test_a_host_whose_workers_never_registered_is_not_presumed_gone(delta_rt):
+    job = _stranded_job(host="unregistered-host", pid=777, started_ago_s=3600)
+    assert stalls.recover_abandoned(lambda _id: pytest.fail("sent")).jobs == set()
+    assert job.results.filter(status="running").count() == 1
