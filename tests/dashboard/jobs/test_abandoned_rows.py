@@ -128,3 +128,23 @@ def test_a_host_whose_workers_never_registered_is_not_presumed_gone(delta_rt):
     job = _stranded_job(host="unregistered-host", pid=777, started_ago_s=3600)
     assert stalls.recover_abandoned(lambda _id: pytest.fail("sent")).jobs == set()
     assert job.results.filter(status="running").count() == 1
+
+
+def test_the_command_releases_a_dead_workers_row_and_ends_a_cancelling_job(delta_rt):
+    import io
+
+    from django.core.management import call_command
+
+    running = _stranded_job()
+    cancelling = _stranded_job()
+    ConversionJob.objects.filter(pk=cancelling.pk).update(state=ConversionJob.State.CANCELLING)
+    out = io.StringIO()
+    call_command("requeue_stalled_threads", "--older-than", "600", stdout=out)
+    text = out.getvalue()
+    sent = running.results.order_by("id").first()
+    lost = cancelling.results.order_by("id").first()
+    assert f"sent again: job {running.pk} thread {sent.thread_id} (row {sent.pk})" in text
+    assert f"worker lost: job {cancelling.pk} thread {lost.thread_id} (row {lost.pk}) skipped" in text
+    cancelling.refresh_from_db()
+    assert cancelling.state == "cancelled"
+    assert running.results.get(pk=sent.pk).status == "queued"
