@@ -27,7 +27,6 @@ Gauges (``deerflow_`` prefix):
 
 from __future__ import annotations
 
-import hmac
 from collections import Counter
 
 from django.conf import settings
@@ -36,6 +35,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from dashboard.accounts.throttle import metrics_refusal
 from dashboard.errors import ErrorView
 from dashboard.middleware import json_error
 
@@ -123,9 +123,14 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return json_error(ErrorView(404, "metrics_disabled", "Metrics are off.",
                                     "Set DASHBOARD_METRICS_TOKEN and scrape with Authorization: Bearer <it>."))
     scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(sent.strip().encode(), expected.encode()):
+    if scheme.lower() != "bearer" or not sent.strip():
         return json_error(ErrorView(401, "invalid_metrics_token", "Missing or wrong metrics token.",
                                     "Send Authorization: Bearer <DASHBOARD_METRICS_TOKEN>."))
+    refused = metrics_refusal(request, sent.strip())
+    if refused is not None:
+        return refused
     registry = CollectorRegistry(auto_describe=False)
     registry.register(AuditCollector(get_runtime()))
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    response = HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    response["Cache-Control"] = "no-store"
+    return response

@@ -51,6 +51,8 @@ if importlib.util.find_spec("benchmarks") is not None:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # HEAD answered as GET, headers only, on every route (dashboard.http_methods).
+    "dashboard.http_methods.HeadAsGetMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -128,7 +130,11 @@ AUTHENTICATION_BACKENDS = [
 # lock it for DASHBOARD_LOGIN_COOLOFF_S seconds (answered 429 with Retry-After). Bad API tokens count too.
 AXES_FAILURE_LIMIT = env_int("DASHBOARD_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = dt.timedelta(seconds=env_int("DASHBOARD_LOGIN_COOLOFF_S", 900, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Who a failure counts against: passwords per username and per address, tokens per address and token prefix,
+# valid tokens never (dashboard/accounts/throttle.py; docs/security.md, Throttling).
+AXES_LOCKOUT_PARAMETERS = "dashboard.accounts.throttle.lockout_parameters"
+AXES_USERNAME_CALLABLE = "dashboard.accounts.throttle.attempt_username"
+AXES_WHITELIST_CALLABLE = "dashboard.accounts.throttle.is_valid_credential"
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 # Lockout log lines name the username and address (operators need them; passwords and tokens stay masked).

@@ -9,6 +9,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import authenticate
 from django.http import HttpRequest, HttpResponse
 
+from dashboard.accounts.throttle import token_credential
 from dashboard.errors import ErrorView
 from dashboard.middleware import json_error
 
@@ -38,7 +39,7 @@ def api_staff_required(view: Callable) -> Callable:
         raw = _bearer(request)
         if raw is not None:
             # Through Django's authenticate(): django-axes counts a bad token like a bad password.
-            user = authenticate(request, api_token=raw)
+            user = authenticate(request, api_token=raw, credential=token_credential(raw))
             if user is None:
                 return json_error(ErrorView(401, "invalid_token", "Invalid or revoked API token.",
                                             "Create a new token with: python manage.py create_api_token <username>"))

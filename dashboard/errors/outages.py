@@ -5,8 +5,13 @@
 traceback) and says which service, where, why, and what to do::
 
     checkpoint_database_unavailable   psycopg.OperationalError (incl. the pool's PoolTimeout), SQLite
-                                      locked / busy / disk I/O / unreadable / read-only / not a database
-                                      (:func:`is_sqlite_outage`): the saver's database
+                                      locked / busy / unreadable / not a database (:func:`is_sqlite_outage`):
+                                      the saver's database
+    checkpoint_database_read_only     SQLite "attempt to write a readonly database" (the file, its directory or
+                                      its journal may not be written; a WAL file whose -shm cannot be made),
+                                      psycopg ReadOnlySqlTransaction (a read-only server or transaction)
+    checkpoint_disk_io_error          SQLite "disk I/O error" / "database or disk is full": the file system
+                                      failed a read or write
     checkpoint_tables_missing         the database has no LangGraph checkpoint tables
     summary_tables_missing            the dashboard's dfa_* summary tables were dropped under this process
     checkpoint_database_permission    the database role may not do what was asked
@@ -43,13 +48,26 @@ from deerflow.inventory.summary import is_summary_table_missing
 from deerflow.storage import ServerUnreachable, driver_error, is_wal_file
 from deerflow.storage import is_sqlite_outage as _sqlite_unusable
 
-__all__ = ["OUTAGES", "describe_outage", "is_outage", "is_sqlite_outage", "postgres_where", "redact"]
+__all__ = ["OUTAGES", "READ_ONLY_HINT", "describe_outage", "describe_storage_failure", "is_outage", "is_sqlite_outage",
+           "postgres_where", "redact"]
+
+#: What to do when the checkpoint database refuses writes (a writing job, or the thread summary's refresh).
+READ_ONLY_HINT = ("This process may only read the checkpoint database. SQLite: let this process's user write "
+                  "deerflow.db and its directory (the journal and WAL files are created there), and check the "
+                  "file system is not mounted read-only. Postgres: connect as a role that may write "
+                  "(GRANT INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes TO <role>) "
+                  "to a primary, not a hot standby. Then retry; nothing was written.")
+#: What to do when the file system under the SQLite file fails.
+DISK_IO_HINT = ("The file system under the checkpoint file failed a read or write: check free space (df), the "
+                "kernel log (dmesg) and that the directory is writable by this process; nothing was committed. "
+                "Retry once it is fixed.")
 
 #: The exception types :func:`describe_outage` recognises.
 OUTAGES: tuple[type[BaseException], ...] = (
     psycopg.OperationalError,
     psycopg.errors.UndefinedTable,
     psycopg.errors.InsufficientPrivilege,
+    psycopg.errors.ReadOnlySqlTransaction,
     sqlite3.DatabaseError,  # only the outages among them (is_sqlite_outage); a SQL bug goes on
     StorageError,  # deerflow's translation of the above: its driver error decides
     db_utils.OperationalError,
@@ -127,6 +145,9 @@ def _checkpoint_postgres(exc: psycopg.Error) -> tuple[str, str, str]:
                 f"The checkpoint database at {where} has no LangGraph checkpoint tables ({_reason(exc)}).",
                 f"Point database.postgres_url in {path} at DeerFlow's checkpoint database "
                 "(DeerFlow creates the tables when it first starts).")
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return ("checkpoint_database_read_only",
+                f"The checkpoint database at {where} refused a write: {_reason(exc)}.", READ_ONLY_HINT)
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return ("checkpoint_database_permission",
                 f"The checkpoint database role at {where} is not allowed to do this: {_reason(exc)}.",
@@ -162,10 +183,18 @@ def _checkpoint_sqlite(exc: sqlite3.DatabaseError) -> tuple[str, str, str]:
         return ("checkpoint_tables_missing",
                 f"The SQLite checkpoint file {file} has no LangGraph checkpoint tables ({reason}).",
                 f"Point database.sqlite_dir in {path} at the directory holding DeerFlow's deerflow.db.")
+    if "disk i/o" in reason.lower() or "disk is full" in reason.lower():
+        return ("checkpoint_disk_io_error", f"The SQLite checkpoint file {file} failed: {reason}.", DISK_IO_HINT)
+    wal = database is not None and is_wal_file(file)
+    if "readonly database" in reason and not wal:
+        return ("checkpoint_database_read_only",
+                f"The SQLite checkpoint file {file} refused a write: {reason}.", READ_ONLY_HINT)
     if "locked" in reason or "busy" in reason:
         hint = "Another process holds a write lock on the file; retry in a moment."
-    elif "readonly database" in reason and database is not None and is_wal_file(file):
-        hint = (f"The file is in WAL mode and this process may not write to {file.parent}: a WAL reader must "
+    elif "readonly database" in reason:  # a WAL file: even reading needs to write its -shm beside it
+        return ("checkpoint_database_read_only",
+                f"The SQLite checkpoint file {file} cannot be read: {reason}.",
+                f"The file is in WAL mode and this process may not write to {file.parent}: a WAL reader must "
                 f"create {file.name}-shm there while no other process has the file open. Let this process's "
                 "user write to that directory (DeerFlow's own user does), or browse a copy (sqlite3 "
                 f"{file.name} \"VACUUM INTO 'copy.db'\" makes one in rollback-journal mode, which a "
@@ -223,7 +252,7 @@ def _describe(exc: BaseException) -> tuple[str, str, str] | None:
                   | redis.exceptions.TimeoutError):
         return _broker(exc)
     if isinstance(exc, psycopg.OperationalError | psycopg.errors.UndefinedTable
-                  | psycopg.errors.InsufficientPrivilege):
+                  | psycopg.errors.InsufficientPrivilege | psycopg.errors.ReadOnlySqlTransaction):
         return _checkpoint_postgres(exc)
     if isinstance(exc, sqlite3.DatabaseError) and is_sqlite_outage(exc):
         return _checkpoint_sqlite(exc)
@@ -243,6 +272,25 @@ def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.DatabaseError):
         return is_sqlite_outage(exc)
     return isinstance(exc, OUTAGES) and (not isinstance(exc, db_utils.ProgrammingError) or _unmigrated(exc))
+
+
+def describe_storage_failure(exc: BaseException) -> tuple[str, str, str] | None:
+    """``(code, detail, hint)`` of the checkpoint-database failure behind ``exc``, or ``None``.
+
+    The same words :func:`describe_outage` gives a page or the API, found anywhere in ``exc``'s chain of
+    causes (a job's thread raises it from deep in a rewrite): a read-only database, a failing disk, an
+    unreachable server. Errors of the dashboard's own database or of the broker are not the thread's and
+    give ``None``, as does anything else.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        driver = driver_error(current)
+        if isinstance(driver, sqlite3.DatabaseError | psycopg.Error) and is_outage(driver):
+            return describe_outage(driver)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 _SECRET = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")

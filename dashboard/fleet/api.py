@@ -13,6 +13,7 @@ from dashboard.fleet.audit import run_audit
 from dashboard.fleet.forms import ExternalHeartbeatForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.registry import record_external
+from dashboard.fleet.schemas import check_heartbeat_body
 from dashboard.jsonbody import BodyRefused, json_body
 from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
@@ -52,6 +53,10 @@ def heartbeat(request: HttpRequest) -> HttpResponse:
         return json_error(ErrorView(400, "invalid_json", f"Body is not JSON: {exc}", "Send a JSON object."))
     if not isinstance(body, dict):
         return json_error(ErrorView(400, "invalid_json", "Body must be a JSON object.", "Send a JSON object."))
+    try:
+        check_heartbeat_body(body)
+    except BodyRefused as exc:
+        return json_error(exc.view)
     form = ExternalHeartbeatForm(body)
     if not form.is_valid():
         return json_error(invalid_parameters(

@@ -21,6 +21,7 @@ from dashboard.jobs.errors import EstimateJobNotFound, JobError
 from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
+from dashboard.jobs.schemas import check_job_body
 from dashboard.jobs.selection import check_request_bounds, check_threads_exist
 from dashboard.jobs.views import PERMISSION, RETENTION_PERMISSION, permission_for
 from dashboard.jsonbody import BodyRefused, json_body
@@ -99,6 +100,10 @@ def _create(request: HttpRequest) -> HttpResponse:
     if not isinstance(body, dict):
         return json_error(ErrorView(400, "invalid_json", "Invalid job: the body is not a JSON object",
                                     JOB_BODY_HINT))
+    try:
+        check_job_body(body, hint=JOB_BODY_HINT)
+    except BodyRefused as exc:
+        return json_error(exc.view)
     kind = body.get("kind")
     needed = permission_for(kind if isinstance(kind, str) else "")
     if not request.user.has_perm(needed):

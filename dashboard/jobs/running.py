@@ -14,6 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from dashboard.errors import describe
+from dashboard.errors.outages import describe_storage_failure
 from dashboard.jobs import compaction, owners, pruning, reclaiming
 from dashboard.jobs.creation import _PRUNE_KINDS
 from dashboard.jobs.errors import (
@@ -187,6 +188,10 @@ TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME
 
 
 def _error_outcome(thread_id: str, exc: Exception) -> _Outcome:
+    storage = describe_storage_failure(exc)  # a read-only database, a failing disk: its code and hint
+    if storage is not None:
+        code, detail, hint = storage
+        return _Outcome(convert.ThreadReport(thread_id=thread_id, status=Result.ERROR, error=detail, hint=hint), code)
     report = convert.ThreadReport(thread_id=thread_id, status=Result.ERROR,
                                   error=f"{type(exc).__name__}: {exc}", hint=UNEXPECTED_ERROR_HINT)
     return _Outcome(report, "unexpected_error")

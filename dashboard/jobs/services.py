@@ -30,7 +30,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from dashboard.jobs import dispatching, reclaiming
+from dashboard.jobs import dispatching, reclaiming, stalls
 from dashboard.jobs.batches import Batch, claim_batch
 from dashboard.jobs.creation import _WRITES, active_backups, create_job, is_finished_dry_run
 from dashboard.jobs.errors import InvalidTransition
@@ -118,16 +118,25 @@ def resume(job: ConversionJob) -> ConversionJob:
 def cancel(job: ConversionJob) -> ConversionJob:
     """Skip every thread that has not started; the job is cancelled when running ones finish.
 
+    Cancelling again a job still ``cancelling`` is allowed: a thread whose worker is gone is skipped
+    (:func:`dashboard.jobs.stalls.recover_abandoned`), so the job ends.
+
     Raises:
         InvalidTransition: the job already finished.
     """
     with transaction.atomic():
-        _transition(job, (State.RESOLVING, State.QUEUED, State.RUNNING, State.PAUSED), State.CANCELLING, "cancelled")
+        _transition(job, (State.RESOLVING, State.QUEUED, State.RUNNING, State.PAUSED, State.CANCELLING),
+                    State.CANCELLING, "cancelled")
         job.results.filter(status__in=(Result.PENDING, Result.QUEUED)).update(
             status=Result.SKIPPED, error="Cancelled before it ran.", finished_at=timezone.now())
+    stalls.recover_abandoned(_never_sent, job=job)
     claim_batch(job.pk)
     job.refresh_from_db()
     return job
+
+
+def _never_sent(result_id: int) -> None:
+    raise AssertionError(f"a cancelling job's row {result_id} is never sent again")
 
 
 def retry(job: ConversionJob, user: Any) -> ConversionJob:

@@ -93,8 +93,13 @@ def send_again(result_id: int) -> None:
 
 @shared_task(name="jobs.requeue_stalled")
 def requeue_stalled() -> dict:
-    """Send again the rows queued ``DASHBOARD_REQUEUE_AFTER_S`` past their due time. Returns ``{"sent": [ids]}``."""
-    return {"sent": stalls.requeue_stalled(settings.DASHBOARD_REQUEUE_AFTER_S, send_again)}
+    """Release the rows of dead workers, and send again the rows queued ``DASHBOARD_REQUEUE_AFTER_S`` past their
+    due time. Returns ``{"sent": [ids], "abandoned": [ids sent again], "ended": [ids failed or skipped]}``."""
+    recovery = stalls.recover_abandoned(send_again)
+    for job_id in sorted(recovery.jobs):
+        send_batch(services.claim_batch(job_id))
+    return {"sent": stalls.requeue_stalled(settings.DASHBOARD_REQUEUE_AFTER_S, send_again),
+            "abandoned": recovery.sent, "ended": recovery.ended}
 
 
 @shared_task(name="jobs.run_due_policies")

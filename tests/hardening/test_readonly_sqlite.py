@@ -140,7 +140,7 @@ def test_a_closed_wal_file_in_a_read_only_directory_says_what_to_do(home):
     answers = _answers(home, data, reader=True)
     status, body = answers["/api/threads/delta-f10-9t/state"]
     assert status == 503, body
-    assert body["code"] == "checkpoint_database_unavailable"
+    assert body["code"] == "checkpoint_database_read_only"
     assert body["detail"] == (f"The SQLite checkpoint file {data / 'deerflow.db'} cannot be read: "
                               "attempt to write a readonly database.")
     assert body["hint"] == (

@@ -1,6 +1,8 @@
 """``python manage.py requeue_stalled_threads [--older-than SECONDS] [--dry-run]``
 
-Sends ``jobs.run_thread`` again for every row of a running Celery job that is
+Releases the rows whose worker is gone (a SIGKILLed worker's ``running`` rows:
+sent again, or ended for a job being cancelled; :func:`dashboard.jobs.stalls.recover_abandoned`),
+then sends ``jobs.run_thread`` again for every row of a running Celery job that is
 still ``queued`` ``--older-than`` seconds after its task fell due (default:
 ``DASHBOARD_REQUEUE_AFTER_S``): the message was lost by the broker, e.g. a
 Redis without persistence restarted. The same domain function as the beat
@@ -39,7 +41,8 @@ class Command(DashboardCommand):
             count = stalls.stalled_rows(threshold)
             self.stdout.write(f"{count} thread task(s) queued for more than {threshold:g} s past their due time.")
             return
-        from dashboard.jobs.tasks import send_again
+        from dashboard.jobs.batches import claim_batch
+        from dashboard.jobs.tasks import send_again, send_batch
 
         sent: list[int] = []
 
@@ -48,7 +51,10 @@ class Command(DashboardCommand):
             sent.append(result_id)
 
         try:
-            ids = stalls.requeue_stalled(threshold, send)
+            recovery = stalls.recover_abandoned(send)
+            for job_id in sorted(recovery.jobs):
+                send_batch(claim_batch(job_id))
+            ids = recovery.sent + stalls.requeue_stalled(threshold, send)
         except OUTAGES as exc:
             if not is_outage(exc):
                 raise
@@ -57,4 +63,6 @@ class Command(DashboardCommand):
                                "rows stay queued: run this command again.") from exc
         for row in ThreadResult.objects.filter(id__in=ids).select_related("job").order_by("id"):
             self.stdout.write(f"sent again: job {row.job_id} thread {row.thread_id} (row {row.pk})")
+        for row in ThreadResult.objects.filter(id__in=recovery.ended).order_by("id"):
+            self.stdout.write(f"worker lost: job {row.job_id} thread {row.thread_id} (row {row.pk}) {row.status}")
         self.stdout.write(f"{len(ids)} thread task(s) sent again.")

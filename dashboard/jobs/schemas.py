@@ -1,0 +1,121 @@
+"""The ``POST /api/jobs`` body, field by field: its pydantic schema and the check the API calls.
+
+:func:`check_job_body` runs on the parsed JSON object before the job form
+sees it, so every field has its JSON type (strict: ``"5"`` is no number,
+``1`` no boolean, ``12`` no string), its range (64-bit ids and byte counts,
+finite numbers) and, for text, the character set of
+:data:`dashboard.jsonbody.Text`. Rules that need the database or the kind's
+semantics (which filter keys a kind takes, a rule's ``keep_last``, how many
+ids one request may list, whether the threads exist) stay with the form,
+:mod:`dashboard.jobs.selection` and :func:`dashboard.jobs.pruning.normalize_retention`,
+which keep their own error codes; a field of a selection that fails here is
+``invalid_selection``, of a prune rule ``invalid_retention``, anything else
+``invalid_parameters``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pydantic
+from pydantic import Field, StringConstraints
+
+from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.pruning import MAX_KEEP_LAST, MAX_PROTECT
+from dashboard.jsonbody import MAX_STORED_INT, TEXT, Flag, Text, strict_model_config, validate_body
+
+__all__ = ["MAX_QUERY_LENGTH", "JobBody", "JobFilter", "check_job_body"]
+
+#: Characters of ``filter.q`` (the thread list's "id contains").
+MAX_QUERY_LENGTH = 2000
+#: Characters of a filter's ``updated_before``/``updated_after`` (an ISO 8601 date-time is at most ~35).
+MAX_INSTANT_LENGTH = 64
+#: Characters of a checkpoint id in ``protect`` (as :func:`dashboard.jobs.pruning.normalize_retention` bounds it).
+MAX_CHECKPOINT_ID_LENGTH = 200
+
+_KINDS = tuple(ConversionJob.Kind.values)
+_SELECTION_FIELDS = ("thread_ids", "filter", "backup_ids")
+_RETENTION_FIELDS = ("rule", "keep_last", "protect", "backup")
+
+
+def _known_kind(value: str) -> str:
+    if value not in _KINDS:
+        raise ValueError(f"must be one of {', '.join(_KINDS)}")
+    return value
+
+
+#: A non-empty id (thread or backup); how many and how long are bounded by :mod:`dashboard.jobs.selection`.
+Identifier = Annotated[str, StringConstraints(min_length=1), TEXT]
+#: A whole number a store holds in a 64-bit id or size column, at least 1.
+StoredCount = Annotated[int, Field(ge=1, le=MAX_STORED_INT)]
+
+
+class JobFilter(pydantic.BaseModel):
+    """``filter``: the thread list's filter (``null`` or ``""`` for a criterion not used)."""
+
+    model_config = strict_model_config()
+
+    mode: Text | None = None
+    """``full``, ``delta`` (or ``any`` for prune kinds): checked by :mod:`dashboard.jobs.selection`."""
+    thread_class: Text | None = None
+    """One of :data:`deerflow.inventory.THREAD_CLASSES`: checked by :mod:`dashboard.jobs.selection`."""
+    q: Annotated[str, StringConstraints(max_length=MAX_QUERY_LENGTH), TEXT] | None = None
+    """Thread id contains this (ignoring case)."""
+    updated_before: Annotated[str, StringConstraints(max_length=MAX_INSTANT_LENGTH), TEXT] | None = None
+    """ISO 8601 date-time (parsed by :mod:`dashboard.jobs.selection`)."""
+    updated_after: Annotated[str, StringConstraints(max_length=MAX_INSTANT_LENGTH), TEXT] | None = None
+    """ISO 8601 date-time (parsed by :mod:`dashboard.jobs.selection`)."""
+    idle_days: Annotated[float, Field(ge=0)] | None = None
+    """Prune kinds: days since the thread's newest checkpoint (a finite JSON number; a span past year one
+    selects nothing; an integer too large for a float is refused)."""
+
+
+class JobBody(pydantic.BaseModel):
+    """The ``POST /api/jobs`` body (docs/api.md lists what each field means)."""
+
+    model_config = strict_model_config()
+
+    kind: Annotated[Text, pydantic.AfterValidator(_known_kind)]
+    thread_ids: list[Identifier] | None = None
+    filter: JobFilter | None = None
+    backup_ids: list[Identifier] | None = None
+    estimate_job: StoredCount | None = None
+    confirmed: Flag | None = None
+    throttle_delay_s: Annotated[float, Field(ge=0, le=3600)] | None = None
+    max_in_flight: Annotated[int, Field(ge=1, le=32)] | None = None
+    integrity: Flag | None = None
+    size_limit_bytes: StoredCount | None = None
+    force_full_fleet: Flag | None = None
+    acknowledge_branch_ambiguous: Flag | None = None
+    rule: Text | None = None
+    keep_last: Annotated[int, Field(ge=1, le=MAX_KEEP_LAST)] | None = None
+    protect: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_CHECKPOINT_ID_LENGTH), TEXT]],
+                       Field(max_length=MAX_PROTECT)] | None = None
+    backup: Flag | None = None
+    dry_run: Flag | None = None
+
+
+def _code_for(field: str) -> str:
+    if field in _SELECTION_FIELDS:
+        return "invalid_selection"
+    if field in _RETENTION_FIELDS:
+        return "invalid_retention"
+    return "invalid_parameters"
+
+
+def check_job_body(body: dict[str, Any], *, hint: str) -> dict[str, Any]:
+    """``body`` (the parsed JSON object of ``POST /api/jobs``) once every field is what :class:`JobBody` says.
+
+    Args:
+        body: the parsed JSON object.
+        hint: what a job body holds (said with the 400).
+
+    Returns:
+        ``body`` itself (validation is strict, so nothing was coerced).
+
+    Raises:
+        dashboard.jsonbody.BodyRefused: 400 ``invalid_selection`` (a field of the selection),
+            ``invalid_retention`` (a field of a prune rule) or ``invalid_parameters``, naming every bad field.
+    """
+    validate_body(JobBody, body, what="job", hint=hint, code_for=_code_for)
+    return body
