@@ -4,7 +4,7 @@ The driver errors are real: SQLite's "attempt to write a readonly database" from
 read-only, Postgres' ReadOnlySqlTransaction from a read-only transaction, and SQLite's own
 ``OperationalError`` class with its "disk I/O error" words (a failing disk cannot be made on demand).
 Each is raised raw (as LangGraph's saver raises it) and translated (as ``deerflow``'s own SQL raises it,
-:func:`deerflow.storage_errors.storage_error`), mid-job (the thread's row records the code and hint, not
+:func:`deerflow.storage.storage_error`), mid-job (the thread's row records the code and hint, not
 ``unexpected_error``) and on ``/api/threads`` (503 with the same code and hint).
 """
 
@@ -19,7 +19,7 @@ import pytest
 from dashboard.errors.outages import DISK_IO_HINT, READ_ONLY_HINT, describe_storage_failure
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
-from deerflow.storage_errors import storage_error
+from deerflow.storage import storage_error
 from tests.dashboard.jobs.conftest import DELTA_SMALL, delta_rt, small_db  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db

@@ -131,7 +131,7 @@ def _kill_mid_thread(home: dict, worker: helpers.ManagedProcess) -> tuple[int, i
 def _thread_outcome(home: dict, job_id: int) -> str:
     """``converted``, ``untouched`` or ``partial`` (see the module docstring)."""
     from deerflow import convert, inventory
-    from deerflow.savers import open_checkpointer
+    from deerflow.storage import open_checkpointer
 
     database = DatabaseConfig(backend="sqlite", sqlite_dir=str(home["root"] / "data"))
     backups = [b for b in convert.list_backups(database, THREAD) if b.status == "active"]
