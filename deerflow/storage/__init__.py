@@ -1,0 +1,1 @@
+"""Storage: DeerFlow's own tables beside the checkpoints (:mod:`deerflow.storage.deerflow_tables`)."""
