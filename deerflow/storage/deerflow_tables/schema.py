@@ -79,8 +79,9 @@ def _columns(db: Any, table: str) -> frozenset[str]:
         if not db.query("SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = ?", [table])[0]["x"]:
             return frozenset()
         return frozenset(str(r["name"]) for r in db.query(f"PRAGMA table_info({table})"))
+    # A table this role may not read counts as absent: the pages keep working as on a bare LangGraph database.
     rows = db.query("SELECT a.attname AS name FROM pg_attribute a WHERE a.attrelid = to_regclass(?) "
-                    "AND a.attnum > 0 AND NOT a.attisdropped", [table])
+                    "AND a.attnum > 0 AND NOT a.attisdropped AND has_table_privilege(a.attrelid, 'SELECT')", [table])
     return frozenset(str(r["name"]) for r in rows)
 
 

@@ -192,3 +192,33 @@ def test_it_finds_the_tables_on_the_postgres_schema_search_path(tmp_path: Path):
             assert dft.presence(reader_for(saver)) == dft.ABSENT
     finally:
         fixtures_real.drop_database(name)
+
+
+@pytest.mark.postgres
+def test_a_role_that_may_not_read_deerflows_tables_lists_as_without_them(postgres_fixture_db_rw):
+    import uuid
+
+    import psycopg
+
+    stand_beside_fixture(postgres_fixture_db_rw)
+    with open_checkpointer(postgres_fixture_db_rw) as saver:
+        inventory.list_threads(saver, limit=1)  # the summary is built by the owner
+    role = f"dfa_reader_{uuid.uuid4().hex[:8]}"
+    dbname = psycopg.conninfo.conninfo_to_dict(postgres_fixture_db_rw.postgres_url)["dbname"]
+    with psycopg.connect(postgres_fixture_db_rw.postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT SELECT ON checkpoints, checkpoint_blobs, checkpoint_writes, dfa_thread_summary, '
+                     f'dfa_summary_state, dfa_summary_migrations TO "{role}"')
+    try:
+        reader_db = DatabaseConfig(backend="postgres", postgres_url=f"postgresql://{role}@127.0.0.1:5432/{dbname}")
+        with open_checkpointer(reader_db) as saver:
+            assert dft.presence(reader_for(saver)) == dft.ABSENT
+            rows = _all(saver)
+        assert {t.thread_id for t in rows} == FIXTURE_THREADS
+        assert all(t.deerflow_thread is None for t in rows)
+    finally:
+        with psycopg.connect(fixtures_real.PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+        with psycopg.connect(postgres_fixture_db_rw.postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
