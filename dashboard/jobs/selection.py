@@ -121,7 +121,9 @@ def _normalize_filter(raw: Any, *, prune: bool = False) -> dict[str, Any]:
             raise InvalidSelection(f"filter idle_days must be a number of days >= 0; got {days!r}.")
     if out["thread_class"] not in (None, *inventory.LIST_CLASSES):
         raise InvalidSelection(f"filter thread_class must be one of {', '.join(inventory.LIST_CLASSES)}.")
-    if out["owner"] is not None:
+    if out["owner"] is None:
+        del out["owner"]  # stored only when given: a filter without it is stored as before owners existed
+    else:
         problem = "not a string" if not isinstance(out["owner"], str) else _owner_problem(out["owner"])
         if problem:
             raise InvalidSelection(f"filter owner must be DeerFlow's user id (a string of 1 to "
