@@ -124,7 +124,7 @@ def test_the_audit_counts_orphans_their_bytes_and_rows_without_checkpoints(besid
     assert [r["thread_id"] for r in orphans["metadata_without_checkpoints"]["threads"]] == [GONE_THREAD]
     page = staff_client.get("/audit/").content
     assert _text(page, "strong", "orphan-threads") == str(len(ORPHANS))
-    assert tags(page, "tr", data_thread_id=GONE_THREAD)
+    assert tags(page, "tr", data_thread_id=GONE_THREAD) and tags(page, "tr", id="census-orphaned")
 
 
 def test_without_deerflow_tables_the_keys_are_null_and_the_page_has_no_deerflow_columns(
@@ -140,3 +140,5 @@ def test_without_deerflow_tables_the_keys_are_null_and_the_page_has_no_deerflow_
     assert b"<th>Title</th>" not in html and b"Thread id contains" in html
     assert b'id="deerflow"' not in staff_client.get("/threads/full-short-3t/").content
     assert staff_client.get("/api/audit").json()["orphans"] is None
+    audit = staff_client.get("/audit/").content
+    assert not tags(audit, "tr", id="census-orphaned") and b'id="orphans"' not in audit
