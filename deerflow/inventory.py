@@ -174,7 +174,7 @@ def list_threads(
 
     Raises:
         InvalidCursorError: a malformed cursor, or one made for another sort (:func:`keyset_position`).
-        ValueError: ``limit`` out of range, or an unknown ``mode``/``thread_class``/``sort``.
+        ValueError: ``limit`` out of range, an unknown ``mode``/``thread_class``/``sort``, or a bad ``owner``.
     """
     validate_list_args(limit, mode, thread_class, sort, owner)
     reader = reader_for(saver)
