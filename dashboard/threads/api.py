@@ -19,7 +19,6 @@ from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 from dashboard.threads import services
 from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm
-from dashboard.threads.jsonify import state_json
 
 
 def error_response(exc: Exception) -> JsonResponse:
@@ -107,10 +106,10 @@ def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
             checkpoint_id=form.cleaned_data["checkpoint_id"] or None,
             checkpoint_ns=form.cleaned_data["checkpoint_ns"] or "",
         )
-        facts = services.deerflow_facts(get_runtime(), thread_id, with_runs=False)
+        answer = services.state_answer(get_runtime(), view)
     except HANDLED as exc:
         return error_response(exc)
-    return JsonResponse({**state_json(view), **facts.as_json()})
+    return JsonResponse(answer)
 
 
 @get_only

@@ -35,6 +35,7 @@ __all__ = [
     "StateView",
     "deerflow_facts",
     "deerflow_tables_present",
+    "state_answer",
     "list_threads",
     "messages_stored",
     "pending_nodes",
@@ -151,6 +152,14 @@ def seconds_words(seconds: float) -> str:
             return f"{n:,} {unit}{'' if n == 1 else 's'}"
     n = int(seconds)
     return f"{n:,} second{'' if n == 1 else 's'}"
+
+
+def state_answer(rt: DashboardRuntime, view: StateView) -> dict[str, Any]:
+    """The thread JSON of a materialized checkpoint (``GET /api/threads/<id>/state`` and the page's raw JSON):
+    :func:`dashboard.threads.jsonify.state_json` plus DeerFlow's ``title``, ``owner`` and ``deerflow_thread``."""
+    from dashboard.threads.jsonify import state_json
+
+    return {**state_json(view), **deerflow_facts(rt, view.thread_id, with_runs=False).as_json()}
 
 
 def deerflow_tables_present(rt: DashboardRuntime) -> bool:

@@ -27,7 +27,7 @@ from dashboard.threads.forms import (
     ThreadListForm,
     ThreadPageForm,
 )
-from dashboard.threads.jsonify import jsonable, state_json
+from dashboard.threads.jsonify import jsonable
 from dashboard.threads.messages import message_item, message_page, message_text
 from dashboard.threads.tree import draw_tree, parse_lanes
 from dashboard.threads.writes import pending_writes
@@ -132,7 +132,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     try:
         state = services.read_state(rt, thread_id, checkpoint_id, checkpoint_ns)
         if opts["view"] == "json":
-            return _state_json(state, download=opts["download"])
+            return _state_json(state, services.state_answer(rt, state), download=opts["download"])
         if opts["view"] == "message":
             return _one_message(request, state, opts["index"], download=opts["download"])
         if opts["view"] == "diff":
@@ -181,9 +181,9 @@ def _download_name(state, suffix: str) -> str:
     return f"{stem}{suffix}"
 
 
-def _state_json(state, *, download: bool) -> HttpResponse:
-    """The checkpoint's materialized state as the API's JSON (``download``: as an attachment)."""
-    body = json.dumps(state_json(state), indent=2, ensure_ascii=False, sort_keys=True)
+def _state_json(state, answer: dict, *, download: bool) -> HttpResponse:
+    """The checkpoint's materialized state as the API's JSON ``answer`` (``download``: as an attachment)."""
+    body = json.dumps(answer, indent=2, ensure_ascii=False, sort_keys=True)
     response = HttpResponse(body, content_type="application/json; charset=utf-8")
     if download:
         response["Content-Disposition"] = f'attachment; filename="{_download_name(state, ".json")}"'

@@ -112,6 +112,8 @@ def test_the_thread_json_carries_title_owner_and_whether_deerflow_has_the_thread
     assert (fork["title"], fork["owner"], fork["deerflow_thread"]) == ("Sourdough GUIDE & starter", "bob", True)
     orphan = staff_client.get("/api/threads/delta-f3-40t/state").json()
     assert (orphan["title"], orphan["owner"], orphan["deerflow_thread"]) == (None, None, False)
+    raw = staff_client.get("/threads/delta-f10-fork/", {"view": "json"})  # the page's raw JSON is the API's
+    assert raw.json()["title"] == "Sourdough GUIDE & starter" and raw.json()["deerflow_thread"] is True
 
 
 def test_the_audit_counts_orphans_their_bytes_and_rows_without_checkpoints(beside, staff_client):
