@@ -27,7 +27,7 @@ from dashboard.threads.forms import (
     ThreadListForm,
     ThreadPageForm,
 )
-from dashboard.threads.jsonify import jsonable, state_json
+from dashboard.threads.jsonify import jsonable
 from dashboard.threads.messages import message_item, message_page, message_text
 from dashboard.threads.tree import draw_tree, parse_lanes
 from dashboard.threads.writes import pending_writes
@@ -64,13 +64,15 @@ def thread_list(request: HttpRequest) -> HttpResponse:
                 return redirect(f"{request.path}?{request.GET.urlencode()}" if request.GET else request.path)
         threads, next_cursor = services.list_threads(rt, **filters)
         total = services.count_threads(rt, **filters)
+        deerflow_tables = services.deerflow_tables_present(rt)
     except HANDLED as exc:
         return render_error(request, exc)
     query = request.GET.copy()
     query.pop("cursor", None)
     context = {"form": form, "threads": threads, "next_cursor": next_cursor, "query": query.urlencode(),
                "paged": bool(filters["cursor"]), "sort": filters["sort"], "freshness": storage.freshness(rt),
-               "refreshed": refreshed, "total": total}
+               "refreshed": refreshed, "total": total, "deerflow_tables": deerflow_tables,
+               "orphan_min_idle": services.seconds_words(settings.DASHBOARD_ORPHAN_MIN_IDLE_S)}
     template = "threads/_rows.html" if wants_fragment(request) else "threads/list.html"
     return render(request, template, context)
 
@@ -130,7 +132,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     try:
         state = services.read_state(rt, thread_id, checkpoint_id, checkpoint_ns)
         if opts["view"] == "json":
-            return _state_json(state, download=opts["download"])
+            return _state_json(state, services.state_answer(rt, state), download=opts["download"])
         if opts["view"] == "message":
             return _one_message(request, state, opts["index"], download=opts["download"])
         if opts["view"] == "diff":
@@ -149,6 +151,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         namespaces = services.page_namespaces(rt, thread_id)
         writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns, stored=state.pending_writes)
         jobs = provenance.thread_jobs(thread_id)
+        deerflow = services.deerflow_facts(rt, thread_id)
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
     return render(request, "threads/detail.html", {
@@ -168,6 +171,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "writes": writes,
         "provenance": jobs,
         "prune_job": opts["prune_job"],
+        "deerflow": deerflow,
     })
 
 
@@ -177,9 +181,9 @@ def _download_name(state, suffix: str) -> str:
     return f"{stem}{suffix}"
 
 
-def _state_json(state, *, download: bool) -> HttpResponse:
-    """The checkpoint's materialized state as the API's JSON (``download``: as an attachment)."""
-    body = json.dumps(state_json(state), indent=2, ensure_ascii=False, sort_keys=True)
+def _state_json(state, answer: dict, *, download: bool) -> HttpResponse:
+    """The checkpoint's materialized state as the API's JSON ``answer`` (``download``: as an attachment)."""
+    body = json.dumps(answer, indent=2, ensure_ascii=False, sort_keys=True)
     response = HttpResponse(body, content_type="application/json; charset=utf-8")
     if download:
         response["Content-Disposition"] = f'attachment; filename="{_download_name(state, ".json")}"'

@@ -12,7 +12,9 @@ spec "Marker contract"), read through the thread summary where this role can use
 * :mod:`~deerflow.inventory.census` -- cadence inference and writer facts;
 * :mod:`~deerflow.inventory.footprint` -- stored bytes per checkpoint over a thread's life;
 * :mod:`~deerflow.inventory.namespaces` -- a thread's checkpoint namespaces (root and subgraph runs);
-* :mod:`deerflow.inventory.summary` -- the thread summary table itself (schema, rows, refresh, stats).
+* :mod:`deerflow.inventory.summary` -- the thread summary table itself (schema, rows, refresh, stats);
+* :mod:`deerflow.inventory.deerflow_tables` -- DeerFlow's own ``threads_meta`` and ``runs`` beside the
+  checkpoints, when the database has them: detection, titles, owners, runs, orphans (read-only).
 
 Laws:
 
@@ -23,7 +25,7 @@ Laws:
   and its SQL twin :func:`deerflow.runtime.checkpoint_mode.delta_evidence_sql` (one definition).
 """
 
-from deerflow.inventory import summary
+from deerflow.inventory import deerflow_tables, summary
 from deerflow.inventory.census import (
     CadenceInference,
     CadenceOutliers,
@@ -35,6 +37,8 @@ from deerflow.inventory.census import (
 from deerflow.inventory.cursors import SORTS, InvalidCursorError, decode_cursor, encode_cursor
 from deerflow.inventory.footprint import CheckpointBytes, checkpoint_bytes
 from deerflow.inventory.listing import (
+    LIST_CLASSES,
+    ORPHANED,
     class_counts,
     current_summary,
     get_thread_summary,
@@ -54,7 +58,9 @@ __all__ = [
     "CadenceOutliers",
     "CheckpointBytes",
     "InvalidCursorError",
+    "LIST_CLASSES",
     "Namespace",
+    "ORPHANED",
     "SORTS",
     "THREAD_CLASSES",
     "ThreadClass",
@@ -67,6 +73,7 @@ __all__ = [
     "count_threads",
     "current_summary",
     "decode_cursor",
+    "deerflow_tables",
     "encode_cursor",
     "get_thread_summary",
     "has_subgraph_namespaces",
