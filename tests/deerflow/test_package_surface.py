@@ -152,12 +152,18 @@ FACES = {
         "compact_thread", "convert_thread", "database_sizes", "dry_run_compact", "dry_run_thread", "list_backups",
         "messages_sha256", "purge_backup", "reclaim_space", "revert_thread"],
     "deerflow.inventory": [
-        "CadenceInference", "CadenceOutliers", "CheckpointBytes", "InvalidCursorError", "Namespace", "SORTS",
-        "THREAD_CLASSES", "ThreadClass", "ThreadSummary", "WriterFacts", "cadence_outliers", "checkpoint_bytes",
-        "class_counts", "classify", "count_threads", "current_summary", "decode_cursor", "encode_cursor",
+        "CadenceInference", "CadenceOutliers", "CheckpointBytes", "InvalidCursorError", "LIST_CLASSES", "Namespace",
+        "ORPHANED", "SORTS", "THREAD_CLASSES", "ThreadClass", "ThreadSummary", "WriterFacts", "cadence_outliers",
+        "checkpoint_bytes", "class_counts", "classify", "count_threads", "current_summary", "decode_cursor",
+        "deerflow_tables", "encode_cursor",
         "get_thread_summary", "has_subgraph_namespaces", "infer_cadences", "list_threads", "mode_totals",
         "recent_writer_facts", "storage_by_class", "storage_by_mode", "stored_summary", "summary", "summary_from_row",
         "thread_namespaces", "validate_list_args"],
+    "deerflow.inventory.deerflow_tables": [
+        "ABSENT", "ACTIVE_RUN_STATUSES", "DEFAULT_ORPHAN_MIN_IDLE_S", "MAX_OWNER_LENGTH", "OrphanTotals", "Presence",
+        "RUNS_SHOWN", "RunRecord", "RunStatus", "ThreadFacts", "ThreadMeta", "ThreadOperationKind", "annotate",
+        "list_conditions", "live_filter", "metadata_without_checkpoints", "orphan_floor", "orphan_totals",
+        "orphaned_thread_ids", "presence", "thread_facts", "thread_meta", "thread_runs", "validate_owner"],
     "deerflow.inventory.summary": [
         "Freshness", "MIGRATIONS", "QUANTILES", "RefreshReport", "access", "depth_quantiles", "ensure_fresh",
         "ensure_schema", "freshness", "id_floor", "is_denied", "is_summary_table_missing", "readable", "refresh",

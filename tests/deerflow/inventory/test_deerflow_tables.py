@@ -6,9 +6,9 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from deerflow.savers import open_checkpointer
-from deerflow.sqlread import reader_for
-from deerflow.thread_count import count_threads
+from deerflow.storage import open_checkpointer
+from deerflow.storage import reader_for
+from deerflow.inventory import count_threads
 
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
@@ -51,7 +51,7 @@ def _all(saver, **filters) -> list[inventory.ThreadSummary]:
 def test_it_lists_titles_owners_and_filters(beside, summary, monkeypatch):
     database, _ = beside
     if not summary:  # a role that cannot use the thread summary: the live aggregate answers the same
-        monkeypatch.setattr(inventory.summary_table, "readable", lambda saver, refresh=True: False)
+        monkeypatch.setattr(inventory.summary, "readable", lambda saver, refresh=True: False)
     with open_checkpointer(database) as saver:
         rows = {t.thread_id: t for t in _all(saver)}
         assert set(rows) == FIXTURE_THREADS
@@ -171,7 +171,7 @@ def test_bad_owner_values_are_refused(owner):
 def test_orphan_floor_sorts_with_checkpoint_ids():
     now = dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
     floor = dft.orphan_floor(86_400, now)
-    from deerflow.sqlread import checkpoint_time
+    from deerflow.storage import checkpoint_time
 
     assert floor is not None and checkpoint_time(floor) == now - dt.timedelta(days=1)
     assert dft.orphan_floor(10**15, now) is None
