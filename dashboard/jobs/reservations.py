@@ -1,7 +1,9 @@
 """A writing job beside a live DeerFlow: DeerFlow's ``checkpoint_write`` reservation around each thread's
 rewrite, the purge of DeerFlow's history cache after it, and the sweep of reservations a killed worker left.
 
-:func:`dashboard.jobs.running.run_thread` is the one caller of :func:`hold` and :func:`after_rewrite`:
+:func:`dashboard.jobs.running.run_thread` is the one caller of :func:`hold` and :func:`after_rewrite` for
+jobs (the ``prune_threads`` and ``revert_prune`` commands, which rewrite in their own process without a job,
+take :func:`hold_thread` the same way):
 
 * writing kinds (convert, compact, prune and delete-threads, revert of any kind) run their thread inside
   :func:`hold` (:func:`deerflow.storage.reservation.reserve_checkpoint_write`); dry runs and reclaims take no
@@ -35,8 +37,8 @@ from deerflow.runtime.checkpoint_cache import purge_thread
 from deerflow.storage.reservation import Reservation, RunInFlightError, owner_id, reserve_checkpoint_write
 from deerflow.storage.reservation import release_expired as _release_expired
 
-__all__ = ["COMMITTED", "RUN_IN_FLIGHT", "TRIES", "WRITING_KINDS", "after_rewrite", "hold", "in_flight",
-           "release_expired"]
+__all__ = ["COMMITTED", "IN_FLIGHT_HINT", "RUN_IN_FLIGHT", "TRIES", "WRITING_KINDS", "after_rewrite", "hold",
+           "hold_thread", "in_flight", "release_expired"]
 
 log = logging.getLogger("dashboard.jobs")
 
@@ -57,18 +59,26 @@ IN_FLIGHT_HINT = ("DeerFlow is running this thread (its run holds the thread in 
 @contextmanager
 def hold(rt: DashboardRuntime, result: Any, *, sleep: Callable[[float], None] = time.sleep
          ) -> Iterator[Reservation | None]:
-    """DeerFlow's ``checkpoint_write`` reservation on ``result``'s thread for the block (``None`` without
-    DeerFlow's tables).
+    """DeerFlow's ``checkpoint_write`` reservation on a job row's thread for the block (see :func:`hold_thread`)."""
+    metadata = {"checkpoint_admin": {"job_id": result.job_id, "result_id": result.pk, "kind": result.job.kind}}
+    with hold_thread(rt, result.thread_id, node=result.worker_node or "", metadata=metadata, sleep=sleep) as held:
+        yield held
+
+
+@contextmanager
+def hold_thread(rt: DashboardRuntime, thread_id: str, *, node: str, metadata: dict[str, Any],
+                sleep: Callable[[float], None] = time.sleep) -> Iterator[Reservation | None]:
+    """DeerFlow's ``checkpoint_write`` reservation on ``thread_id`` for the block (``None`` without DeerFlow's
+    tables), owned by ``checkpoint-admin:<host>:<pid>:<node>``.
 
     Raises:
         RunInFlightError: DeerFlow still held the thread after :data:`TRIES` attempts.
         StorageError: the database could not be written (a transient one is retried by the task's policy).
     """
-    metadata = {"checkpoint_admin": {"job_id": result.job_id, "result_id": result.pk, "kind": result.job.kind}}
-    owner = owner_id(result.worker_node or "")
+    owner = owner_id(node)
     for attempt in range(TRIES):
         try:
-            with reserve_checkpoint_write(rt.config.database, result.thread_id, owner=owner, metadata=metadata,
+            with reserve_checkpoint_write(rt.config.database, thread_id, owner=owner, metadata=metadata,
                                           lease_s=settings.DASHBOARD_RESERVATION_LEASE_S) as held:
                 yield held
                 return

@@ -16,13 +16,12 @@ import redis
 from dashboard.jobs import compaction, pruning, reservations, services, tasks
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.services import run_inline
-from deerflow.config.database_config import CheckpointCacheConfig, DatabaseConfig
+from deerflow.config.database_config import CheckpointCacheConfig
 from deerflow.runtime.checkpoint_cache import checkpoint_cache_key_prefix, make_history_key
 from deerflow.storage import reservation as rsv
-from tests.backends import BACKENDS
-from tests.dashboard.jobs.conftest import SMALL_THREADS, shrink
-from tests.deerflow.convert.support import open_saver, raw_rows
-from tests.deerflow_schema import create_deerflow_tables, deerflow_connection, insert_run
+from tests.dashboard.jobs.deerflow_support import reservation_rows
+from tests.deerflow.convert.support import raw_rows
+from tests.deerflow_schema import deerflow_connection, insert_run
 
 pytestmark = pytest.mark.django_db
 
@@ -32,29 +31,9 @@ OTHER = "delta-f10-10t"
 DUPLICATE = (sqlite3.IntegrityError, psycopg.errors.UniqueViolation)
 
 
-@pytest.fixture(params=BACKENDS)
-def deerflow_db(request: pytest.FixtureRequest) -> DatabaseConfig:
-    """The real fixture (SQLite: its small threads) with DeerFlow's threads_meta and runs in the same database."""
-    if request.param == "sqlite":
-        database = shrink(request.getfixturevalue("sqlite_fixture_db_rw"), SMALL_THREADS)
-    else:
-        database = request.getfixturevalue("postgres_fixture_db_rw")
-    with open_saver(database):  # LangGraph's setup() migrates the fixture's tables first
-        pass
-    create_deerflow_tables(database)
-    return database
-
-
 @pytest.fixture(autouse=True)
 def _no_waits(monkeypatch):
     monkeypatch.setattr(reservations, "WAITS_S", (0.0, 0.0))
-
-
-def _reservation_rows(database: DatabaseConfig) -> list[dict]:
-    with deerflow_connection(database) as conn:
-        cur = conn.execute("SELECT run_id, thread_id, status FROM runs WHERE operation_kind = 'checkpoint_write'")
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) if not isinstance(row, dict) else row for row in cur.fetchall()]
 
 
 def _run(kind: str, threads: list[str], **options) -> ConversionJob:
@@ -84,7 +63,7 @@ def test_a_pending_run_blocks_the_thread_and_leaves_its_rows_byte_identical(runt
     assert run_id in result.error and "Retry" in result.hint
     assert job.state == "failed"
     assert raw_rows(deerflow_db, thread) == before
-    assert _reservation_rows(deerflow_db) == []  # ours never got in; DeerFlow's run is still there
+    assert reservation_rows(deerflow_db) == []  # ours never got in; DeerFlow's run is still there
     with deerflow_connection(deerflow_db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() in ((1,), {"count": 1})
 
@@ -96,7 +75,7 @@ def test_a_pending_run_blocks_the_thread_and_leaves_its_rows_byte_identical(runt
     assert done.status in ("compacted", "pruned", "deleted"), (done.status, done.error)
     assert done.deerflow["reservation"]["run_id"] != run_id
     assert raw_rows(deerflow_db, thread) != before
-    assert _reservation_rows(deerflow_db) == []
+    assert reservation_rows(deerflow_db) == []
 
 
 def test_while_a_job_rewrites_a_thread_deerflow_cannot_admit_a_run_on_it(runtime_for, deerflow_db, monkeypatch):
@@ -105,7 +84,7 @@ def test_while_a_job_rewrites_a_thread_deerflow_cannot_admit_a_run_on_it(runtime
     original = compaction.run_one
 
     def run_one(rt, thread_id, **kwargs):
-        seen["held"] = _reservation_rows(deerflow_db)
+        seen["held"] = reservation_rows(deerflow_db)
         with pytest.raises(DUPLICATE) as refused:  # DeerFlow's create_or_reject: INSERT, the index says no
             insert_run(deerflow_db, thread_id, status="pending")
         seen["refused"] = str(refused.value)
@@ -119,7 +98,7 @@ def test_while_a_job_rewrites_a_thread_deerflow_cannot_admit_a_run_on_it(runtime
     assert [(r["thread_id"], r["status"]) for r in seen["held"]] == [(FULL, "pending")]
     assert "uq_runs_thread_active" in seen["refused"] or "UNIQUE" in seen["refused"]
     assert result.deerflow["reservation"]["run_id"] == seen["held"][0]["run_id"]
-    assert _reservation_rows(deerflow_db) == []
+    assert reservation_rows(deerflow_db) == []
 
 
 def test_dry_runs_take_no_reservation(runtime_for, deerflow_db, monkeypatch):
@@ -141,7 +120,7 @@ def test_no_reservation_row_is_left_after_any_writing_job(runtime_for, deerflow_
         undo = run_inline(services.revert(job, None), sleep=lambda s: None)
         assert [r.status for r in undo.results.all()] == ["reverted"]
         assert undo.results.get().deerflow["reservation"] is not None
-    assert _reservation_rows(deerflow_db) == []
+    assert reservation_rows(deerflow_db) == []
 
 
 def test_without_deerflows_tables_jobs_run_as_before(runtime_for, small_db):
@@ -184,7 +163,7 @@ def test_the_beat_sweep_and_worker_start_up_release_expired_reservations(runtime
                         owner_worker_id=rsv.owner_id("celery@w1", pid=2), lease_expires_at=past)
     reservations._sweep_at_start()
     assert [r.run_id for r in rsv.held_reservations(deerflow_db)] == []
-    assert second not in [r["run_id"] for r in _reservation_rows(deerflow_db)]
+    assert second not in [r["run_id"] for r in reservation_rows(deerflow_db)]
 
 
 # -- the history cache -------------------------------------------------------------------------------------------
