@@ -35,6 +35,7 @@ from dashboard.fleet.findings import (
     readability_findings,
     registry_findings,
 )
+from dashboard.fleet.history_cache import history_cache
 from dashboard.fleet.processes import process_rows
 from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
@@ -70,6 +71,9 @@ class Audit:
     #: (ISO 8601; later checkpoints count at the next one); ``None``: counted from ``checkpoints`` now.
     #: Shown on the page, not in ``as_dict``.
     writers_as_of: str | None = None
+    #: DeerFlow's history cache (:func:`dashboard.fleet.history_cache.history_cache`): this database's setting,
+    #: its Redis key count, the live processes on an in-process cache and the warning about them.
+    history_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def has_errors(self) -> bool:
@@ -87,6 +91,7 @@ class Audit:
             "cadences": self.cadences,
             "writers": self.writers,
             "readiness": self.readiness,
+            "history_cache": self.history_cache,
         }
         if with_threads:
             out["threads"] = self.threads
@@ -295,4 +300,5 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         readiness=_readiness(counts, serving, writers, legacy_estimate(rt, by_class) if by_class is not None else None),
         threads=threads, storage=storage,
         writers_as_of=writers.as_of if writers.source == "summary" else None,
+        history_cache=history_cache(rt.config.database, serving),
     )

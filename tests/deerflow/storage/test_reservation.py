@@ -129,3 +129,39 @@ def test_bad_arguments_are_refused(database: DatabaseConfig):
 def test_owner_id_names_host_pid_and_node():
     assert rsv.owner_id("celery@w1", host="h", pid=42) == "checkpoint-admin:h:42:celery@w1"
     assert len(rsv.owner_id("n" * 300)) == 128
+
+
+def _hold_then_hang(database: DatabaseConfig, lease_s: float) -> None:  # pragma: no cover - runs in the child
+    with rsv.reserve_checkpoint_write(database, "t1", owner=rsv.owner_id("celery@killed"), lease_s=lease_s):
+        time.sleep(600)
+
+
+def test_a_sigkilled_holders_reservation_is_gone_within_one_lease_plus_one_sweep(database: DatabaseConfig):
+    import multiprocessing
+    import os
+    import signal
+
+    lease_s = 1.5
+    child = multiprocessing.get_context("fork").Process(target=_hold_then_hang, args=(database, lease_s))
+    child.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not rsv.held_reservations(database) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [held] = rsv.held_reservations(database)
+        time.sleep(lease_s)  # the child renews its lease meanwhile: a sweep leaves a live holder alone
+        assert rsv.release_expired(database) == []
+        os.kill(child.pid, signal.SIGKILL)
+        child.join()
+        killed_at = time.monotonic()
+        assert [r.run_id for r in rsv.held_reservations(database)] == [held.run_id]  # the row outlives the kill
+        with pytest.raises(DUPLICATE):  # and still holds the thread against DeerFlow until its lease ends
+            insert_run(database, "t1", status="pending")
+        time.sleep(lease_s + 0.2)
+        assert rsv.release_expired(database) == [held.run_id]  # one sweep after one lease
+        assert time.monotonic() - killed_at < 2 * lease_s + 1
+        assert rsv.held_reservations(database) == []
+        insert_run(database, "t1", status="pending")  # DeerFlow admits runs on the thread again
+    finally:
+        if child.is_alive():
+            child.kill()
