@@ -88,6 +88,7 @@ STATUS_WORDS = {
     "deleted": ("deleted whole", "success"),
     "changed_during_prune": ("changed while pruning: rolled back, retry", "action"),
     "branch_ambiguous": ("ambiguous sibling forks: refused unless acknowledged", "action"),
+    "run_in_flight": ("DeerFlow run in flight: not touched, retry later", "action"),
 }
 
 

@@ -48,7 +48,7 @@ def _run(kind: str, threads: list[str], **options) -> ConversionJob:
     ("prune", DELTA, {"rule": "delete_threads"}),
 ])
 def test_a_pending_run_blocks_the_thread_and_leaves_its_rows_byte_identical(runtime_for, deerflow_db, kind, thread,
-                                                                            retention):
+                                                                            retention, staff_client):
     runtime_for(deerflow_db, "delta")
     started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=42)
     run_id = insert_run(deerflow_db, thread, status="pending", created_at=started, owner_worker_id="gw:abc")
@@ -63,6 +63,9 @@ def test_a_pending_run_blocks_the_thread_and_leaves_its_rows_byte_identical(runt
     assert run_id in result.error and "Retry" in result.hint
     assert job.state == "failed"
     assert raw_rows(deerflow_db, thread) == before
+    page = staff_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f"DeerFlow run <code>{run_id}</code> (run, pending) in flight for 4" in page
+    assert "DeerFlow run in flight: not touched, retry later" in page
     assert reservation_rows(deerflow_db) == []  # ours never got in; DeerFlow's run is still there
     with deerflow_connection(deerflow_db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() in ((1,), {"count": 1})
@@ -218,7 +221,7 @@ def test_an_unreachable_redis_is_recorded_and_the_rewrite_stands(runtime_for, de
 
 
 # -- the per-run deletion cap -------------------------------------------------------------------------------------
-def test_max_delete_per_run_stops_the_job_and_says_where(runtime_for, small_db):
+def test_max_delete_per_run_stops_the_job_and_says_where(runtime_for, small_db, staff_client):
     runtime_for(small_db, "delta")
     threads = ["delta-f10-9t", "delta-f10-10t", "delta-f10-fork", "markerless-delta-f10-13t"]
     job = _run("prune", threads, retention={"rule": "keep_last", "keep_last": 2, "max_delete_per_run": 2})
@@ -226,6 +229,7 @@ def test_max_delete_per_run_stops_the_job_and_says_where(runtime_for, small_db):
     assert statuses == ["pruned", "pruned", "skipped", "skipped"]
     assert {r.error_code for r in job.results.filter(status="skipped")} == {"max_delete_per_run"}
     assert pruning.cap_report(job) == {"max_delete_per_run": 2, "stopped_at": 2, "skipped": 2}
+    assert "at most 2 threads pruned or deleted per run" in staff_client.get(f"/jobs/{job.pk}/").content.decode()
     assert job.state == "succeeded"
     zero = _run("prune_dry_run", threads[:1], retention={"rule": "delete_threads", "max_delete_per_run": 0})
     assert [r.status for r in zero.results.all()] == ["skipped"]
@@ -237,3 +241,55 @@ def test_a_bad_max_delete_per_run_is_refused(cap):
 
     with pytest.raises(InvalidRetention, match="max_delete_per_run"):
         pruning.normalize_retention({"rule": "delete_threads", "max_delete_per_run": cap})
+
+
+@pytest.fixture
+def pruner(django_user_model):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("pruner", password="pruner-pass", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="manage_retention"))
+    return user
+
+
+def test_the_api_takes_max_delete_per_run_and_refuses_a_negative_one(runtime_for, small_db, pruner):
+    import json
+
+    from django.test import Client
+
+    from dashboard.accounts.models import ApiToken
+
+    runtime_for(small_db, "delta")
+    headers = {"Authorization": f"Bearer {ApiToken.issue(pruner)[1]}"}
+    base = {"kind": "prune_dry_run", "thread_ids": [DELTA], "rule": "delete_threads"}
+    bad = Client().post("/api/jobs", json.dumps({**base, "max_delete_per_run": -1}), content_type="application/json",
+                        headers=headers)
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_retention"
+    assert "max_delete_per_run" in bad.json()["detail"] and not ConversionJob.objects.exists()
+    ok = Client().post("/api/jobs", json.dumps({**base, "max_delete_per_run": 5}), content_type="application/json",
+                       headers=headers)
+    assert ok.status_code == 201, ok.content
+    assert ok.json()["retention"]["max_delete_per_run"] == 5
+    assert ok.json()["delete_cap"] == {"max_delete_per_run": 5, "stopped_at": 0, "skipped": 0}
+
+
+def test_a_policys_cap_is_saved_carried_into_its_job_and_a_negative_one_refused(runtime_for, small_db, pruner,
+                                                                                monkeypatch):
+    from django.test import Client
+
+    from dashboard.jobs import policies
+    from dashboard.jobs.models import RetentionPolicy
+
+    runtime_for(small_db, "delta")
+    client = Client()
+    client.force_login(pruner)
+    form = {"name": "capped", "schedule": "0 3 * * *", "rule": "delete_threads", "max_delete_per_run": "-3"}
+    bad = client.post("/jobs/policies/new", form)
+    assert bad.status_code == 400 and b"max_delete_per_run" in bad.content
+    assert not RetentionPolicy.objects.exists()
+    assert client.post("/jobs/policies/new", {**form, "max_delete_per_run": "25"}).status_code == 302
+    policy = RetentionPolicy.objects.get()
+    assert policy.max_delete_per_run == 25
+    monkeypatch.setattr(services, "_send_dispatch", lambda job_id: None)
+    policies.run_policy(policy)
+    assert ConversionJob.objects.get().retention["max_delete_per_run"] == 25
