@@ -251,6 +251,9 @@ DASHBOARD_WRITER_WINDOW_H = env_int("DASHBOARD_WRITER_WINDOW_H", 24, minimum=1)
 # The audit page shows the newest live check (a 1 s Celery broadcast) while it is younger than this; an older
 # one is refreshed in the background (dashboard.fleet.control.recent_live_check). 0: a new check on every page.
 DASHBOARD_LIVE_CHECK_MAX_AGE_S = env_int("DASHBOARD_LIVE_CHECK_MAX_AGE_S", 10, minimum=0)
+# Beside a live DeerFlow: a checkpoint thread without DeerFlow's threads_meta row is an orphan once its newest
+# checkpoint is this many seconds old (DeerFlow writes the row before the first checkpoint). Default one day.
+DASHBOARD_ORPHAN_MIN_IDLE_S = env_int("DASHBOARD_ORPHAN_MIN_IDLE_S", 86_400, minimum=0)
 
 LOGGING = {
     "version": 1,

@@ -30,6 +30,7 @@ from deerflow.cursors import (
 )
 from deerflow.lineage_gate import lineage_has_delta_evidence
 from deerflow.sqlread import SqlReader, checkpoint_time, reader_for
+from deerflow.storage import deerflow_tables
 from deerflow.thread_summary import THREAD_CLASSES, ThreadClass, ThreadSummary, classify, summary_from_row
 
 #: The row constructor under its earlier private name (``deerflow.thread_count``, benchmarks).
@@ -37,6 +38,8 @@ _to_summary = summary_from_row
 
 __all__ = [
     "InvalidCursorError",
+    "LIST_CLASSES",
+    "ORPHANED",
     "SORTS",
     "SqlReader",
     "THREAD_CLASSES",
@@ -62,43 +65,65 @@ __all__ = [
 ]
 
 
-def validate_list_args(limit: int, mode: str | None, thread_class: str | None, sort: str) -> None:
+#: The census class of checkpoint threads without DeerFlow's ``threads_meta`` row, idle for a minimum age
+#: (:mod:`deerflow.storage.deerflow_tables`); a list filter beside the stored classes, not one of them.
+ORPHANED = "orphaned"
+#: The values of the list's class filter: every :data:`THREAD_CLASSES` value, then :data:`ORPHANED`.
+LIST_CLASSES = (*THREAD_CLASSES, ORPHANED)
+
+
+def validate_list_args(limit: int, mode: str | None, thread_class: str | None, sort: str,
+                       owner: str | None = None) -> None:
     """Refuse list arguments out of range.
 
     Raises:
-        ValueError: ``limit`` outside 1..1000, or an unknown ``mode``/``thread_class``/``sort``.
+        ValueError: ``limit`` outside 1..1000, an unknown ``mode``/``thread_class``/``sort``, or a bad
+            ``owner`` (:func:`deerflow.storage.deerflow_tables.validate_owner`).
     """
     if not 1 <= limit <= 1000:
         raise ValueError(f"limit must be between 1 and 1000; got {limit}")
     if mode not in (None, "full", "delta"):
         raise ValueError(f"mode must be 'full' or 'delta'; got {mode!r}")
-    if thread_class not in (None, *THREAD_CLASSES):
-        raise ValueError(f"class must be one of {', '.join(THREAD_CLASSES)}; got {thread_class!r}")
+    if thread_class not in (None, *LIST_CLASSES):
+        raise ValueError(f"class must be one of {', '.join(LIST_CLASSES)}; got {thread_class!r}")
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}; got {sort!r}")
+    if owner is not None:
+        deerflow_tables.validate_owner(owner)
 
 
 def summary_conditions(reader: Any, *, mode: str | None, thread_class: str | None,
-                       q: str | None) -> tuple[list[str], list[Any]]:
+                       q: str | None, owner: str | None = None,
+                       orphan_min_idle_s: float = deerflow_tables.DEFAULT_ORPHAN_MIN_IDLE_S,
+                       tables: deerflow_tables.Presence | None = None) -> tuple[list[str], list[Any]]:
     """``(conditions, params)`` selecting the list's filters on ``dfa_thread_summary`` (``?`` placeholders).
 
     Args:
         reader: the saver's :class:`deerflow.sqlread.SqlReader` (for its substring fragment).
-        mode, thread_class: exact values, or ``None`` for any.
-        q: a literal thread-id substring ignoring case (not a LIKE pattern: ``%`` and ``_`` match
-            themselves), or ``None``.
+        mode, thread_class: exact values, or ``None`` for any; ``thread_class`` :data:`ORPHANED` selects
+            orphans (no ``threads_meta`` row, newest checkpoint older than ``orphan_min_idle_s`` seconds).
+        q: a literal substring ignoring case (not a LIKE pattern: ``%`` and ``_`` match themselves) of the
+            thread id, or of its DeerFlow title when the database has ``threads_meta``; or ``None``.
+        owner: DeerFlow's ``threads_meta.user_id``, exactly, or ``None``.
+        tables: DeerFlow's tables in the database (:func:`deerflow.storage.deerflow_tables.presence`;
+            default: looked up now, only when ``q``, ``owner`` or the orphan class needs them).
 
     Returns:
         The conditions to ``AND`` together (empty: every thread) and their parameters, in order.
     """
     where, params = [], []
-    for column, value in (("mode", mode), ("thread_class", thread_class)):
+    orphaned = thread_class == ORPHANED
+    for column, value in (("mode", mode), ("thread_class", None if orphaned else thread_class)):
         if value:
             where.append(f"{column} = ?")
             params.append(value)
-    if q:
-        where.append(reader.contains("thread_id"))
-        params.append(q)
+    if q or owner is not None or orphaned:
+        tables = deerflow_tables.presence(reader) if tables is None else tables
+        more, more_params = deerflow_tables.list_conditions(
+            reader, tables, owner=owner, q=q, orphaned=orphaned,
+            orphaned_before=deerflow_tables.orphan_floor(orphan_min_idle_s) if orphaned else None)
+        where += more
+        params += more_params
     return where, params
 
 
@@ -112,6 +137,8 @@ def list_threads(
     q: str | None = None,
     sort: str = "updated",
     refresh: bool = True,
+    owner: str | None = None,
+    orphan_min_idle_s: float = deerflow_tables.DEFAULT_ORPHAN_MIN_IDLE_S,
 ) -> tuple[list[ThreadSummary], str | None]:
     """One page of threads from the summary table, largest sort key first, with a keyset cursor.
 
@@ -130,26 +157,37 @@ def list_threads(
         limit: page size (count, 1..1000).
         cursor: from a previous page's ``next_cursor`` with the same ``sort``.
         mode: ``"full"`` or ``"delta"`` to filter by :attr:`ThreadSummary.mode`.
-        thread_class: one of :data:`THREAD_CLASSES` to filter by class.
-        q: substring of the thread id, ignoring case (``%`` and ``_`` are literal).
+        thread_class: one of :data:`LIST_CLASSES` to filter by class (:data:`ORPHANED`: checkpoint threads
+            without DeerFlow's ``threads_meta`` row, idle for ``orphan_min_idle_s`` seconds; none when the
+            database has no such table).
+        q: substring of the thread id, or of its DeerFlow title, ignoring case (``%`` and ``_`` are literal).
         sort: ``"updated"`` (newest update first), ``"checkpoints"`` (most first) or
             ``"bytes"`` (heaviest first); see :data:`SORTS`.
         refresh: refresh the summary first when cheap.
+        owner: only threads DeerFlow's ``threads_meta`` gives this owner (``user_id``, exactly; none when
+            the database has no such table).
+        orphan_min_idle_s: the orphan class's minimum idle age (seconds).
 
     Returns:
-        ``(threads, next_cursor)``; ``next_cursor`` is ``None`` on the last page.
+        ``(threads, next_cursor)``; ``next_cursor`` is ``None`` on the last page. Each row carries DeerFlow's
+        ``title``, ``owner`` and ``deerflow_thread`` (:func:`deerflow.storage.deerflow_tables.annotate`).
 
     Raises:
         InvalidCursorError: a malformed cursor, or one made for another sort (:func:`keyset_position`).
         ValueError: ``limit`` out of range, or an unknown ``mode``/``thread_class``/``sort``.
     """
-    validate_list_args(limit, mode, thread_class, sort)
-    if not summary_table.readable(saver, refresh=refresh):
-        return _page(_live_rows(saver, q), limit=limit, cursor=cursor, mode=mode, thread_class=thread_class,
-                     sort=sort)
-    key = SORTS[sort]
+    validate_list_args(limit, mode, thread_class, sort, owner)
     reader = reader_for(saver)
-    where, params = summary_conditions(reader, mode=mode, thread_class=thread_class, q=q)
+    tables = deerflow_tables.presence(reader)
+    if not summary_table.readable(saver, refresh=refresh):
+        page, next_cursor = _page(
+            _live_rows(saver, q, owner=owner, thread_class=thread_class, orphan_min_idle_s=orphan_min_idle_s,
+                       tables=tables),
+            limit=limit, cursor=cursor, mode=mode, thread_class=thread_class, sort=sort)
+        return deerflow_tables.annotate(reader, page, tables=tables), next_cursor
+    key = SORTS[sort]
+    where, params = summary_conditions(reader, mode=mode, thread_class=thread_class, q=q, owner=owner,
+                                       orphan_min_idle_s=orphan_min_idle_s, tables=tables)
     if cursor:
         where.append(f"({key}, thread_id) < (?, ?)")
         params.extend(keyset_position(sort, cursor))
@@ -160,15 +198,35 @@ def list_threads(
     next_cursor = None
     if len(rows) > limit:
         next_cursor = keyset_cursor(sort, rows[limit - 1][key], rows[limit - 1]["thread_id"])
-    return page, next_cursor
+    return deerflow_tables.annotate(reader, page, tables=tables), next_cursor
 
 
-def _live_rows(saver: Any, q: str | None = None) -> list[dict[str, Any]]:
-    """Every thread's row aggregated from LangGraph's tables now (when the summary cannot be used)."""
+def _live_rows(saver: Any, q: str | None = None, *, owner: str | None = None, thread_class: str | None = None,
+               orphan_min_idle_s: float = deerflow_tables.DEFAULT_ORPHAN_MIN_IDLE_S,
+               tables: deerflow_tables.Presence | None = None) -> list[dict[str, Any]]:
+    """Every thread's row aggregated from LangGraph's tables now (when the summary cannot be used).
+
+    The DeerFlow filters (``q`` on titles, ``owner``, the orphan class) become a set of thread ids read from
+    ``threads_meta`` (:func:`deerflow.storage.deerflow_tables.live_filter`); rows of the orphan class keep
+    their stored ``thread_class``.
+    """
     reader = reader_for(saver)
     where, params = "thread_id IS NOT NULL", []
     if q:
         where, params = reader.contains("thread_id"), [q]
+    deerflow_filtered = owner is not None or thread_class == ORPHANED or bool(q)
+    if deerflow_filtered:
+        tables = deerflow_tables.presence(reader) if tables is None else tables
+    if deerflow_filtered and tables is not None and tables.has_threads_meta:
+        where, params = "thread_id IS NOT NULL", []
+        keep = deerflow_tables.live_filter(
+            reader, tables, q=q, owner=owner,
+            orphaned_before=deerflow_tables.orphan_floor(orphan_min_idle_s) if thread_class == ORPHANED else None,
+            orphaned=thread_class == ORPHANED)
+        rows = reader.query(summary_table.row_select_sql(reader, where), summary_table.row_params(reader, params))
+        return [r for r in rows if keep(r)]
+    if owner is not None or thread_class == ORPHANED:
+        return []  # without threads_meta no thread has an owner, and none can be called an orphan
     return reader.query(summary_table.row_select_sql(reader, where), summary_table.row_params(reader, params))
 
 
@@ -176,8 +234,9 @@ def _page(rows: list[dict[str, Any]], *, limit: int, cursor: str | None, mode: s
           thread_class: str | None, sort: str) -> tuple[list[ThreadSummary], str | None]:
     """Filter, order and cut one keyset page in memory (the same order and cursors as the SQL path)."""
     key = SORTS[sort]
+    stored_class = None if thread_class == ORPHANED else thread_class
     rows = [r for r in rows
-            if (not mode or r["mode"] == mode) and (not thread_class or r["thread_class"] == thread_class)]
+            if (not mode or r["mode"] == mode) and (not stored_class or r["thread_class"] == stored_class)]
     empty = "" if sort == "updated" else 0
     rows.sort(key=lambda r: (r[key] if r[key] is not None else empty, r["thread_id"]), reverse=True)
     if cursor:

@@ -13,19 +13,23 @@ from typing import Any
 from deerflow import inventory
 from deerflow import summary as summary_table
 from deerflow.sqlread import reader_for
+from deerflow.storage.deerflow_tables import DEFAULT_ORPHAN_MIN_IDLE_S
 
 __all__ = ["count_threads"]
 
 
 def count_threads(saver: Any, *, mode: str | None = None, thread_class: str | None = None,
-                  q: str | None = None) -> int:
+                  q: str | None = None, owner: str | None = None,
+                  orphan_min_idle_s: float = DEFAULT_ORPHAN_MIN_IDLE_S) -> int:
     """The number of threads :func:`deerflow.inventory.list_threads` lists for these filters.
 
     Args:
         saver: SQLite or Postgres saver.
         mode: ``"full"`` or ``"delta"``, or ``None`` for any.
-        thread_class: one of :data:`deerflow.inventory.THREAD_CLASSES`, or ``None``.
-        q: thread-id substring ignoring case, or ``None``.
+        thread_class: one of :data:`deerflow.inventory.LIST_CLASSES` (``orphaned`` included), or ``None``.
+        q: substring of the thread id or its DeerFlow title, ignoring case, or ``None``.
+        owner: DeerFlow's ``threads_meta.user_id``, exactly, or ``None``.
+        orphan_min_idle_s: the orphan class's minimum idle age (seconds).
 
     Returns:
         A count (>= 0). One ``COUNT(*)`` on the summary (indexed), else one aggregate.
@@ -34,11 +38,14 @@ def count_threads(saver: Any, *, mode: str | None = None, thread_class: str | No
         TypeError: the saver has no SQL tables (``InMemorySaver``).
     """
     if not summary_table.readable(saver, refresh=False):
-        rows = inventory._live_rows(saver, q)
+        rows = inventory._live_rows(saver, q, owner=owner, thread_class=thread_class,
+                                    orphan_min_idle_s=orphan_min_idle_s)
+        stored_class = None if thread_class == inventory.ORPHANED else thread_class
         return sum(1 for r in map(inventory._to_summary, rows)
-                   if (not mode or r.mode == mode) and (not thread_class or r.thread_class == thread_class))
+                   if (not mode or r.mode == mode) and (not stored_class or r.thread_class == stored_class))
     reader = reader_for(saver)
-    where, params = inventory.summary_conditions(reader, mode=mode, thread_class=thread_class, q=q)
+    where, params = inventory.summary_conditions(reader, mode=mode, thread_class=thread_class, q=q, owner=owner,
+                                                 orphan_min_idle_s=orphan_min_idle_s)
     condition = f"WHERE {' AND '.join(where)}" if where else ""
     rows = reader.query(f"SELECT COUNT(*) AS n FROM dfa_thread_summary {condition}", params)
     return int(rows[0]["n"])

@@ -72,6 +72,11 @@ class ThreadSummary:
         replay_depth: updates since the last ``_DeltaSnapshot`` at the head (the head's
             ``counters_since_delta_snapshot.messages[0]``; 0 at a snapshot head; ``None`` for a
             head without delta evidence): the writes a reader replays to materialize the head.
+        title: DeerFlow's title of the thread (``threads_meta.display_name``), or ``None``.
+        owner: DeerFlow's owner of the thread (``threads_meta.user_id``), or ``None``.
+        deerflow_thread: True when DeerFlow's ``threads_meta`` has a row for the thread, False when it has
+            none, ``None`` when the database has no such table (or it was not looked up: the list and the
+            thread page look it up, :mod:`deerflow.storage.deerflow_tables`).
     """
 
     thread_id: str
@@ -91,6 +96,9 @@ class ThreadSummary:
     bytes_blobs: int = 0
     bytes_writes: int = 0
     replay_depth: int | None = None
+    title: str | None = None
+    owner: str | None = None
+    deerflow_thread: bool | None = None
 
     @property
     def bytes_total(self) -> int:

@@ -39,6 +39,8 @@ from deerflow.config.database_config import DatabaseConfig
 from deerflow.dialect import Dialect
 
 __all__ = [
+    "FIXTURE_META",
+    "GONE_THREAD",
     "RUN_STATUSES",
     "THREAD_OPERATION_KINDS",
     "create_deerflow_tables",
@@ -47,6 +49,7 @@ __all__ = [
     "insert_run",
     "insert_thread_meta",
     "sqlite_timestamp",
+    "stand_beside_fixture",
 ]
 
 #: DeerFlow's ``RunStatus`` (``runtime/runs/schemas.py``).
@@ -261,3 +264,39 @@ def insert_run(database: DatabaseConfig, thread_id: str, *, run_id: str | None =
     row.update(columns)
     _insert(database, "runs", row)
     return run_id
+
+
+#: :func:`stand_beside_fixture`'s DeerFlow rows over the real fixture's threads (``tests/fixtures/deerflow-real``).
+#: The titles are hostile on purpose: pages must escape them.
+FIXTURE_META = {
+    "full-short-3t": {"user_id": "alice", "display_name": "Kyoto itinerary <script>alert(1)</script>"},
+    "delta-f10-fork": {"user_id": "bob", "display_name": "Sourdough GUIDE & starter", "status": "running"},
+    "full-empty": {"user_id": "alice", "display_name": None},
+}
+#: A ``threads_meta`` row whose thread has no checkpoint (its history is gone).
+GONE_THREAD = "gone-thread-0001"
+
+
+def stand_beside_fixture(database: DatabaseConfig) -> dict[str, str]:
+    """Create DeerFlow's tables in the fixture's database and fill them like a live DeerFlow would.
+
+    Rows: :data:`FIXTURE_META` (three fixture threads with titles and owners; the other fixture threads have
+    none, so they are orphans once idle: the fixture was written days ago), :data:`GONE_THREAD` (a row
+    without checkpoints), and on ``delta-f10-fork`` a finished run and, newer, a ``pending``
+    ``checkpoint_write`` reservation (in flight).
+
+    Returns:
+        ``{"done": run id of the finished run, "pending": run id of the reservation}``.
+    """
+    create_deerflow_tables(database)
+    for thread_id, row in FIXTURE_META.items():
+        insert_thread_meta(database, thread_id, user_id=row["user_id"], display_name=row["display_name"],
+                           status=row.get("status") or "idle")
+    insert_thread_meta(database, GONE_THREAD, user_id="carol", display_name="History deleted")
+    earlier = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    done = insert_run(database, "delta-f10-fork", status="success", model_name="gpt-<b>4o</b>",
+                      message_count=12, total_input_tokens=1200, total_output_tokens=345,
+                      stop_reason="end_turn", created_at=earlier)
+    pending = insert_run(database, "delta-f10-fork", status="pending", operation_kind="checkpoint_write",
+                         owner_worker_id="worker-7", created_at=earlier.replace(hour=13))
+    return {"done": done, "pending": pending}

@@ -43,10 +43,11 @@ from dashboard.threads.fragments import fragment_key
 from deerflow import census as census_mod
 from deerflow import inventory
 from deerflow import summary as summary_table
-from deerflow.sqlread import has_sql_tables
+from deerflow.sqlread import has_sql_tables, reader_for
+from deerflow.storage import deerflow_tables
 
-__all__ = ["AUDIT_FACTS_TTL_S", "Audit", "Finding", "readability_findings", "registry_findings", "run_audit",
-           "summary_facts", "thread_census"]
+__all__ = ["AUDIT_FACTS_TTL_S", "Audit", "Finding", "deerflow_orphans", "readability_findings", "registry_findings",
+           "run_audit", "summary_facts", "thread_census"]
 
 #: Seconds the audit's summary-derived facts stay cached under one summary version (:func:`summary_facts`).
 AUDIT_FACTS_TTL_S = 600
@@ -71,6 +72,9 @@ class Audit:
     #: (ISO 8601; later checkpoints count at the next one); ``None``: counted from ``checkpoints`` now.
     #: Shown on the page, not in ``as_dict``.
     writers_as_of: str | None = None
+    #: DeerFlow's orphans and its ``threads_meta`` rows without checkpoints (:func:`deerflow_orphans`);
+    #: ``None`` when the database has no ``threads_meta``.
+    orphans: dict[str, Any] | None = None
     #: DeerFlow's history cache (:func:`dashboard.fleet.history_cache.history_cache`): this database's setting,
     #: its Redis key count, the live processes on an in-process cache and the warning about them.
     history_cache: dict[str, Any] = field(default_factory=dict)
@@ -91,6 +95,7 @@ class Audit:
             "cadences": self.cadences,
             "writers": self.writers,
             "readiness": self.readiness,
+            "orphans": self.orphans,
             "history_cache": self.history_cache,
         }
         if with_threads:
@@ -201,6 +206,47 @@ def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: cens
     return {"to_full": to_full, "to_delta": to_delta}
 
 
+#: Seconds the audit reuses its orphan figures (DeerFlow's ``threads_meta`` follows no summary version; orphans
+#: change on the scale of their minimum idle age, a day by default).
+ORPHAN_FACTS_TTL_S = 60
+#: ``threads_meta`` rows without checkpoints listed by the audit (all are counted).
+METADATA_LISTED = 50
+
+
+def deerflow_orphans(rt: DashboardRuntime) -> dict[str, Any] | None:
+    """DeerFlow's orphans beside the checkpoints, for the audit (cached :data:`ORPHAN_FACTS_TTL_S` seconds).
+
+    Returns:
+        ``{"min_idle_s", "threads", "checkpoints", "bytes": {"checkpoints", "blobs", "writes", "total"},
+        "metadata_without_checkpoints": {"count", "threads": [{"thread_id", "title", "owner", "status",
+        "updated_at"}]}}`` (counts, bytes, seconds; at most :data:`METADATA_LISTED` rows listed, most recently
+        updated first), or ``None`` without DeerFlow's ``threads_meta`` (or SQL tables).
+    """
+    if not has_sql_tables(rt.saver):
+        return None
+    min_idle = settings.DASHBOARD_ORPHAN_MIN_IDLE_S
+    key = fragment_key("audit-orphans", rt.config.database, min_idle)
+    if (hit := cache.get(key)) is not None:
+        return hit.get("orphans")
+    reader = reader_for(rt.saver)
+    tables = deerflow_tables.presence(reader)
+    orphans = None
+    totals = deerflow_tables.orphan_totals(reader, deerflow_tables.orphan_floor(min_idle), tables=tables,
+                                           summary=summary_table.readable(rt.saver, refresh=False))
+    if totals is not None:  # None: no threads_meta
+        count, rows = deerflow_tables.metadata_without_checkpoints(reader, limit=METADATA_LISTED, tables=tables)
+        orphans = {
+            "min_idle_s": min_idle, "threads": totals.threads, "checkpoints": totals.checkpoints,
+            "bytes": {"checkpoints": totals.bytes_checkpoints, "blobs": totals.bytes_blobs,
+                      "writes": totals.bytes_writes, "total": totals.bytes_total},
+            "metadata_without_checkpoints": {"count": count, "threads": [
+                {"thread_id": m.thread_id, "title": m.title, "owner": m.owner, "status": m.status,
+                 "updated_at": m.updated_at.isoformat() if m.updated_at else None} for m in rows]},
+        }
+    cache.set(key, {"orphans": orphans}, ORPHAN_FACTS_TTL_S)
+    return orphans
+
+
 def _window_start(hours: int) -> str:
     # UUIDv6 ids sort by time: build the smallest id at the window's start.
     start = timezone.now() - dt.timedelta(hours=hours)
@@ -300,5 +346,6 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         readiness=_readiness(counts, serving, writers, legacy_estimate(rt, by_class) if by_class is not None else None),
         threads=threads, storage=storage,
         writers_as_of=writers.as_of if writers.source == "summary" else None,
+        orphans=deerflow_orphans(rt),
         history_cache=history_cache(rt.config.database, serving),
     )

@@ -10,14 +10,15 @@ from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSe
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
 from dashboard.jobs.pruning import MAX_KEEP_LAST
 from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
-from deerflow.inventory import THREAD_CLASSES
+from deerflow.inventory import LIST_CLASSES
 from deerflow.runtime.checkpoint_mode import CheckpointMode
+from deerflow.storage.deerflow_tables import MAX_OWNER_LENGTH
 
 __all__ = ["ApiJobForm", "ConfirmConvertForm", "ConfirmPruneForm", "JobActionForm", "JobResultsPageForm",
            "LaunchForm", "LaunchPruneForm", "PurgeBackupForm", "ReclaimForm", "RetentionPolicyForm"]
 
 _MODES = [("", "any")] + [(m.value, m.value) for m in CheckpointMode]
-_CLASSES = [("", "any")] + [(c, c) for c in THREAD_CLASSES]
+_CLASSES = [("", "any")] + [(c, c) for c in LIST_CLASSES]
 
 
 class ThreadIdsField(forms.Field):
@@ -56,6 +57,7 @@ class LaunchForm(forms.Form):
     mode = forms.ChoiceField(choices=_MODES, required=False)
     thread_class = forms.ChoiceField(choices=_CLASSES, required=False)
     q = forms.CharField(max_length=2000, required=False)
+    owner = forms.CharField(max_length=MAX_OWNER_LENGTH, required=False)
     updated_before = forms.DateTimeField(required=False)
     updated_after = forms.DateTimeField(required=False)
     skip_integrity = forms.BooleanField(required=False)
@@ -76,7 +78,8 @@ class LaunchForm(forms.Form):
                   for k, v in data.items() if k in FILTER_KEYS}
         if not any(chosen.values()):
             raise InvalidSelection("No threads chosen: give a thread id or at least one filter "
-                                   "(id contains, mode, class, updated before/after).", hint=EMPTY_LAUNCH_HINT)
+                                   "(id or title contains, owner, mode, class, updated before/after).",
+                                   hint=EMPTY_LAUNCH_HINT)
         return {"filter": chosen}
 
 

@@ -3,7 +3,7 @@
 Selection shapes (stored as :attr:`ConversionJob.selection`)::
 
     {"thread_ids": ["a", "b"]}
-    {"filter": {"mode": "delta", "thread_class": "migrated", "q": "f10",
+    {"filter": {"mode": "delta", "thread_class": "migrated", "q": "f10", "owner": "alice",
                 "updated_before": "2026-01-01T00:00:00+00:00", "updated_after": null}}
     {"backup_ids": ["20260101T000000-abcd1234"]}          # revert jobs only
 
@@ -13,7 +13,10 @@ mode means ``delta``: a thread without delta evidence never needs conversion.
 Prune jobs (``prune_dry_run``, ``prune``) also take ``"mode": "any"`` (what
 their filter without a mode means: retention concerns both modes) and
 ``"idle_days": D`` (threads whose newest checkpoint is older than D days,
-:func:`deerflow.retention.select_threads`).
+:func:`deerflow.retention.select_threads`). ``q`` matches DeerFlow titles as well as ids and ``owner``
+DeerFlow's ``threads_meta.user_id``, as on the list; ``"thread_class": "orphaned"`` selects the list's
+orphans, confirmed against LangGraph's own ``checkpoints`` when resolved
+(:func:`deerflow.storage.deerflow_tables.orphaned_thread_ids`: no stale summary row decides a deletion).
 """
 
 from __future__ import annotations
@@ -21,16 +24,19 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
+
 from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge, UnknownThreads
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import list_backups
 from deerflow.sqlread import has_sql_tables, reader_for
+from deerflow.storage import deerflow_tables
 
 __all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "check_threads_exist",
            "filter_may_match", "missing_threads", "normalize", "resolve"]
 
-FILTER_KEYS = ("mode", "thread_class", "q", "updated_before", "updated_after")
+FILTER_KEYS = ("mode", "thread_class", "q", "owner", "updated_before", "updated_after")
 #: The filter keys of prune jobs: :data:`FILTER_KEYS` and ``idle_days``.
 PRUNE_FILTER_KEYS = (*FILTER_KEYS, "idle_days")
 _PRUNE_KINDS = ("prune_dry_run", "prune")
@@ -113,12 +119,27 @@ def _normalize_filter(raw: Any, *, prune: bool = False) -> dict[str, Any]:
         if days is not None and (isinstance(days, bool) or not isinstance(days, int | float) or days != days
                                  or days < 0):
             raise InvalidSelection(f"filter idle_days must be a number of days >= 0; got {days!r}.")
-    if out["thread_class"] not in (None, *inventory.THREAD_CLASSES):
-        raise InvalidSelection(f"filter thread_class must be one of {', '.join(inventory.THREAD_CLASSES)}.")
+    if out["thread_class"] not in (None, *inventory.LIST_CLASSES):
+        raise InvalidSelection(f"filter thread_class must be one of {', '.join(inventory.LIST_CLASSES)}.")
+    if out["owner"] is None:
+        del out["owner"]  # stored only when given: a filter without it is stored as before owners existed
+    else:
+        problem = "not a string" if not isinstance(out["owner"], str) else _owner_problem(out["owner"])
+        if problem:
+            raise InvalidSelection(f"filter owner must be DeerFlow's user id (a string of 1 to "
+                                   f"{deerflow_tables.MAX_OWNER_LENGTH} characters): {problem}.")
     for key in ("updated_before", "updated_after"):
         if out[key] is not None:
             out[key] = _instant(out[key], key).isoformat()
     return out
+
+
+def _owner_problem(owner: str) -> str | None:
+    try:
+        deerflow_tables.validate_owner(owner)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _instant(value: Any, name: str) -> dt.datetime:
@@ -211,16 +232,26 @@ def _filter_pages(rt: DashboardRuntime, f: dict[str, Any]):
     mode = None if f.get("mode") == "any" else f.get("mode") or "delta"
     before = _instant(f["updated_before"], "updated_before") if f.get("updated_before") else None
     after = _instant(f["updated_after"], "updated_after") if f.get("updated_after") else None
+    orphan_age = settings.DASHBOARD_ORPHAN_MIN_IDLE_S
+    if f.get("thread_class") == inventory.ORPHANED:
+        idle = _orphans(rt, orphan_age) if idle is None else idle & _orphans(rt, orphan_age)
     cursor = None
     while True:
         page, cursor = inventory.list_threads(rt.saver, limit=_PAGE, cursor=cursor, mode=mode,
-                                              thread_class=f.get("thread_class"), q=f.get("q"))
+                                              thread_class=f.get("thread_class"), q=f.get("q"),
+                                              owner=f.get("owner"), orphan_min_idle_s=orphan_age)
         yield ([t.thread_id for t in page
                 if (idle is None or t.thread_id in idle)
                 and (before is None or (t.updated_at and t.updated_at < before))
                 and (after is None or (t.updated_at and t.updated_at > after))], cursor is not None)
         if cursor is None:
             return
+
+
+def _orphans(rt: DashboardRuntime, min_idle_s: float) -> set[str]:
+    """The orphans idle ``min_idle_s`` seconds, from LangGraph's ``checkpoints`` now (not the summary)."""
+    reader = reader_for(rt.saver)
+    return set(deerflow_tables.orphaned_thread_ids(reader, deerflow_tables.orphan_floor(min_idle_s)))
 
 
 def _backups(rt: DashboardRuntime, backup_ids: list[str]) -> list[Target]:

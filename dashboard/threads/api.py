@@ -54,6 +54,9 @@ def _thread_item(t, *, with_storage: bool) -> dict:
         "thread_class": t.thread_class,
         "checkpoint_count": t.checkpoint_count,
         "updated_at": t.updated_at.isoformat() if t.updated_at else None,
+        "title": t.title,
+        "owner": t.owner,
+        "deerflow_thread": t.deerflow_thread,
     }
     if with_storage:
         item["bytes"] = {"checkpoints": t.bytes_checkpoints, "blobs": t.bytes_blobs, "writes": t.bytes_writes,
@@ -65,7 +68,12 @@ def _thread_item(t, *, with_storage: bool) -> dict:
 @get_only
 @api_staff_required
 def thread_list(request: HttpRequest) -> JsonResponse:
-    """``{"threads": [{thread_id, mode, mode_evidence, thread_class, checkpoint_count, updated_at}], "next_cursor"}``.
+    """``{"threads": [{thread_id, mode, mode_evidence, thread_class, checkpoint_count, updated_at, title, owner,
+    deerflow_thread}], "next_cursor"}``.
+
+    ``title`` and ``owner`` are DeerFlow's (``threads_meta``; ``null`` without a row or without the table),
+    ``deerflow_thread`` whether DeerFlow has a row (``null``: no ``threads_meta`` table). ``owner=`` filters by
+    owner, ``q=`` matches titles as well as ids, ``thread_class=orphaned`` lists orphans.
 
     With ``sort=`` (``updated``, ``checkpoints`` or ``bytes``) each item also
     carries ``bytes`` (``{checkpoints, blobs, writes, total}``) and ``replay_depth``.
@@ -88,7 +96,8 @@ def thread_list(request: HttpRequest) -> JsonResponse:
 @api_staff_required
 def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
     """``{thread_id, checkpoint_id, checkpoint_ns, parent_checkpoint_id, created_at, metadata, values, next,
-    findings}`` (``findings``: ``[{kind, channel, detail}]``, e.g. ``overwrite_in_blob``)."""
+    findings, title, owner, deerflow_thread}`` (``findings``: ``[{kind, channel, detail}]``, e.g.
+    ``overwrite_in_blob``; the last three as in :func:`thread_list`)."""
     form = StateQueryForm(request.GET)
     if not form.is_valid():
         return _bad_request(form)
@@ -98,9 +107,10 @@ def thread_state(request: HttpRequest, thread_id: str) -> JsonResponse:
             checkpoint_id=form.cleaned_data["checkpoint_id"] or None,
             checkpoint_ns=form.cleaned_data["checkpoint_ns"] or "",
         )
+        facts = services.deerflow_facts(get_runtime(), thread_id, with_runs=False)
     except HANDLED as exc:
         return error_response(exc)
-    return JsonResponse(state_json(view))
+    return JsonResponse({**state_json(view), **facts.as_json()})
 
 
 @get_only

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
-from deerflow.inventory import SORTS, THREAD_CLASSES
+from deerflow.inventory import LIST_CLASSES, SORTS
+from deerflow.storage.deerflow_tables import MAX_OWNER_LENGTH, validate_owner
 
 SORT_LABELS = {"updated": "last update", "checkpoints": "checkpoint count", "bytes": "size (heaviest first)"}
 
@@ -15,9 +16,20 @@ class ThreadListForm(forms.Form):
     limit = forms.IntegerField(min_value=1, max_value=1000, required=False)
     cursor = forms.CharField(max_length=4096, required=False)
     mode = forms.ChoiceField(choices=[("", "any"), ("full", "full"), ("delta", "delta")], required=False)
-    thread_class = forms.ChoiceField(choices=[("", "any")] + [(c, c) for c in THREAD_CLASSES], required=False)
+    thread_class = forms.ChoiceField(choices=[("", "any")] + [(c, c) for c in LIST_CLASSES], required=False)
     q = forms.CharField(max_length=2000, required=False, strip=True)
     sort = forms.ChoiceField(choices=[(s, SORT_LABELS[s]) for s in SORTS], required=False)
+    #: DeerFlow's owner (``threads_meta.user_id``), exactly.
+    owner = forms.CharField(max_length=MAX_OWNER_LENGTH, required=False, strip=True)
+
+    def clean_owner(self) -> str:
+        owner = self.cleaned_data.get("owner") or ""
+        if owner:
+            try:
+                validate_owner(owner)
+            except ValueError as exc:
+                raise forms.ValidationError(f"{exc}.") from None
+        return owner
 
     def filters(self, default_limit: int) -> dict:
         """Keyword arguments for :func:`deerflow.inventory.list_threads`."""
@@ -29,6 +41,7 @@ class ThreadListForm(forms.Form):
             "thread_class": data.get("thread_class") or None,
             "q": data.get("q") or None,
             "sort": data.get("sort") or "updated",
+            "owner": data.get("owner") or None,
         }
 
 

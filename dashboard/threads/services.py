@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.conf import settings
+
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads import storage
 from deerflow import inventory, namespaces
@@ -25,11 +27,14 @@ from deerflow.runtime.checkpoint_mode import (
     CHECKPOINT_MODE_METADATA_KEY,
     COUNTERS_METADATA_KEY,
 )
-from deerflow.sqlread import has_sql_tables
+from deerflow.sqlread import has_sql_tables, reader_for
+from deerflow.storage import deerflow_tables
 
 __all__ = [
     "CheckpointRow",
     "StateView",
+    "deerflow_facts",
+    "deerflow_tables_present",
     "list_threads",
     "messages_stored",
     "pending_nodes",
@@ -133,8 +138,32 @@ def page_namespaces(rt: DashboardRuntime, thread_id: str) -> list[namespaces.Nam
 
 
 def list_threads(rt: DashboardRuntime, **filters: Any) -> tuple[list[inventory.ThreadSummary], str | None]:
-    """A page of the thread inventory (see :func:`deerflow.inventory.list_threads`)."""
-    return inventory.list_threads(rt.saver, **filters)
+    """A page of the thread inventory (see :func:`deerflow.inventory.list_threads`; orphans idle
+    ``DASHBOARD_ORPHAN_MIN_IDLE_S`` seconds)."""
+    return inventory.list_threads(rt.saver, orphan_min_idle_s=settings.DASHBOARD_ORPHAN_MIN_IDLE_S, **filters)
+
+
+def seconds_words(seconds: float) -> str:
+    """A span in the largest whole unit that fits: ``86400`` -> ``"1 day"``, ``5400`` -> ``"90 minutes"``."""
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n:,} {unit}{'' if n == 1 else 's'}"
+    n = int(seconds)
+    return f"{n:,} second{'' if n == 1 else 's'}"
+
+
+def deerflow_tables_present(rt: DashboardRuntime) -> bool:
+    """True when the checkpoint database holds DeerFlow's ``threads_meta`` (titles, owners, orphans)."""
+    return has_sql_tables(rt.saver) and deerflow_tables.presence(reader_for(rt.saver)).has_threads_meta
+
+
+def deerflow_facts(rt: DashboardRuntime, thread_id: str, *, with_runs: bool = True) -> deerflow_tables.ThreadFacts:
+    """What DeerFlow's own tables say about the thread: title, owner, status, runs
+    (:func:`deerflow.storage.deerflow_tables.thread_facts`); nothing on a saver without SQL tables."""
+    if not has_sql_tables(rt.saver):
+        return deerflow_tables.ThreadFacts(deerflow_tables.ABSENT)
+    return deerflow_tables.thread_facts(reader_for(rt.saver), thread_id, with_runs=with_runs)
 
 
 def thread_summary(rt: DashboardRuntime, thread_id: str, *, head: StateView | None = None) -> inventory.ThreadSummary:
@@ -245,11 +274,12 @@ def thread_cadence(rt: DashboardRuntime, thread_id: str, *,
 
 
 def count_threads(rt: DashboardRuntime, *, mode: str | None = None, thread_class: str | None = None,
-                  q: str | None = None, **_page: Any) -> int | None:
+                  q: str | None = None, owner: str | None = None, **_page: Any) -> int | None:
     """How many threads the list's filters match (:func:`deerflow.thread_count.count_threads`);
     ``None`` on a saver without SQL tables. Paging and sort arguments are accepted and ignored."""
     from deerflow.thread_count import count_threads as count
 
     if not has_sql_tables(rt.saver):
         return None
-    return count(rt.saver, mode=mode, thread_class=thread_class, q=q)
+    return count(rt.saver, mode=mode, thread_class=thread_class, q=q, owner=owner,
+                 orphan_min_idle_s=settings.DASHBOARD_ORPHAN_MIN_IDLE_S)

@@ -64,13 +64,15 @@ def thread_list(request: HttpRequest) -> HttpResponse:
                 return redirect(f"{request.path}?{request.GET.urlencode()}" if request.GET else request.path)
         threads, next_cursor = services.list_threads(rt, **filters)
         total = services.count_threads(rt, **filters)
+        deerflow_tables = services.deerflow_tables_present(rt)
     except HANDLED as exc:
         return render_error(request, exc)
     query = request.GET.copy()
     query.pop("cursor", None)
     context = {"form": form, "threads": threads, "next_cursor": next_cursor, "query": query.urlencode(),
                "paged": bool(filters["cursor"]), "sort": filters["sort"], "freshness": storage.freshness(rt),
-               "refreshed": refreshed, "total": total}
+               "refreshed": refreshed, "total": total, "deerflow_tables": deerflow_tables,
+               "orphan_min_idle": services.seconds_words(settings.DASHBOARD_ORPHAN_MIN_IDLE_S)}
     template = "threads/_rows.html" if wants_fragment(request) else "threads/list.html"
     return render(request, template, context)
 
@@ -149,6 +151,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         namespaces = services.page_namespaces(rt, thread_id)
         writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns, stored=state.pending_writes)
         jobs = provenance.thread_jobs(thread_id)
+        deerflow = services.deerflow_facts(rt, thread_id)
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
     return render(request, "threads/detail.html", {
@@ -168,6 +171,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "writes": writes,
         "provenance": jobs,
         "prune_job": opts["prune_job"],
+        "deerflow": deerflow,
     })
 
 

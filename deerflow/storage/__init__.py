@@ -1,4 +1,3 @@
-"""What the dashboard reads and writes in DeerFlow's own application tables beside the checkpoints
-(``runs``: the ``checkpoint_write`` reservation, :mod:`deerflow.storage.reservation`)."""
-
-__all__: list[str] = []
+"""DeerFlow's own tables beside the checkpoints: what the dashboard reads there
+(:mod:`deerflow.storage.deerflow_tables`) and the ``checkpoint_write`` reservation it takes in ``runs``
+(:mod:`deerflow.storage.reservation`)."""

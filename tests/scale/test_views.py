@@ -10,7 +10,8 @@ from tests.dashboard.html import parse
 
 pytestmark = pytest.mark.django_db
 
-ITEM_KEYS = {"thread_id", "mode", "mode_evidence", "thread_class", "checkpoint_count", "updated_at"}
+ITEM_KEYS = {"thread_id", "mode", "mode_evidence", "thread_class", "checkpoint_count", "updated_at", "title", "owner",
+             "deerflow_thread"}
 
 
 def _walk_api(client, **query) -> list[dict]:

@@ -15,7 +15,7 @@ from tests.dashboard import oracle
 pytestmark = pytest.mark.django_db
 
 STATE_KEYS = {"thread_id", "checkpoint_id", "checkpoint_ns", "parent_checkpoint_id", "created_at",
-              "metadata", "values", "next", "findings"}
+              "metadata", "values", "next", "findings", "title", "owner", "deerflow_thread"}
 MESSAGE_CLASSES = {"human": HumanMessage, "ai": AIMessage, "tool": ToolMessage, "system": SystemMessage}
 SAMPLE_THREADS = ["full-title-artifacts-todos", "full-compaction", "delta-f10-remove-all", "delta-f10-fork",
                   "migrated-full20-delta20", "markerless-delta-f10-13t", "delta-f10-untrusted-content",

@@ -12,7 +12,8 @@ from tests.dashboard import oracle
 pytestmark = pytest.mark.django_db
 
 URL = "/api/threads"
-ITEM_KEYS = {"thread_id", "mode", "mode_evidence", "thread_class", "checkpoint_count", "updated_at"}
+ITEM_KEYS = {"thread_id", "mode", "mode_evidence", "thread_class", "checkpoint_count", "updated_at", "title", "owner",
+             "deerflow_thread"}
 
 
 def _all_threads(client, **query) -> list[dict]:

@@ -1,4 +1,4 @@
-"""``python manage.py prune_threads (--thread ID ... | --all | --idle-days D)
+"""``python manage.py prune_threads (--thread ID ... | --all | --idle-days D | --orphaned)
 (--keep-last N | --safe-only | --delete-threads) [--protect CHECKPOINT_ID ...]
 [--max-delete-per-run N] [--dry-run] [--yes] [--no-backup] [--reclaim] [--json]``
 
@@ -19,6 +19,12 @@ thread is pruned inside DeerFlow's ``checkpoint_write`` reservation
 (:mod:`dashboard.jobs.reservations`); a thread DeerFlow is running is reported
 ``run_in_flight``, untouched, and counts as failed. After each committed prune,
 the thread's entries in DeerFlow's Redis history cache are purged.
+
+``--orphaned`` selects the checkpoint threads without a row in DeerFlow's ``threads_meta`` whose newest
+checkpoint is older than ``DASHBOARD_ORPHAN_MIN_IDLE_S`` (default one day), read from LangGraph's own
+``checkpoints`` (:func:`deerflow.storage.deerflow_tables.orphaned_thread_ids`); usually with
+``--delete-threads``. A database without ``threads_meta`` is refused (exit 1): nothing there tells an orphan.
+The selection is read again after the confirmation and a thread that gained a row meanwhile is left alone.
 
 Pruning reads delta history, which only a delta-mode process may do (it
 reads both modes): run from a full-mode config.yaml, the command stops and
@@ -43,6 +49,7 @@ import json
 import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
@@ -51,6 +58,7 @@ from dashboard.jobs import reservations
 from dashboard.runtime import get_runtime
 from deerflow.convert import reclaim_space
 from deerflow.retention import PruneReport, delete_thread, prune_thread, select_threads
+from deerflow.storage import deerflow_tables
 from deerflow.storage.reservation import RunInFlightError
 
 JSON_KEYS = ("thread_id", "status", "deleted_checkpoint_ids", "kept_checkpoint_ids", "protected_checkpoint_ids",
@@ -88,6 +96,24 @@ def _days(text: str) -> float:
     return value
 
 
+def _orphans(database: Any) -> list[str]:
+    """The orphans idle ``DASHBOARD_ORPHAN_MIN_IDLE_S`` seconds, from ``checkpoints`` now.
+
+    Raises:
+        CommandError: the checkpoint database has no ``threads_meta`` table (exit 1).
+    """
+    from deerflow.convert.storage import open_session
+
+    with open_session(database, write=False) as session:
+        tables = deerflow_tables.presence(session)
+        if not tables.has_threads_meta:
+            raise CommandError("--orphaned needs DeerFlow's threads_meta table in the checkpoint database, and "
+                               "there is none: without it no thread can be called an orphan. Select threads with "
+                               "--thread, --all or --idle-days instead.", returncode=1)
+        floor = deerflow_tables.orphan_floor(settings.DASHBOARD_ORPHAN_MIN_IDLE_S)
+        return deerflow_tables.orphaned_thread_ids(session, floor, tables=tables)
+
+
 class Command(DashboardCommand):
     help = ("Prune checkpoint history (keep the last N, only the provably safe shapes, or whole threads): "
             "previewed, backed up, verified.")
@@ -99,6 +125,8 @@ class Command(DashboardCommand):
         which.add_argument("--all", action="store_true", help="every thread")
         which.add_argument("--idle-days", type=_days, metavar="D",
                            help="threads whose newest checkpoint is older than D days")
+        which.add_argument("--orphaned", action="store_true",
+                           help="threads without a row in DeerFlow's threads_meta, idle DASHBOARD_ORPHAN_MIN_IDLE_S")
         rule = parser.add_mutually_exclusive_group(required=True)
         rule.add_argument("--keep-last", type=_positive_int, metavar="N",
                           help="keep each head and its N-1 nearest ancestors (plus protected checkpoints)")
@@ -128,7 +156,10 @@ class Command(DashboardCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         database = get_runtime().config.database
-        threads = opts["thread"] or select_threads(database, idle_days=opts["idle_days"])
+        if opts["orphaned"]:
+            threads = _orphans(database)
+        else:
+            threads = opts["thread"] or select_threads(database, idle_days=opts["idle_days"])
         threads = list(dict.fromkeys(threads))
         preview = [self._one(database, t, opts, dry_run=True) for t in threads]
         todo = [r for r in preview if r.status in ("would_prune", "would_delete")]
@@ -142,6 +173,9 @@ class Command(DashboardCommand):
             if not self._confirmed(todo, opts):
                 self._emit(preview, None, opts, final=False)
                 raise CommandError("Not confirmed; nothing was pruned.", returncode=2)
+            if opts["orphaned"]:  # a thread that gained a DeerFlow row while we asked is no orphan any more
+                still = set(_orphans(database))
+                todo = [r for r in todo if r.thread_id in still]
             done = {r.thread_id: self._one(database, r.thread_id, opts, dry_run=False) for r in todo}
             results = [done.get(r.thread_id, r) for r in preview]
         reclaimed = None

@@ -1,0 +1,142 @@
+"""Orphans (checkpoint threads without a ``threads_meta`` row, idle long enough) and the reverse."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from deerflow.storage.deerflow_tables.schema import META_COLUMNS, Presence, presence, select_columns
+from deerflow.storage.deerflow_tables.threads import CHUNK, ThreadMeta, list_conditions, meta_of
+
+
+def orphan_floor(min_idle_s: float, now: dt.datetime | None = None) -> str | None:
+    """The checkpoint id below which a thread's newest checkpoint makes it idle for ``min_idle_s`` seconds.
+
+    LangGraph's checkpoint ids are UUIDv6, which sort by creation time, so "newest checkpoint older than the
+    cutoff" is "largest id below this floor".
+
+    Returns:
+        The smallest UUIDv6 string of ``now - min_idle_s``, or ``None`` when that instant is before year 1
+        (nothing is that old: no orphan).
+
+    Raises:
+        ValueError: ``min_idle_s`` is negative or not a number.
+    """
+    from deerflow.summary.writes import id_floor
+
+    if min_idle_s != min_idle_s or min_idle_s < 0:
+        raise ValueError(f"min_idle_s must be a number of seconds >= 0; got {min_idle_s!r}")
+    now = now or dt.datetime.now(dt.UTC)
+    try:
+        cutoff = now - dt.timedelta(seconds=min_idle_s)
+    except OverflowError:
+        return None
+    if cutoff.year < 1583:  # before UUIDv6's epoch (1582-10-15): no checkpoint id is older
+        return None
+    return id_floor(cutoff)
+
+
+@dataclass(frozen=True)
+class OrphanTotals:
+    """What orphans hold (from the thread summary, or aggregated live).
+
+    Attributes:
+        threads: orphaned threads (count).
+        checkpoints: their checkpoints (count).
+        bytes_checkpoints, bytes_blobs, bytes_writes, bytes_total: their stored bytes.
+    """
+
+    threads: int = 0
+    checkpoints: int = 0
+    bytes_checkpoints: int = 0
+    bytes_blobs: int = 0
+    bytes_writes: int = 0
+    bytes_total: int = 0
+
+
+_TOTALS = ("threads", "checkpoints", "bytes_checkpoints", "bytes_blobs", "bytes_writes", "bytes_total")
+
+
+def orphan_totals(db: Any, floor: str | None, *, tables: Presence | None = None,
+                  summary: bool = True) -> OrphanTotals | None:
+    """Count the orphans idle past ``floor`` (:func:`orphan_floor`) and the bytes they hold.
+
+    Args:
+        db: a reader on the checkpoint database.
+        floor: the idle floor (``None``: nothing is idle that long: zeros).
+        summary: read ``dfa_thread_summary`` (one aggregate with an anti-join); ``False`` aggregates
+            LangGraph's tables now (a role that cannot read the summary).
+
+    Returns:
+        The totals, or ``None`` without ``threads_meta`` (orphans cannot be told).
+    """
+    tables = presence(db) if tables is None else tables
+    if not tables.has_threads_meta:
+        return None
+    if floor is None:
+        return OrphanTotals()
+    if summary:
+        where, params = list_conditions(db, tables, orphaned=True, orphaned_before=floor)
+        row = db.query("SELECT COUNT(*) AS threads, SUM(checkpoint_count) AS checkpoints, "
+                       "SUM(bytes_checkpoints) AS bytes_checkpoints, SUM(bytes_blobs) AS bytes_blobs, "
+                       "SUM(bytes_writes) AS bytes_writes, SUM(bytes_total) AS bytes_total "
+                       f"FROM dfa_thread_summary WHERE {' AND '.join(where)}", params)[0]
+        return OrphanTotals(**{k: int(row[k] or 0) for k in _TOTALS})
+    from deerflow import summary as summary_table
+
+    ids = orphaned_thread_ids(db, floor, tables=tables)
+    if not ids:
+        return OrphanTotals()
+    totals = dict.fromkeys(_TOTALS, 0)
+    for i in range(0, len(ids), CHUNK):
+        chunk = ids[i:i + CHUNK]
+        marks = ", ".join("?" for _ in chunk)
+        for row in db.query(summary_table.row_select_sql(db, f"thread_id IN ({marks})"),
+                            summary_table.row_params(db, chunk)):
+            totals["threads"] += 1
+            totals["checkpoints"] += int(row["checkpoint_count"] or 0)
+            for key in _TOTALS[2:]:
+                totals[key] += int(row[key] or 0)
+    return OrphanTotals(**totals)
+
+
+def orphaned_thread_ids(db: Any, floor: str | None, *, tables: Presence | None = None) -> list[str]:
+    """The orphans idle past ``floor``, from LangGraph's ``checkpoints`` itself (not the summary), sorted.
+
+    One aggregate over ``checkpoints`` (its primary key starts with ``thread_id``) with an anti-join on
+    ``threads_meta``: what a deletion selects, so it never trusts a stale summary row.
+
+    Returns:
+        Thread ids; ``[]`` without ``threads_meta`` (orphans cannot be told) or when ``floor`` is ``None``.
+    """
+    tables = presence(db) if tables is None else tables
+    if not tables.has_threads_meta or floor is None:
+        return []
+    rows = db.query("SELECT c.thread_id AS thread_id FROM checkpoints c "
+                    "WHERE NOT EXISTS (SELECT 1 FROM threads_meta m WHERE m.thread_id = c.thread_id) "
+                    "GROUP BY c.thread_id HAVING MAX(c.checkpoint_id) < ? ORDER BY c.thread_id", [floor])
+    return [str(r["thread_id"]) for r in rows]
+
+
+def metadata_without_checkpoints(db: Any, *, limit: int = 50,
+                                 tables: Presence | None = None) -> tuple[int, list[ThreadMeta]]:
+    """``threads_meta`` rows with no checkpoint at all: DeerFlow threads whose history is gone (never touched).
+
+    Args:
+        limit: rows returned (count), most recently updated first.
+
+    Returns:
+        ``(count of such rows, up to limit of them)``; ``(0, [])`` without ``threads_meta``.
+    """
+    tables = presence(db) if tables is None else tables
+    if not tables.has_threads_meta:
+        return 0, []
+    missing = "NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = m.thread_id)"
+    count = int(db.query(f"SELECT COUNT(*) AS n FROM threads_meta m WHERE {missing}")[0]["n"])
+    if not count:
+        return 0, []
+    order = "m.updated_at DESC, " if "updated_at" in tables.threads_meta else ""
+    rows = db.query(f"SELECT {select_columns(tables.threads_meta, META_COLUMNS, 'm')} FROM threads_meta m "
+                    f"WHERE {missing} ORDER BY {order}m.thread_id LIMIT {int(limit)}")
+    return count, [meta_of(r) for r in rows]
