@@ -74,3 +74,18 @@ def test_a_bad_max_delete_per_run_is_refused(runtime_for, deerflow_db, value):
         call_command("prune_threads", "--thread", THREADS[0], "--delete-threads", "--yes",
                      "--max-delete-per-run", value)
     assert raw_rows(deerflow_db, THREADS[0]) == before
+
+
+def test_convert_threads_to_delta_takes_the_reservation_and_skips_a_thread_deerflow_is_running(runtime_for,
+                                                                                               deerflow_db):
+    runtime_for(deerflow_db, "delta")
+    run_id = insert_run(deerflow_db, "full-rollback", status="pending")
+    held = raw_rows(deerflow_db, "full-rollback")
+    code, out, err = run("convert_threads", "--to", "delta", "--thread", "full-short-3t", "--thread",
+                         "full-rollback", "--yes")
+    assert code == 1, (out, err)
+    assert run_id in out + err
+    assert raw_rows(deerflow_db, "full-rollback") == held
+    assert reservation_rows(deerflow_db) == []
+    code, out, err = run("convert_threads", "--to", "delta", "--thread", "full-short-3t", "--dry-run")
+    assert "already_delta" in out  # the other thread was compacted under its reservation
