@@ -45,9 +45,11 @@ def test_a_heartbeat_carries_the_cache_setting_without_the_password(runtime_for,
 
 @pytest.mark.redis
 def test_the_audit_counts_this_databases_redis_keys(runtime_for, sqlite_fixture_db, staff_client, process_row):
-    url = "redis://127.0.0.1:6379/12"
+    from tests.integration import helpers
+
+    db = helpers.claim_empty_redis_db("test_history_cache")
+    url = helpers.redis_url(db)
     client = redis.Redis.from_url(url)
-    client.flushdb()
     try:
         database = sqlite_fixture_db.model_copy(update={"checkpoint_cache": CheckpointCacheConfig(
             type="redis", redis_url=url)})
@@ -65,8 +67,8 @@ def test_the_audit_counts_this_databases_redis_keys(runtime_for, sqlite_fixture_
         assert 'id="history-cache-keys" class="num">7<' in page
         assert "restarts" in page and 'class="history-cache">memory' in page
     finally:
-        client.flushdb()
         client.close()
+        helpers.flush_redis_db(db)
 
 
 def test_a_memory_cache_is_warned_about_and_an_unreachable_redis_is_said(runtime_for, sqlite_fixture_db,

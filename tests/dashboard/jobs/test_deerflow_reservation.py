@@ -172,13 +172,14 @@ def test_the_beat_sweep_and_worker_start_up_release_expired_reservations(runtime
 # -- the history cache -------------------------------------------------------------------------------------------
 @pytest.fixture
 def redis_db() -> Iterator[str]:
-    """A Redis database number of its own (flushed before and after)."""
-    url = "redis://127.0.0.1:6379/13"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
+    """The URL of an empty Redis database claimed for this test (flushed after)."""
+    from tests.integration import helpers
+
+    db = helpers.claim_empty_redis_db("test_deerflow_reservation")
+    try:
+        yield helpers.redis_url(db)
+    finally:
+        helpers.flush_redis_db(db)
 
 
 @pytest.mark.redis
