@@ -151,3 +151,11 @@ def reason_words(reason: str) -> str:
 def freed(result) -> int:
     """Bytes a row frees: ``bytes_before - bytes_after`` (0 when it grows)."""
     return max(result.bytes_before - result.bytes_after, 0)
+
+
+@register.filter
+def delete_cap(job) -> dict | None:
+    """A prune job's ``max_delete_per_run`` report (:func:`dashboard.jobs.pruning.cap_report`), or ``None``."""
+    from dashboard.jobs.pruning import cap_report
+
+    return cap_report(job)

@@ -230,7 +230,8 @@ def test_max_delete_per_run_stops_the_job_and_says_where(runtime_for, small_db, 
     assert statuses == ["pruned", "pruned", "skipped", "skipped"]
     assert {r.error_code for r in job.results.filter(status="skipped")} == {"max_delete_per_run"}
     assert pruning.cap_report(job) == {"max_delete_per_run": 2, "stopped_at": 2, "skipped": 2}
-    assert "at most 2 threads pruned or deleted per run" in staff_client.get(f"/jobs/{job.pk}/").content.decode()
+    page = staff_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "at most 2 threads pruned or deleted per run; 2 so far, stopped there: 2 skipped for the next run" in page
     assert job.state == "succeeded"
     zero = _run("prune_dry_run", threads[:1], retention={"rule": "delete_threads", "max_delete_per_run": 0})
     assert [r.status for r in zero.results.all()] == ["skipped"]
