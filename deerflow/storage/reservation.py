@@ -63,6 +63,7 @@ from deerflow.storage.reservation_rows import (
     OWNER_PREFIX,
     ActiveRun,
     active_run,
+    forget_columns,
     held_reservations,
     now_utc,
     read_active,
@@ -182,13 +183,22 @@ def _insert(conn: Any, dialect: Dialect, row: dict[str, Any]) -> None:
     conn.execute(dialect.sql(f"INSERT INTO runs ({names}) VALUES ({marks})"), tuple(row.values()))
 
 
-def _delete(database: DatabaseConfig, dialect: Dialect, reservation: Reservation, tries: int = 3) -> None:
-    """DeerFlow's ``delete_thread_operation``: the row goes, whatever its status now (ours by run id and owner)."""
+def _delete(database: DatabaseConfig, dialect: Dialect, reservation: Reservation, conn: Any,
+            tries: int = 3) -> None:
+    """DeerFlow's ``delete_thread_operation``: the row goes, whatever its status now (ours by run id and owner).
+
+    Tried on the reservation's own connection first, then on new ones (a connection the server ended)."""
+    sql = dialect.sql("DELETE FROM runs WHERE run_id = ? AND owner_worker_id = ?")
+    try:
+        with translated(), closing(conn):
+            conn.execute(sql, (reservation.run_id, reservation.owner))
+        return
+    except DeerFlowError:
+        log.info("reservation %s: delete on its connection failed; trying a new one", reservation.run_id)
     for attempt in range(tries):
         try:
-            with translated(), closing(dialect.connect(database)) as conn:
-                conn.execute(dialect.sql("DELETE FROM runs WHERE run_id = ? AND owner_worker_id = ?"),
-                             (reservation.run_id, reservation.owner))
+            with translated(), closing(dialect.connect(database)) as fresh:
+                fresh.execute(sql, (reservation.run_id, reservation.owner))
             return
         except DeerFlowError:
             if attempt == tries - 1:
@@ -265,10 +275,11 @@ def reserve_checkpoint_write(database: DatabaseConfig, thread_id: str, *, owner:
         yield None
         return
     dialect = Dialect.of_database(database)
-    reservation = _take(database, dialect, thread_id, owner, lease_s, metadata or {})
-    if reservation is None:
+    taken = _take(database, dialect, thread_id, owner, lease_s, metadata or {})
+    if taken is None:
         yield None
         return
+    reservation, conn = taken
     renewer = _Renewer(database, dialect, reservation)
     renewer.start()
     try:
@@ -276,22 +287,35 @@ def reserve_checkpoint_write(database: DatabaseConfig, thread_id: str, *, owner:
     finally:
         renewer.stopped.set()
         renewer.join()
-        _delete(database, dialect, reservation)
+        _delete(database, dialect, reservation, conn)
 
 
 def _take(database: DatabaseConfig, dialect: Dialect, thread_id: str, owner: str, lease_s: float,
-          metadata: dict[str, Any]) -> Reservation | None:
-    with translated(), closing(dialect.connect(database)) as conn:
-        columns = reservation_columns(conn, dialect)
-        if columns is None:
-            return None
-        run_id = str(uuid.uuid4())
-        try:
-            _insert(conn, dialect, _row(dialect, columns, run_id, thread_id, owner, lease_s, metadata))
-        except Exception as exc:
-            if not _is_unique_violation(exc):
-                raise
-            raise RunInFlightError(thread_id, read_active(conn, dialect, thread_id)) from exc
-    return Reservation(run_id=run_id, thread_id=thread_id, owner=owner, lease_s=lease_s)
+          metadata: dict[str, Any]) -> tuple[Reservation, Any] | None:
+    """The reservation and its open connection (kept for the delete), or ``None`` without DeerFlow's table."""
+    with translated():
+        conn = dialect.connect(database)
+    try:
+        with translated():
+            if dialect is Dialect.POSTGRES:
+                # The row's own commits need not wait for the disk: the rewrite's later (synchronous) commit
+                # flushes the log past them, and a row lost in a server crash is one the sweep would remove.
+                conn.execute("SET synchronous_commit = off")
+            columns = reservation_columns(conn, dialect, database)
+            if columns is None:
+                conn.close()
+                return None
+            run_id = str(uuid.uuid4())
+            try:
+                _insert(conn, dialect, _row(dialect, columns, run_id, thread_id, owner, lease_s, metadata))
+            except Exception as exc:
+                if not _is_unique_violation(exc):
+                    forget_columns(database)
+                    raise
+                raise RunInFlightError(thread_id, read_active(conn, dialect, thread_id)) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return Reservation(run_id=run_id, thread_id=thread_id, owner=owner, lease_s=lease_s), conn
 
 

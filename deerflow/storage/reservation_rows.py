@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,8 @@ from deerflow.dialect import Dialect
 from deerflow.storage_errors import translated
 
 __all__ = ["ACTIVE_STATUSES", "ActiveRun", "OPERATION_KIND", "OWNER_PREFIX", "active_run", "held_reservations",
-           "now_utc", "read_active", "release_expired", "reservation_columns", "reservations_supported",
+           "forget_columns", "now_utc", "read_active", "release_expired", "reservation_columns",
+           "reservations_supported",
            "stored_json", "stored_time"]
 
 log = logging.getLogger("deerflow.reservation")
@@ -104,10 +106,36 @@ def _columns(conn: Any, dialect: Dialect) -> set[str]:
     return {row["name"] for row in rows}
 
 
-def reservation_columns(conn: Any, dialect: Dialect) -> set[str] | None:
+#: Seconds a database's ``runs`` columns, once found, are reused without asking the catalog again.
+COLUMNS_TTL_S = 300.0
+_found: dict[tuple[Any, ...], tuple[float, set[str]]] = {}
+
+
+def _identity(database: DatabaseConfig) -> tuple[Any, ...]:
+    return (database.backend, database.postgres_url, database.postgres_schema, database.sqlite_dir)
+
+
+def reservation_columns(conn: Any, dialect: Dialect, database: DatabaseConfig | None = None) -> set[str] | None:
+    """The columns of DeerFlow's ``runs`` when it has the reservation's, else ``None``.
+
+    With ``database``, a table found is remembered for :data:`COLUMNS_TTL_S` seconds (a table not found is
+    asked again every time, so DeerFlow's tables are used as soon as they appear); :func:`forget_columns`
+    drops the memory after an insert failed.
+    """
+    key = _identity(database) if database is not None else None
+    if key is not None and key in _found and time.monotonic() - _found[key][0] < COLUMNS_TTL_S:
+        return _found[key][1]
     columns = _columns(conn, dialect)
-    return columns if {"run_id", "thread_id", "status", "operation_kind", "owner_worker_id",
-                       "lease_expires_at"} <= columns else None
+    if not {"run_id", "thread_id", "status", "operation_kind", "owner_worker_id", "lease_expires_at"} <= columns:
+        return None
+    if key is not None:
+        _found[key] = (time.monotonic(), columns)
+    return columns
+
+
+def forget_columns(database: DatabaseConfig) -> None:
+    """Ask the catalog again next time (the table changed under a remembered column list)."""
+    _found.pop(_identity(database), None)
 
 
 def reservations_supported(database: DatabaseConfig) -> bool:
