@@ -231,10 +231,12 @@ def deerflow_orphans(rt: DashboardRuntime) -> dict[str, Any] | None:
     reader = reader_for(rt.saver)
     tables = deerflow_tables.presence(reader)
     orphans = None
+    summarized = summary_table.readable(rt.saver, refresh=False)
     totals = deerflow_tables.orphan_totals(reader, deerflow_tables.orphan_floor(min_idle), tables=tables,
-                                           summary=summary_table.readable(rt.saver, refresh=False))
+                                           summary=summarized)
     if totals is not None:  # None: no threads_meta
-        count, rows = deerflow_tables.metadata_without_checkpoints(reader, limit=METADATA_LISTED, tables=tables)
+        count, rows = deerflow_tables.metadata_without_checkpoints(reader, limit=METADATA_LISTED, tables=tables,
+                                                                   summary=summarized)
         orphans = {
             "min_idle_s": min_idle, "threads": totals.threads, "checkpoints": totals.checkpoints,
             "bytes": {"checkpoints": totals.bytes_checkpoints, "blobs": totals.bytes_blobs,

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from deerflow.dialect import Dialect
 from deerflow.storage.deerflow_tables.schema import META_COLUMNS, Presence, presence, select_columns
 from deerflow.storage.deerflow_tables.threads import CHUNK, ThreadMeta, list_conditions, meta_of
 
@@ -119,12 +120,16 @@ def orphaned_thread_ids(db: Any, floor: str | None, *, tables: Presence | None =
     return [str(r["thread_id"]) for r in rows]
 
 
-def metadata_without_checkpoints(db: Any, *, limit: int = 50,
-                                 tables: Presence | None = None) -> tuple[int, list[ThreadMeta]]:
+def metadata_without_checkpoints(db: Any, *, limit: int = 50, tables: Presence | None = None,
+                                 summary: bool = False) -> tuple[int, list[ThreadMeta]]:
     """``threads_meta`` rows with no checkpoint at all: DeerFlow threads whose history is gone (never touched).
 
     Args:
         limit: rows returned (count), most recently updated first.
+        summary: anti-join the thread summary (a hash of its rows: 0.3 s at 100k threads) instead of
+            ``checkpoints`` (its every row: 4 s at 2.7M checkpoints). The listed rows are checked against
+            ``checkpoints`` itself (a thread newer than the summary's last refresh is not listed); the count is
+            as of that refresh.
 
     Returns:
         ``(count of such rows, up to limit of them)``; ``(0, [])`` without ``threads_meta``.
@@ -132,11 +137,19 @@ def metadata_without_checkpoints(db: Any, *, limit: int = 50,
     tables = presence(db) if tables is None else tables
     if not tables.has_threads_meta:
         return 0, []
-    missing = "NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = m.thread_id)"
+    against = "dfa_thread_summary c" if summary else "checkpoints c"
+    missing = f"NOT EXISTS (SELECT 1 FROM {against} WHERE c.thread_id = m.thread_id)"
     count = int(db.query(f"SELECT COUNT(*) AS n FROM threads_meta m WHERE {missing}")[0]["n"])
     if not count:
         return 0, []
     order = "m.updated_at DESC, " if "updated_at" in tables.threads_meta else ""
-    rows = db.query(f"SELECT {select_columns(tables.threads_meta, META_COLUMNS, 'm')} FROM threads_meta m "
-                    f"WHERE {missing} ORDER BY {order}m.thread_id LIMIT {int(limit)}")
-    return count, [meta_of(r) for r in rows]
+    rows = [meta_of(r) for r in db.query(
+        f"SELECT {select_columns(tables.threads_meta, META_COLUMNS, 'm')} FROM threads_meta m "
+        f"WHERE {missing} ORDER BY {order}m.thread_id LIMIT {int(limit)}")]
+    if summary and rows:
+        condition, params = Dialect(db.dialect).in_list("thread_id", [m.thread_id for m in rows])
+        stored = {str(r["thread_id"]) for r in db.query(
+            f"SELECT DISTINCT thread_id FROM checkpoints WHERE {condition}", params)}
+        rows = [m for m in rows if m.thread_id not in stored]
+        count -= len(stored)
+    return count, rows

@@ -74,19 +74,21 @@ class Presence:
 ABSENT = Presence()
 
 
-def _columns(db: Any, table: str) -> frozenset[str]:
-    if Dialect(db.dialect) is Dialect.SQLITE:
-        if not db.query("SELECT COUNT(*) AS x FROM sqlite_master WHERE type = 'table' AND name = ?", [table])[0]["x"]:
-            return frozenset()
-        return frozenset(str(r["name"]) for r in db.query(f"PRAGMA table_info({table})"))
-    # A table this role may not read counts as absent: the pages keep working as on a bare LangGraph database.
-    rows = db.query("SELECT a.attname AS name FROM pg_attribute a WHERE a.attrelid = to_regclass(?) "
-                    "AND a.attnum > 0 AND NOT a.attisdropped AND has_table_privilege(a.attrelid, 'SELECT')", [table])
-    return frozenset(str(r["name"]) for r in rows)
+#: One catalog query for both tables: ``(tbl, name)`` per column. Postgres: resolved on the search path, and a
+#: table this role may not read counts as absent (the pages keep working as on a bare LangGraph database).
+_COLUMNS_SQL = {
+    Dialect.SQLITE: "SELECT m.name AS tbl, p.name AS name FROM sqlite_master m, pragma_table_info(m.name) p "
+                    "WHERE m.type = 'table' AND m.name IN ('threads_meta', 'runs')",
+    Dialect.POSTGRES: "SELECT CASE WHEN a.attrelid = to_regclass('threads_meta') THEN 'threads_meta' ELSE 'runs' END "
+                      "AS tbl, a.attname AS name FROM pg_attribute a "
+                      "WHERE a.attrelid IN (to_regclass('threads_meta'), to_regclass('runs')) AND a.attnum > 0 "
+                      "AND NOT a.attisdropped AND has_table_privilege(a.attrelid, 'SELECT')",
+}
 
 
 def presence(db: Any) -> Presence:
-    """Which of DeerFlow's tables ``db``'s database holds (Postgres: on its search path), with their columns.
+    """Which of DeerFlow's tables ``db``'s database holds (Postgres: on its search path), with their columns
+    (one catalog query).
 
     Returns:
         A :class:`Presence`; :data:`ABSENT` when neither table exists.
@@ -94,7 +96,10 @@ def presence(db: Any) -> Presence:
     Raises:
         StorageError: the catalog could not be read.
     """
-    meta, runs = _columns(db, "threads_meta"), _columns(db, "runs")
+    columns: dict[str, set[str]] = {"threads_meta": set(), "runs": set()}
+    for row in db.query(_COLUMNS_SQL[Dialect(db.dialect)]):
+        columns[str(row["tbl"])].add(str(row["name"]))
+    meta, runs = frozenset(columns["threads_meta"]), frozenset(columns["runs"])
     return Presence(threads_meta=meta if "thread_id" in meta else frozenset(),
                     runs=runs if {"run_id", "thread_id"} <= runs else frozenset())
 

@@ -96,6 +96,7 @@ def test_it_counts_orphans_and_their_bytes_and_rows_without_checkpoints(beside):
         live = dft.orphan_totals(reader, floor, summary=False)
         assert sorted(dft.orphaned_thread_ids(reader, floor)) == sorted(ORPHANS)
         count, gone = dft.metadata_without_checkpoints(reader)
+        assert dft.metadata_without_checkpoints(reader, summary=True) == (count, gone)
     expected = sum(rows[t].bytes_total for t in ORPHANS)
     assert totals is not None and totals.threads == len(ORPHANS) and totals.bytes_total == expected > 0
     assert totals.checkpoints == sum(rows[t].checkpoint_count for t in ORPHANS)
