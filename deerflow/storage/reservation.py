@@ -177,6 +177,12 @@ def _is_unique_violation(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.IntegrityError) and "unique" in str(exc).lower()
 
 
+def _is_too_long(exc: BaseException) -> bool:
+    import psycopg
+
+    return isinstance(exc, psycopg.errors.StringDataRightTruncation)
+
+
 def _insert(conn: Any, dialect: Dialect, row: dict[str, Any]) -> None:
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
@@ -259,7 +265,9 @@ def reserve_checkpoint_write(database: DatabaseConfig, thread_id: str, *, owner:
         metadata: stored in ``metadata_json`` for an operator reading DeerFlow's table (e.g. the job id).
 
     Yields:
-        The :class:`Reservation`, or ``None`` when the database has no DeerFlow ``runs`` table (nothing held).
+        The :class:`Reservation`, or ``None`` when the database has no DeerFlow ``runs`` table, or (Postgres)
+        the thread id is longer than its ``thread_id`` column (``VARCHAR(64)``): DeerFlow can admit no run on
+        such a thread, so there is nothing to hold.
 
     Raises:
         ValueError: ``lease_s`` is not positive, or ``owner`` lacks the prefix.
@@ -309,6 +317,9 @@ def _take(database: DatabaseConfig, dialect: Dialect, thread_id: str, owner: str
             try:
                 _insert(conn, dialect, _row(dialect, columns, run_id, thread_id, owner, lease_s, metadata))
             except Exception as exc:
+                if _is_too_long(exc):  # DeerFlow's runs.thread_id is VARCHAR(64): it can never hold this thread
+                    conn.close()
+                    return None
                 if not _is_unique_violation(exc):
                     forget_columns(database)
                     raise
