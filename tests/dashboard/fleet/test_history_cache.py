@@ -83,3 +83,32 @@ def test_a_memory_cache_is_warned_about_and_an_unreachable_redis_is_said(runtime
     body = staff_client.get("/api/audit").json()["history_cache"]
     assert body["redis_keys"] is None and "ConnectionError" in body["error"] and body["warning"] == ""
     assert staff_client.get("/audit/").status_code == 200
+
+
+def test_an_outside_process_reports_its_cache_and_a_bad_one_is_refused(runtime_for, sqlite_fixture_db,
+                                                                        django_user_model):
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from dashboard.accounts.models import ApiToken
+    from dashboard.fleet.models import ProcessRecord
+
+    runtime_for(sqlite_fixture_db, "delta")
+    user = django_user_model.objects.create_user("gateway", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="report_heartbeat"))
+    token = ApiToken.issue(user)[1]
+    body = {"instance_id": "a" * 32, "host": "gw-1", "pid": 7, "mode": "delta", "snapshot_frequency": 10,
+            "checkpoint_cache": {"type": "memory", "max_entries": 128}}
+
+    def post(payload):
+        return Client().post("/api/processes/heartbeat", json.dumps(payload), content_type="application/json",
+                             HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    bad = post({**body, "checkpoint_cache": {"type": "disk"}})
+    assert bad.status_code == 400 and "checkpoint_cache" in bad.content.decode()
+    assert post(body).status_code in (200, 201)
+    assert ProcessRecord.objects.get(host="gw-1").checkpoint_cache["type"] == "memory"
+    audit = Client()
+    audit.force_login(user)
+    h = audit.get("/api/audit").json()["history_cache"]
+    assert any("gw-1" in name for name in h["memory_processes"]) and h["warning"] == MEMORY_WARNING
