@@ -292,6 +292,7 @@ def test_a_policys_cap_is_saved_carried_into_its_job_and_a_negative_one_refused(
     assert client.post("/jobs/policies/new", {**form, "max_delete_per_run": "25"}).status_code == 302
     policy = RetentionPolicy.objects.get()
     assert policy.max_delete_per_run == 25
+    assert "at most 25 threads per run" in client.get("/jobs/policies/").content.decode()
     monkeypatch.setattr(services, "_send_dispatch", lambda job_id: None)
     policies.run_policy(policy)
     assert ConversionJob.objects.get().retention["max_delete_per_run"] == 25
