@@ -244,6 +244,9 @@ CONVERSION_SIZE_LIMIT_BYTES = env_int("DASHBOARD_CONVERSION_SIZE_LIMIT_MB", 1024
 # Conversion jobs: seconds a thread task may stay queued past its due time before it is presumed lost by the
 # broker and sent again (dashboard.jobs.stalls); keep it above the longest wait in a busy queue.
 DASHBOARD_REQUEUE_AFTER_S = float(env_int("DASHBOARD_REQUEUE_AFTER_S", 600, minimum=10))
+# Writing jobs beside a live DeerFlow: seconds of the checkpoint_write reservation's lease in DeerFlow's runs
+# table (renewed every third of it while a thread is rewritten; a killed worker's row is swept after it).
+DASHBOARD_RESERVATION_LEASE_S = float(env_int("DASHBOARD_RESERVATION_LEASE_S", 60, minimum=5))
 # Largest JSON body the API accepts (dashboard.jsonbody), in KiB; a job selects many threads with a filter.
 DASHBOARD_MAX_JSON_BODY_BYTES = env_int("DASHBOARD_MAX_JSON_BODY_KB", 256, minimum=1) * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, DASHBOARD_MAX_JSON_BODY_BYTES)  # Django's default, or more

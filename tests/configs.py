@@ -25,5 +25,8 @@ def write_config(path: Path, database: DatabaseConfig, mode: str = "delta", snap
         block["sqlite_dir"] = database.sqlite_dir
     if database.backend == "postgres":
         block["postgres_url"] = database.postgres_url
+    cache = database.checkpoint_cache.model_dump(exclude_defaults=True)
+    if cache:
+        block["checkpoint_cache"] = cache
     path.write_text(yaml.safe_dump({"database": block}), encoding="utf-8")
     return path

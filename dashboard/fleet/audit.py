@@ -35,6 +35,7 @@ from dashboard.fleet.findings import (
     readability_findings,
     registry_findings,
 )
+from dashboard.fleet.history_cache import history_cache
 from dashboard.fleet.processes import process_rows
 from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
@@ -73,6 +74,9 @@ class Audit:
     #: DeerFlow's orphans and its ``threads_meta`` rows without checkpoints (:func:`deerflow_orphans`);
     #: ``None`` when the database has no ``threads_meta``.
     orphans: dict[str, Any] | None = None
+    #: DeerFlow's history cache (:func:`dashboard.fleet.history_cache.history_cache`): this database's setting,
+    #: its Redis key count, the live processes on an in-process cache and the warning about them.
+    history_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def has_errors(self) -> bool:
@@ -91,6 +95,7 @@ class Audit:
             "writers": self.writers,
             "readiness": self.readiness,
             "orphans": self.orphans,
+            "history_cache": self.history_cache,
         }
         if with_threads:
             out["threads"] = self.threads
@@ -352,4 +357,5 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         threads=threads, storage=storage,
         writers_as_of=writers.as_of if writers.source == "summary" else None,
         orphans=deerflow_orphans(rt),
+        history_cache=history_cache(rt.config.database, serving),
     )

@@ -44,8 +44,11 @@ def process_facts(rt: DashboardRuntime, *, role: str, queues: list[str] | None =
     Returns:
         ``{"role", "host", "pid", "mode", "snapshot_frequency", "config_path",
         "config_sha256", "max_supersteps", "versions", "queues", "disk_sha256",
-        "disk_mode", "disk_snapshot_frequency", "disk_error"}``.
+        "disk_mode", "disk_snapshot_frequency", "disk_error", "checkpoint_cache"}`` (``checkpoint_cache``:
+        :func:`dashboard.fleet.history_cache.cache_setting`).
     """
+    from dashboard.fleet.history_cache import cache_setting
+
     disk, error = rt.disk_config()
     return {
         "role": role,
@@ -62,4 +65,5 @@ def process_facts(rt: DashboardRuntime, *, role: str, queues: list[str] | None =
         "disk_mode": disk.mode if disk else "",
         "disk_snapshot_frequency": disk.snapshot_frequency if disk else None,
         "disk_error": error or "",
+        "checkpoint_cache": cache_setting(rt.config.database),
     }

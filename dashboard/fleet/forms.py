@@ -25,6 +25,28 @@ class ExternalHeartbeatForm(forms.Form):
     max_supersteps = forms.IntegerField(min_value=1, max_value=MAX_COUNT, required=False)
     versions = forms.JSONField(required=False)
     heartbeat_interval_s = forms.FloatField(min_value=1, max_value=3600, required=False)
+    checkpoint_cache = forms.JSONField(required=False)
+
+    def clean_checkpoint_cache(self) -> dict | None:
+        """DeerFlow's ``database.checkpoint_cache`` as the process runs it: ``{"type": "memory" | "redis" |
+        "disabled", "max_entries"?, "ttl_seconds"?, "key_prefix"?, "redis"?}`` (the audit warns about memory)."""
+        value = self.cleaned_data.get("checkpoint_cache")
+        if value is None:
+            return None
+        if not isinstance(value, dict) or value.get("type") not in ("memory", "redis", "disabled"):
+            raise forms.ValidationError('must be an object whose "type" is "memory", "redis" or "disabled"')
+        out: dict = {"type": value["type"]}
+        for key in ("max_entries", "ttl_seconds"):
+            n = value.get(key)
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 10**12):
+                raise forms.ValidationError(f"{key} must be a whole number >= 0")
+            out[key] = n
+        for key in ("key_prefix", "redis"):
+            text = value.get(key) or ""
+            if not isinstance(text, str) or len(text) > 255 or "@" in text:
+                raise forms.ValidationError(f"{key} must be text of at most 255 characters, without credentials")
+            out[key] = text
+        return out
 
     def clean_versions(self) -> dict[str, str]:
         """``{package: version}``; anything else is rejected (the audit page lists it as such)."""

@@ -35,6 +35,9 @@ class ProcessRecord(models.Model):
     disk_mode = models.CharField(max_length=8, blank=True)
     disk_snapshot_frequency = models.IntegerField(null=True, blank=True)
     disk_error = models.TextField(blank=True)
+    #: DeerFlow's ``database.checkpoint_cache`` as the process reported it (``{"type", "max_entries", "ttl_seconds",
+    #: "key_prefix", "redis"}``, :func:`dashboard.fleet.history_cache.cache_setting`); ``{}`` if never reported.
+    checkpoint_cache = models.JSONField(default=dict, blank=True)
     heartbeat_interval_s = models.FloatField(default=15.0)
     #: When and by whom a stale (or restarted, or gone) process was dismissed on the audit page; a heartbeat clears it.
     dismissed_at = models.DateTimeField(null=True, blank=True)

@@ -74,6 +74,7 @@ def _process_row(p: ProcessRecord, now: dt.datetime) -> dict[str, Any]:
         "last_heartbeat": p.last_heartbeat.isoformat(), "disk_sha256": p.disk_sha256, "disk_mode": p.disk_mode,
         "disk_snapshot_frequency": p.disk_snapshot_frequency, "disk_error": p.disk_error,
         "dismissed_at": p.dismissed_at.isoformat() if p.dismissed_at else None, "dismissed_by": p.dismissed_by,
+        "checkpoint_cache": p.checkpoint_cache,
     }
 
 

@@ -33,7 +33,7 @@ TRANSIENT_ERRORS = (db_utils.OperationalError, db_utils.InterfaceError)
 
 _FIELDS = ("role", "host", "pid", "mode", "snapshot_frequency", "config_path", "config_sha256",
            "max_supersteps", "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency",
-           "disk_error")
+           "disk_error", "checkpoint_cache")
 
 
 def save_facts(instance_id: str, facts: dict[str, Any], *, started_at=None, interval_s: float = 15.0,

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from dashboard.accounts.auth import api_staff_required, scope_refusal
 from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.jobs import services
+from dashboard.jobs import pruning, services
 from dashboard.jobs.errors import EstimateJobNotFound, JobError
 from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
@@ -41,8 +41,8 @@ _PRUNE_FIELDS = ("kept_checkpoint_ids", "deleted_checkpoint_ids", "protected_che
 JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run, compact, prune_dry_run or "
                  "prune); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, "
                  "throttle_delay_s, max_in_flight, integrity, force_full_fleet, acknowledge_branch_ambiguous; "
-                 "for prune kinds rule, keep_last, protect, backup (docs/operations.md, Conversion jobs; "
-                 "docs/retention.md).")
+                 "for prune kinds rule, keep_last, protect, backup, max_delete_per_run (docs/operations.md, "
+                 "Conversion jobs; docs/retention.md).")
 
 
 def _iso(value) -> str | None:
@@ -60,13 +60,14 @@ def job_json(job: ConversionJob) -> dict[str, Any]:
         "acknowledge_branch_ambiguous": job.acknowledge_branch_ambiguous,
         "source_job": job.source_job_id, "parent": job.parent_id, "progress": progress(job).as_dict(),
         "retention": job.retention or None, "reclaim": job.reclaim or None,
+        "delete_cap": pruning.cap_report(job),
     }
 
 
 def result_json(result: ThreadResult) -> dict[str, Any]:
     """One thread's outcome, with the worker that ran it."""
     out = {name: getattr(result, name) for name in _RESULT_FIELDS}
-    out.update(started_at=_iso(result.started_at), finished_at=_iso(result.finished_at))
+    out.update(started_at=_iso(result.started_at), finished_at=_iso(result.finished_at), deerflow=result.deerflow)
     if result.job.kind in ("prune_dry_run", "prune") or result.prune:
         out.update({name: result.prune.get(name, []) for name in _PRUNE_FIELDS})
         out["checkpoints_deleted"] = result.checkpoints_rewritten

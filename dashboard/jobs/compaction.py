@@ -17,10 +17,12 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from dashboard.fleet.models import ProcessRecord
+from dashboard.jobs import reservations
 from dashboard.jobs.models import ThreadResult
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import ThreadReport, compact_thread, dry_run_compact, list_backups
+from deerflow.storage import RunInFlightError
 
 __all__ = ["CompactionTotals", "LegacyEstimate", "candidate_threads", "compact", "dry_run", "full_mode_processes",
            "legacy_estimate", "run_one", "totals"]
@@ -67,11 +69,21 @@ def dry_run(rt: DashboardRuntime, thread_ids: Iterable[str], *, integrity: bool 
 
 def compact(rt: DashboardRuntime, thread_ids: Iterable[str], *, integrity: bool = True, note: str = "",
             on_report: Callable[[ThreadReport], None] | None = None) -> list[ThreadReport]:
-    """:func:`compact_thread` per thread at this process's cadence (each verified and backed up)."""
+    """:func:`compact_thread` per thread at this process's cadence (each verified and backed up), each inside
+    DeerFlow's ``checkpoint_write`` reservation (:mod:`dashboard.jobs.reservations`): a thread DeerFlow is
+    running is reported ``run_in_flight``, untouched."""
     reports = []
     for thread_id in thread_ids:
-        report = compact_thread(rt.config.database, thread_id, snapshot_frequency=rt.snapshot_frequency,
-                                integrity=integrity, note=note)
+        try:
+            with reservations.hold_thread(rt, thread_id, node="cli:convert_threads",
+                                          metadata={"checkpoint_admin": {"command": "convert_threads"}}) as held:
+                report = compact_thread(rt.config.database, thread_id, snapshot_frequency=rt.snapshot_frequency,
+                                        integrity=integrity, note=note)
+        except RunInFlightError as exc:
+            report = ThreadReport(thread_id=thread_id, status=reservations.RUN_IN_FLIGHT, error=str(exc),
+                                  hint=reservations.IN_FLIGHT_HINT)
+        else:
+            reservations.after_rewrite(rt, thread_id, report.status, held)
         reports.append(report)
         if on_report is not None:
             on_report(report)

@@ -195,10 +195,10 @@ class ApiJobForm(forms.Form):
 
     ``{"kind", "thread_ids" | "filter" | "backup_ids", "estimate_job", "confirmed",
     "throttle_delay_s", "max_in_flight", "integrity", "size_limit_bytes", "force_full_fleet",
-    "rule", "keep_last", "protect", "backup", "dry_run", "acknowledge_branch_ambiguous"}``
+    "rule", "keep_last", "protect", "backup", "max_delete_per_run", "dry_run", "acknowledge_branch_ambiguous"}``
     (``force_full_fleet``: ``compact`` although live full-mode processes are registered;
     ``acknowledge_branch_ambiguous``: convert sibling forks as LangGraph's reader reads them; ``rule``,
-    ``keep_last``, ``protect``, ``backup``: prune kinds only, validated by
+    ``keep_last``, ``protect``, ``backup``, ``max_delete_per_run``: prune kinds only, validated by
     :func:`dashboard.jobs.pruning.normalize_retention`; ``"kind": "prune", "dry_run": true`` is
     ``"kind": "prune_dry_run"``).
     """
@@ -219,6 +219,7 @@ class ApiJobForm(forms.Form):
     keep_last = forms.Field(required=False)
     protect = forms.Field(required=False)
     backup = forms.Field(required=False)
+    max_delete_per_run = forms.Field(required=False)
     dry_run = JsonBooleanField(required=False)
 
     def clean(self) -> dict[str, Any]:
@@ -248,7 +249,8 @@ class ApiJobForm(forms.Form):
 
     def _retention(self) -> dict[str, Any]:
         data = self.cleaned_data
-        given = {k: data[k] for k in ("rule", "keep_last", "protect", "backup") if data.get(k) is not None}
+        given = {k: data[k] for k in ("rule", "keep_last", "protect", "backup", "max_delete_per_run")
+                 if data.get(k) is not None}
         if data["kind"] not in ("prune", "prune_dry_run"):
             if given:
                 raise InvalidRetention(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} only for kind "
@@ -293,9 +295,10 @@ class RetentionPolicyForm(forms.ModelForm):
 
     class Meta:
         model = RetentionPolicy
-        fields = ["name", "enabled", "schedule", "idle_days", "rule", "keep_last", "backup"]
+        fields = ["name", "enabled", "schedule", "idle_days", "rule", "keep_last", "backup", "max_delete_per_run"]
         labels = {"schedule": "Schedule (crontab, UTC: minute hour day-of-month month day-of-week)",
                   "idle_days": "Idle for at least (days)", "keep_last": "N (rule keep_last)",
+                  "max_delete_per_run": "Most threads pruned or deleted per run (empty: no cap)",
                   "backup": "Back up each thread first (revertible; bytes freed once purged)"}
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -333,7 +336,8 @@ class RetentionPolicyForm(forms.ModelForm):
         rule = data.get("rule")
         try:
             normalized = normalize_retention({"rule": rule, "keep_last": data.get("keep_last") if rule == "keep_last"
-                                              else None, "protect": protect, "backup": bool(data.get("backup"))})
+                                              else None, "protect": protect, "backup": bool(data.get("backup")),
+                                              "max_delete_per_run": data.get("max_delete_per_run")})
         except InvalidRetention as exc:
             raise forms.ValidationError(exc.detail, code="invalid") from None
         data["keep_last"] = normalized["keep_last"]

@@ -55,7 +55,9 @@ class ConversionJob(models.Model):
         runner: ``celery`` (fanned out to workers) or ``inline`` (the management command).
         retention: prune kinds only, the rule as :func:`dashboard.jobs.pruning.normalize_retention` gives it:
             ``{"rule": "keep_last" | "safe_only" | "delete_threads", "keep_last": N | None,
-            "protect": [checkpoint ids], "backup": bool}``; ``{}`` for other kinds.
+            "protect": [checkpoint ids], "backup": bool, "max_delete_per_run": N | None}`` (the last: most
+            threads the job prunes or deletes; the rest are skipped with ``error_code`` ``max_delete_per_run``);
+            ``{}`` for other kinds.
         reclaim: reclaim jobs only: ``{"full": bool}`` asked, then once it ran the
             :class:`deerflow.convert.reclaim.ReclaimReport` (``backend``, ``statement``, ``sizes_before``,
             ``sizes_after`` per file or table, ``bytes_before``, ``bytes_after``, ``bytes_freed`` in bytes,
@@ -136,6 +138,8 @@ class ResultStatus(StrEnum):
     SKIPPED = "skipped"
     REFUSED = "refused"
     ERROR = "error"
+    #: DeerFlow had a run pending or running on the thread (its ``runs`` table): not touched; retry later.
+    RUN_IN_FLIGHT = "run_in_flight"
 
 
 class ThreadResult(models.Model):
@@ -162,6 +166,11 @@ class ThreadResult(models.Model):
             "protected": [{"checkpoint_ns", "checkpoint_id", "reason"}], "rebased_checkpoint_ids",
             "unbranchable_checkpoint_ids", "deleted_namespaces"}``; ``{}`` otherwise. For these kinds
             ``checkpoints_rewritten`` counts the checkpoints deleted (or to delete).
+        deerflow: a writing job's dealings with a live DeerFlow (:mod:`dashboard.jobs.reservations`):
+            ``{"reservation": {"run_id", "renewals", "lost"} | None, "cache_purge": {"type", "key_prefix",
+            "keys_deleted", "error"} | None}`` after the thread ran, or ``{"run_in_flight": {"run_id", "status",
+            "operation_kind", "owner_worker_id", "created_at", "age_s"} | None}`` when DeerFlow held it;
+            ``{}`` for dry runs, reclaims and rows that have not run.
         queued_at: when the row's task, last sent to the broker, falls due (send time plus its
             countdown); a row still ``queued`` ``DASHBOARD_REQUEUE_AFTER_S`` after that is sent
             again (:func:`dashboard.jobs.stalls.requeue_stalled`).
@@ -200,6 +209,7 @@ class ThreadResult(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(null=True, blank=True)
     prune = models.JSONField(default=dict, blank=True)
+    deerflow = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -223,6 +233,8 @@ class RetentionPolicy(models.Model):
         filter: the thread list's filter (``{"q", "mode", "thread_class"}``; empty values ignored), or ``{}``.
             At least one of ``idle_days`` and ``filter`` selects; neither means every thread.
         rule, keep_last, protect, backup: the job's retention (see :attr:`ConversionJob.retention`).
+        max_delete_per_run: most threads one run prunes or deletes (count, >= 0), the rest left to the next
+            run; ``None``: no cap.
         schedule: a crontab in the five standard fields (``minute hour day-of-month month day-of-week``, UTC),
             read by Celery's own :class:`celery.schedules.crontab`.
         enabled: beat runs only enabled policies (default off).
@@ -241,6 +253,7 @@ class RetentionPolicy(models.Model):
     keep_last = models.PositiveIntegerField(null=True, blank=True)
     protect = models.JSONField(default=list, blank=True)
     backup = models.BooleanField(default=True)
+    max_delete_per_run = models.PositiveIntegerField(null=True, blank=True)
     schedule = models.CharField(max_length=100, default="0 3 * * *")
     enabled = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)

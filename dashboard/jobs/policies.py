@@ -79,7 +79,7 @@ def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:
     now = now or timezone.now()
     job, error = None, ""
     retention = {"rule": policy.rule, "keep_last": policy.keep_last, "protect": policy.protect or [],
-                 "backup": policy.backup}
+                 "backup": policy.backup, "max_delete_per_run": policy.max_delete_per_run}
     try:
         with transaction.atomic():
             job = services.create_job(None, "prune", policy_selection(policy), confirmed=True, runner="celery",

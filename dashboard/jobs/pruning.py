@@ -20,8 +20,9 @@ from deerflow import convert
 from deerflow.convert import ThreadReport
 from deerflow.retention import PruneReport, delete_thread, prune_thread, revert_prune
 
-__all__ = ["MARK_WORDS", "MAX_KEEP_LAST", "REASON_WORDS", "RULES", "checkpoint_marks", "is_prune_backup",
-           "normalize_retention", "revert_one", "run_one", "to_thread_report"]
+__all__ = ["CAP_CODE", "MARK_WORDS", "MAX_KEEP_LAST", "REASON_WORDS", "RULES", "cap_outcome", "cap_report",
+           "checkpoint_marks", "is_prune_backup", "normalize_retention", "revert_one", "run_one",
+           "to_thread_report"]
 
 #: The largest N of ``keep_last`` a job or policy takes (a thread with more checkpoints keeps them all anyway).
 MAX_KEEP_LAST = 1_000_000
@@ -50,16 +51,19 @@ def normalize_retention(raw: dict[str, Any]) -> dict[str, Any]:
     """A validated copy of a prune job's rule.
 
     Args:
-        raw: ``{"rule", "keep_last", "protect", "backup"}``; ``keep_last`` is needed (an int >= 1)
-            for ``keep_last`` and refused for the other rules; ``protect`` is a list of checkpoint ids;
-            ``backup`` defaults to true.
+        raw: ``{"rule", "keep_last", "protect", "backup", "max_delete_per_run"}``; ``keep_last`` is needed
+            (an int >= 1) for ``keep_last`` and refused for the other rules; ``protect`` is a list of checkpoint
+            ids; ``backup`` defaults to true; ``max_delete_per_run`` (most threads the job prunes or deletes,
+            a whole number >= 0) defaults to ``None``, no cap.
 
     Returns:
-        ``{"rule", "keep_last", "protect", "backup"}`` (``protect`` de-duplicated, in the given order).
+        ``{"rule", "keep_last", "protect", "backup"}`` (``protect`` de-duplicated, in the given order), plus
+        ``"max_delete_per_run"`` when a cap is given.
 
     Raises:
         InvalidRetention: an unknown rule, a missing or bad ``keep_last``, bad ``protect`` entries,
-            or a ``backup`` that is not a boolean (400, code ``invalid_retention``).
+            a ``backup`` that is not a boolean, or a negative or non-integer ``max_delete_per_run``
+            (400, code ``invalid_retention``).
     """
     rule = raw.get("rule")
     if rule not in RULES:
@@ -81,8 +85,60 @@ def normalize_retention(raw: dict[str, Any]) -> dict[str, Any]:
     backup = raw.get("backup", True)
     if not isinstance(backup, bool):
         raise InvalidRetention(f"backup must be true or false; got {backup!r}.")
-    return {"rule": rule, "keep_last": n if rule == "keep_last" else None,
-            "protect": list(dict.fromkeys(protect)), "backup": backup}
+    out = {"rule": rule, "keep_last": n if rule == "keep_last" else None,
+           "protect": list(dict.fromkeys(protect)), "backup": backup}
+    cap = _delete_cap(raw.get("max_delete_per_run"))
+    if cap is not None:
+        out["max_delete_per_run"] = cap
+    return out
+
+
+def _delete_cap(cap: Any) -> int | None:
+    if cap is None:
+        return None
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+        raise InvalidRetention(f"max_delete_per_run must be a whole number of threads, 0 or more (or absent for no "
+                               f"cap); got {cap!r}.")
+    return cap
+
+
+#: ``error_code`` of a row skipped because its job reached ``max_delete_per_run``.
+CAP_CODE = "max_delete_per_run"
+#: Per prune kind, the row statuses that count against the cap (a thread pruned or deleted, or previewed so).
+_CAPPED = {"prune": ("pruned", "deleted"), "prune_dry_run": ("would_prune", "would_delete")}
+
+
+def cap_report(job: Any) -> dict[str, Any] | None:
+    """A prune job's cap: ``{"max_delete_per_run", "stopped_at", "skipped"}`` (threads pruned or deleted so
+    far, threads left for the next run), or ``None`` when it has no cap."""
+    cap = (job.retention or {}).get("max_delete_per_run")
+    if cap is None or job.kind not in _CAPPED:
+        return None
+    rows = job.results.all()
+    return {"max_delete_per_run": cap, "stopped_at": rows.filter(status__in=_CAPPED[job.kind]).count(),
+            "skipped": rows.filter(error_code=CAP_CODE).count()}
+
+
+def cap_outcome(result: Any) -> ThreadReport | None:
+    """The ``skipped`` report of a prune row whose job already reached ``max_delete_per_run``, else ``None``.
+
+    Counted: rows that pruned or deleted (or would), and the job's other rows running now (so concurrent
+    rows never pass the cap together; a running row that then prunes nothing leaves the cap under-filled,
+    never over).
+    """
+    job = result.job
+    cap = (job.retention or {}).get("max_delete_per_run")
+    if cap is None or job.kind not in _CAPPED:
+        return None
+    from dashboard.jobs.models import ThreadResult
+
+    others = job.results.exclude(pk=result.pk)
+    taken = others.filter(status__in=(*_CAPPED[job.kind], ThreadResult.RUNNING)).count()
+    if taken < cap:
+        return None
+    return ThreadReport(thread_id=result.thread_id, status=ThreadResult.SKIPPED,
+                        error=f"Not pruned: the job reached its max_delete_per_run of {cap} thread(s).",
+                        hint="The cap bounds each run; the next run of the policy (or a new job) continues.")
 
 
 def _prune(rt: DashboardRuntime, thread_id: str, retention: dict[str, Any], *, dry_run: bool,

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dashboard.errors import describe
 from dashboard.errors.outages import describe_storage_failure
-from dashboard.jobs import compaction, owners, pruning, reclaiming
+from dashboard.jobs import compaction, owners, pruning, reclaiming, reservations
 from dashboard.jobs.creation import _PRUNE_KINDS
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
@@ -27,6 +27,7 @@ from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
+from deerflow.storage import RunInFlightError
 
 __all__ = ["Run", "record_failure", "run_thread", "unqueue"]
 
@@ -47,6 +48,7 @@ class _Outcome:
     report: convert.ThreadReport
     code: str = ""
     prune: dict[str, Any] = field(default_factory=dict)
+    deerflow: dict[str, Any] = field(default_factory=dict)
 
 
 def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") -> Run:
@@ -73,7 +75,7 @@ def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") 
     if token is None:
         return Run(result, False)
     try:
-        outcome = _execute(rt, result)
+        outcome = _execute_reserved(rt, result)
     except Exception as exc:
         if is_transient(exc):
             Result.objects.filter(pk=result_id, attempts=token).update(status=Result.QUEUED)
@@ -126,6 +128,23 @@ def _owner_gone(owner: dict[str, Any], result_id: int, *, reclaim: bool) -> bool
     if reclaim:
         return owners.owner_alive(owner, result_id) is not True
     return owner["worker_host"] == socket.gethostname() and owners.owner_alive(owner, result_id) is False
+
+
+def _execute_reserved(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
+    """:func:`_execute`, inside DeerFlow's ``checkpoint_write`` reservation when the job writes
+    (:mod:`dashboard.jobs.reservations`); a thread DeerFlow holds is recorded ``run_in_flight``, untouched."""
+    if result.job.kind in _PRUNE_KINDS and (capped := pruning.cap_outcome(result)) is not None:
+        return _Outcome(capped, pruning.CAP_CODE)
+    if result.job.kind not in reservations.WRITING_KINDS or _refusal(rt, result) is not None:
+        return _execute(rt, result)
+    try:
+        with reservations.hold(rt, result) as held:
+            outcome = _execute(rt, result)
+    except RunInFlightError as exc:
+        report, deerflow = reservations.in_flight(result.thread_id, exc)
+        return _Outcome(report, reservations.RUN_IN_FLIGHT, deerflow=deerflow)
+    outcome.deerflow = reservations.after_rewrite(rt, result.thread_id, outcome.report.status, held)
+    return outcome
 
 
 def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
@@ -218,7 +237,7 @@ def _record(result_id: int, token: int, outcome: _Outcome) -> bool:
         "bytes_after": r.bytes_after, "head_messages_sha256": r.head_messages_sha256 or "",
         "first_difference": r.first_difference, "findings": r.findings, "error": r.error or "",
         "hint": r.hint or "", "error_code": outcome.code, "duration_s": r.duration_s,
-        "finished_at": timezone.now(), "prune": outcome.prune,
+        "finished_at": timezone.now(), "prune": outcome.prune, "deerflow": outcome.deerflow,
     }
     if r.backup_id:
         fields["backup_id"] = r.backup_id

@@ -4,7 +4,9 @@
   ``resolving`` job's filter into its rows (:mod:`dashboard.jobs.resolving`), then claims up to
   ``max_in_flight`` pending threads and sends one ``jobs.run_thread`` each.
 * ``jobs.requeue_stalled()`` (beat, every minute): sends again the rows whose
-  message the broker lost (:mod:`dashboard.jobs.stalls`).
+  message the broker lost (:mod:`dashboard.jobs.stalls`), and deletes this dashboard's DeerFlow
+  reservations whose lease expired (:func:`dashboard.jobs.reservations.release_expired`; a worker
+  does the same at start-up).
 * ``jobs.run_due_policies()`` (beat, every minute): starts a prune job for each
   enabled retention policy whose crontab fell due (:mod:`dashboard.jobs.policies`).
 * ``jobs.run_thread(result_id)`` (queue ``checkpoints.delta``: converting
@@ -26,7 +28,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from dashboard.celery import mode_queue
-from dashboard.jobs import policies, resolving, services, stalls
+from dashboard.jobs import policies, reservations, resolving, services, stalls
 from dashboard.jobs.errors import TransientDatabaseError
 
 __all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_due_policies", "run_thread", "send_again"]
@@ -93,13 +95,14 @@ def send_again(result_id: int) -> None:
 
 @shared_task(name="jobs.requeue_stalled")
 def requeue_stalled() -> dict:
-    """Release the rows of dead workers, and send again the rows queued ``DASHBOARD_REQUEUE_AFTER_S`` past their
-    due time. Returns ``{"sent": [ids], "abandoned": [ids sent again], "ended": [ids failed or skipped]}``."""
+    """Release the rows of dead workers, send again the rows queued ``DASHBOARD_REQUEUE_AFTER_S`` past their due
+    time, and release this dashboard's expired DeerFlow reservations. Returns ``{"sent": [ids], "abandoned": [ids
+    sent again], "ended": [ids failed or skipped], "released": [run ids]}``."""
     recovery = stalls.recover_abandoned(send_again)
     for job_id in sorted(recovery.jobs):
         send_batch(services.claim_batch(job_id))
     return {"sent": stalls.requeue_stalled(settings.DASHBOARD_REQUEUE_AFTER_S, send_again),
-            "abandoned": recovery.sent, "ended": recovery.ended}
+            "abandoned": recovery.sent, "ended": recovery.ended, "released": reservations.release_expired()}
 
 
 @shared_task(name="jobs.run_due_policies")

@@ -8,7 +8,9 @@ privileges it needs.
 * Postgres: ``INSERT, UPDATE, DELETE`` on LangGraph's ``checkpoints``,
   ``checkpoint_blobs`` and ``checkpoint_writes`` (PostgreSQL's
   ``has_table_privilege``), and on the backup tables, or ``CREATE`` on the
-  schema while they do not exist yet (``has_schema_privilege``).
+  schema while they do not exist yet (``has_schema_privilege``); and, when DeerFlow's ``runs`` table is
+  there, the same on it (every writing job inserts, renews and deletes its ``checkpoint_write``
+  reservation there: :mod:`dashboard.jobs.reservations`).
 * SQLite: the file and its directory must be writable by this process
   (``os.access``; SQLite writes its journal beside the file).
 """
@@ -25,6 +27,8 @@ __all__ = ["BACKUP_TABLES", "CHECKPOINT_TABLES", "check_can_write", "missing_pri
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 BACKUP_TABLES = ("dfa_backups", "dfa_backup_checkpoints", "dfa_backup_blobs")
+#: DeerFlow's table the reservation writes (checked only where it exists).
+DEERFLOW_TABLES = ("runs",)
 
 _PRIVILEGES_SQL = """
 SELECT t.name,
@@ -50,7 +54,7 @@ def missing_privileges(database: DatabaseConfig) -> tuple[str, list[str]]:
     if database.backend != "postgres":
         return "", []
     with Dialect.POSTGRES.connect(database, connect_timeout=5) as conn:
-        rows = conn.execute(_PRIVILEGES_SQL, [list(CHECKPOINT_TABLES + BACKUP_TABLES)]).fetchall()
+        rows = conn.execute(_PRIVILEGES_SQL, [list(CHECKPOINT_TABLES + BACKUP_TABLES + DEERFLOW_TABLES)]).fetchall()
     missing = [f"INSERT, UPDATE, DELETE on {r['name']}" for r in rows if r["present"] and not r["writable"]]
     if any(not r["present"] for r in rows if r["name"] in BACKUP_TABLES) and not rows[0]["can_create"]:
         missing.append("CREATE on the schema (for the backup tables dfa_backup*)")

@@ -7,7 +7,9 @@ DeerFlow's configuration"): ``backend`` (memory | sqlite | postgres),
 ``postgres_schema`` (optional), ``checkpoint_channel_mode`` (full | delta,
 default full) and ``checkpoint_delta.snapshot_frequency`` (integer >= 1,
 default 10; the legacy flat key ``checkpoint_delta_snapshot_frequency`` is
-carried onto it, the nested key winning).
+carried onto it, the nested key winning), and ``checkpoint_cache`` (DeerFlow's
+delta-history cache, ``CheckpointCacheConfig``: ``type`` memory | redis,
+``max_entries``, ``redis_url``, ``ttl_seconds``, ``key_prefix``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-__all__ = ["CheckpointDeltaConfig", "DatabaseConfig"]
+__all__ = ["CheckpointCacheConfig", "CheckpointDeltaConfig", "DatabaseConfig"]
 
 
 class CheckpointDeltaConfig(BaseModel):
@@ -27,6 +29,31 @@ class CheckpointDeltaConfig(BaseModel):
 
     snapshot_frequency: StrictInt = Field(default=10, ge=1)
     """Messages-channel updates between two ``_DeltaSnapshot`` blobs (count, >= 1)."""
+
+
+class CheckpointCacheConfig(BaseModel):
+    """``database.checkpoint_cache``: DeerFlow's delta-history cache (performance only; may differ per process).
+
+    DeerFlow wraps its saver in this cache in delta mode. Entries are keyed
+    ``{key_prefix}:{thread_id}:{digest}``; DeerFlow purges a thread's entries only on its own thread
+    deletion and prune, so the dashboard purges them after each committed rewrite
+    (:mod:`deerflow.runtime.checkpoint_cache.purge`).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["memory", "redis"] = "memory"
+    """``memory``: a process-local LRU in every DeerFlow process (nothing the dashboard can reach);
+    ``redis``: one cache shared by every process."""
+    max_entries: StrictInt = Field(default=128, ge=0)
+    """LRU capacity of the memory cache (count); ``0`` disables the cache of either type."""
+    redis_url: str | None = None
+    """The Redis server of ``type: redis``; unset: ``DEER_FLOW_CHECKPOINT_CACHE_REDIS_URL``, ``REDIS_URL``, or
+    ``redis://localhost:6379/0``."""
+    ttl_seconds: StrictInt = Field(default=86400, ge=0)
+    """Seconds a Redis entry lives (``0``: no expiry)."""
+    key_prefix: str = ""
+    """Overrides the Redis key prefix (default ``ckpt-hist:v1:<hash of the database identity>``)."""
 
 
 class DatabaseConfig(BaseModel):
@@ -40,6 +67,7 @@ class DatabaseConfig(BaseModel):
     postgres_schema: str | None = None
     checkpoint_channel_mode: Literal["full", "delta"] = "full"
     checkpoint_delta: CheckpointDeltaConfig = Field(default_factory=CheckpointDeltaConfig)
+    checkpoint_cache: CheckpointCacheConfig = Field(default_factory=CheckpointCacheConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -33,6 +33,8 @@ _ALLOWED = {
     "checkpoint_channel_mode": "'full' or 'delta'",
     "snapshot_frequency": "an integer >= 1 (default 10)",
     "postgres_url": "a postgresql:// URL or $ENV_VAR",
+    "max_entries": "an integer >= 0 (0 disables the cache)",
+    "ttl_seconds": "an integer >= 0 (0: no expiry)",
 }
 
 
@@ -186,6 +188,9 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: dict[str, s
         raise ConfigError(f"{file}: 'database' must be a mapping, got {type(block).__name__}.",
                           path=str(file), key="database")
     block = {k: _resolve_env(v, k, file, env) for k, v in block.items()}
+    cache = block.get("checkpoint_cache")
+    if isinstance(cache, dict):
+        block["checkpoint_cache"] = {k: _resolve_env(v, f"checkpoint_cache.{k}", file, env) for k, v in cache.items()}
     try:
         database = DatabaseConfig.model_validate(block)
     except ValidationError as exc:

@@ -11,7 +11,9 @@ One package owns every difference between LangGraph's two SQL layouts and every 
   saver bound to it, for every rewrite of a thread;
 * :mod:`~deerflow.storage.driver_errors` -- ``sqlite3`` / ``psycopg`` errors translated into
   :class:`deerflow.errors.StorageError` subclasses;
-* :mod:`~deerflow.storage.addressing` -- the ``RunnableConfig`` that addresses one checkpoint.
+* :mod:`~deerflow.storage.addressing` -- the ``RunnableConfig`` that addresses one checkpoint;
+* :mod:`~deerflow.storage.reservation` -- DeerFlow's durable ``checkpoint_write`` reservation in its
+  ``runs`` table, taken around every rewrite of a thread when the database has DeerFlow's tables.
 
 Laws:
 
@@ -29,6 +31,14 @@ from deerflow.storage.addressing import config_for
 from deerflow.storage.dialect import Dialect, postgres_connect_kwargs
 from deerflow.storage.driver_errors import driver_error, is_sqlite_outage, storage_error, translated
 from deerflow.storage.pool import FailFastConnectionPool, ServerUnreachable
+from deerflow.storage.reservation import (
+    ActiveRun,
+    Reservation,
+    RunInFlightError,
+    owner_id,
+    release_expired,
+    reserve_checkpoint_write,
+)
 from deerflow.storage.savers import (
     SQLITE_SAVER_TABLES,
     is_wal_file,
@@ -48,9 +58,12 @@ from deerflow.storage.sqlread import (
 )
 
 __all__ = [
+    "ActiveRun",
     "ConversionSession",
     "Dialect",
     "FailFastConnectionPool",
+    "Reservation",
+    "RunInFlightError",
     "SQLITE_SAVER_TABLES",
     "ServerUnreachable",
     "SqlReader",
@@ -64,9 +77,12 @@ __all__ = [
     "open_async_checkpointer",
     "open_checkpointer",
     "open_session",
+    "owner_id",
     "postgres_connect_kwargs",
     "postgres_connection",
     "reader_for",
+    "release_expired",
+    "reserve_checkpoint_write",
     "sqlite_checkpoint_path",
     "storage_error",
     "table_exists",

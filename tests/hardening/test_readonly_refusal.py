@@ -50,3 +50,20 @@ def test_a_conversion_is_refused_before_it_starts_a_dry_run_runs(readonly_db, ru
     assert "GRANT INSERT, UPDATE, DELETE ON checkpoints" in body["hint"] and "retry" not in body["hint"]
     assert ConversionJob.objects.count() == 0
     assert _post(manager, {"kind": "dry_run", "thread_ids": ["delta-f10-9t"]}).status_code == 201
+
+
+def test_beside_deerflow_a_role_that_cannot_write_runs_is_refused_before_a_job(readonly_db, postgres_fixture_db_rw,  # noqa: F811
+                                                                               runtime_for, manager):
+    from tests.deerflow_schema import create_deerflow_tables
+
+    create_deerflow_tables(postgres_fixture_db_rw)  # as the owner; the role may only read runs
+    role = psycopg.conninfo.conninfo_to_dict(readonly_db.postgres_url)["user"]
+    with psycopg.connect(postgres_fixture_db_rw.postgres_url, autocommit=True) as conn:
+        conn.execute(f'GRANT INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, checkpoint_writes TO "{role}"')
+        conn.execute(f'GRANT CREATE ON SCHEMA public TO "{role}"')
+        conn.execute(f'GRANT SELECT ON runs, threads_meta TO "{role}"')
+    assert missing_privileges(readonly_db)[1] == ["INSERT, UPDATE, DELETE on runs"]
+    runtime_for(readonly_db, "delta")
+    refused = _post(manager, {"kind": "compact", "thread_ids": ["full-short-3t"], "confirmed": True})
+    assert refused.status_code == 409 and "INSERT, UPDATE, DELETE on runs" in refused.json()["detail"]
+    assert ConversionJob.objects.count() == 0

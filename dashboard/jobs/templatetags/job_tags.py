@@ -88,6 +88,7 @@ STATUS_WORDS = {
     "deleted": ("deleted whole", "success"),
     "changed_during_prune": ("changed while pruning: rolled back, retry", "action"),
     "branch_ambiguous": ("ambiguous sibling forks: refused unless acknowledged", "action"),
+    "run_in_flight": ("DeerFlow run in flight: not touched, retry later", "action"),
 }
 
 
@@ -150,3 +151,11 @@ def reason_words(reason: str) -> str:
 def freed(result) -> int:
     """Bytes a row frees: ``bytes_before - bytes_after`` (0 when it grows)."""
     return max(result.bytes_before - result.bytes_after, 0)
+
+
+@register.filter
+def delete_cap(job) -> dict | None:
+    """A prune job's ``max_delete_per_run`` report (:func:`dashboard.jobs.pruning.cap_report`), or ``None``."""
+    from dashboard.jobs.pruning import cap_report
+
+    return cap_report(job)

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.xdist_group("fleet-acceptance")]
 
 FACT_KEYS = {"role", "host", "pid", "mode", "snapshot_frequency", "config_path", "config_sha256", "max_supersteps",
              "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency", "disk_error",
-             "instance_id"}
+             "instance_id", "checkpoint_cache"}
 
 
 @dataclass

@@ -14,7 +14,7 @@ from tests.dashboard.fleet.conftest import sha
 pytestmark = pytest.mark.django_db
 
 AUDIT_KEYS = {"generated_at", "processes", "live", "findings", "census", "cadences", "writers", "readiness",
-              "orphans"}
+              "orphans", "history_cache"}
 
 
 @pytest.fixture

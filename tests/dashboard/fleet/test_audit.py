@@ -369,7 +369,7 @@ def test_as_dict_shape(runtime_for, sqlite_fixture_db, process_row):
     audit = run_audit(rt, live=NO_LIVE)
     out = audit.as_dict()
     assert set(out) == {"generated_at", "processes", "live", "findings", "census", "cadences", "writers",
-                        "readiness", "orphans"}
+                        "readiness", "orphans", "history_cache"}
     assert out["orphans"] is None  # no DeerFlow threads_meta beside the fixture
     assert set(out["findings"][0]) == {"severity", "code", "message", "evidence", "hint"}
     assert audit.as_dict(with_threads=True)["threads"] == []  # not computed unless asked for

@@ -14,7 +14,7 @@ from dashboard.fleet.facts import max_supersteps, package_versions, process_fact
 from tests.integration.helpers import REPO_ROOT
 
 KEYS = {"role", "host", "pid", "mode", "snapshot_frequency", "config_path", "config_sha256", "max_supersteps",
-        "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency", "disk_error"}
+        "versions", "queues", "disk_sha256", "disk_mode", "disk_snapshot_frequency", "disk_error", "checkpoint_cache"}
 
 
 def test_facts_of_a_frozen_process(runtime_for, sqlite_fixture_db):

@@ -53,3 +53,6 @@ def finished_job(delta_rt) -> Callable[..., ConversionJob]:
         return run_inline(job)
 
     return make
+
+
+from tests.dashboard.jobs.deerflow_support import deerflow_db  # noqa: E402,F401 - fixture (DeerFlow's tables)

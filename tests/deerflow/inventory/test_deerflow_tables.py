@@ -6,13 +6,12 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from deerflow.storage import open_checkpointer
-from deerflow.storage import reader_for
-from deerflow.inventory import count_threads
 
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
+from deerflow.inventory import count_threads
 from deerflow.inventory import deerflow_tables as dft
+from deerflow.storage import open_checkpointer, reader_for
 from tests import fixtures_real
 from tests.backends import BACKENDS
 from tests.deerflow_schema import (

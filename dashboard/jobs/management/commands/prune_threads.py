@@ -1,6 +1,6 @@
 """``python manage.py prune_threads (--thread ID ... | --all | --idle-days D | --orphaned)
 (--keep-last N | --safe-only | --delete-threads) [--protect CHECKPOINT_ID ...]
-[--dry-run] [--yes] [--no-backup] [--reclaim] [--json]``
+[--max-delete-per-run N] [--dry-run] [--yes] [--no-backup] [--reclaim] [--json]``
 
 Retention (``deerflow.retention``, docs/retention.md), synchronously in this
 process, one verified transaction per thread. First a preview per thread
@@ -10,7 +10,15 @@ a confirmation (skipped with ``--yes``) and the prune. Backups are kept by
 default, so the deleted rows still take space until the backup is purged
 (``manage.py conversion_backups --purge ID``); ``--no-backup`` skips them.
 ``--reclaim`` runs the database's reclaim afterwards (SQLite ``VACUUM``,
-Postgres ``VACUUM (ANALYZE)``).
+Postgres ``VACUUM (ANALYZE)``). ``--max-delete-per-run N`` prunes (or deletes) at
+most N threads, in selection order; the rest are reported ``skipped`` and left
+for the next run, and the output says where it stopped.
+
+Beside a live DeerFlow (its ``runs`` table in the checkpoint database), each
+thread is pruned inside DeerFlow's ``checkpoint_write`` reservation
+(:mod:`dashboard.jobs.reservations`); a thread DeerFlow is running is reported
+``run_in_flight``, untouched, and counts as failed. After each committed prune,
+the thread's entries in DeerFlow's Redis history cache are purged.
 
 ``--orphaned`` selects the checkpoint threads without a row in DeerFlow's ``threads_meta`` whose newest
 checkpoint is older than ``DASHBOARD_ORPHAN_MIN_IDLE_S`` (default one day), read from LangGraph's own
@@ -25,7 +33,8 @@ says so.
 ``--json`` prints exactly ``{"threads": [{"thread_id", "status",
 "deleted_checkpoint_ids", "kept_checkpoint_ids", "protected_checkpoint_ids",
 "rebased_checkpoint_ids", "bytes_before", "bytes_after"}], "reclaimed":
-{"file_bytes_before", "file_bytes_after"} | null}``.
+{"file_bytes_before", "file_bytes_after"} | null}``, plus ``"max_delete_per_run":
+{"max_delete_per_run", "stopped_at", "skipped"}`` (counts) when the cap is given.
 
 Exit status: 0 on success (also for an empty selection), 1 when a thread
 failed (or config.yaml or the database cannot be used), 2 when nothing was
@@ -45,10 +54,12 @@ from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import DashboardCommand, require_delta_mode
+from dashboard.jobs import reservations
 from dashboard.runtime import get_runtime
 from deerflow.convert import reclaim_space
 from deerflow.inventory import deerflow_tables
 from deerflow.retention import PruneReport, delete_thread, prune_thread, select_threads
+from deerflow.storage import RunInFlightError
 
 JSON_KEYS = ("thread_id", "status", "deleted_checkpoint_ids", "kept_checkpoint_ids", "protected_checkpoint_ids",
              "rebased_checkpoint_ids", "bytes_before", "bytes_after")
@@ -61,6 +72,17 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"--keep-last needs a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"--keep-last must be at least 1 (the head is always kept), got {value}")
+    return value
+
+
+def _cap(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-delete-per-run needs a whole number of threads, got {text!r}") \
+            from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--max-delete-per-run must be 0 or more threads, got {value}")
     return value
 
 
@@ -113,6 +135,8 @@ class Command(DashboardCommand):
         rule.add_argument("--delete-threads", action="store_true", help="delete the selected threads whole")
         parser.add_argument("--protect", action="append", default=[], metavar="CHECKPOINT_ID",
                             help="a checkpoint to keep (a resume target; repeatable)")
+        parser.add_argument("--max-delete-per-run", type=_cap, metavar="N",
+                            help="prune or delete at most N threads this run (the rest are left for the next run)")
         parser.add_argument("--dry-run", action="store_true", help="preview only; write nothing")
         parser.add_argument("--yes", action="store_true", help="no confirmation prompt")
         parser.add_argument("--no-backup", action="store_true", help="no backup (the prune cannot be reverted)")
@@ -139,6 +163,11 @@ class Command(DashboardCommand):
         threads = list(dict.fromkeys(threads))
         preview = [self._one(database, t, opts, dry_run=True) for t in threads]
         todo = [r for r in preview if r.status in ("would_prune", "would_delete")]
+        cap = opts["max_delete_per_run"]
+        if cap is not None and len(todo) > cap:
+            for r in todo[cap:]:
+                r.status, r.hint = "skipped", f"--max-delete-per-run {cap} reached; left for the next run"
+            todo = todo[:cap]
         results = preview
         if not opts["dry_run"] and todo:
             if not self._confirmed(todo, opts):
@@ -154,12 +183,26 @@ class Command(DashboardCommand):
             space = reclaim_space(database)
             reclaimed = {"file_bytes_before": space.bytes_before, "file_bytes_after": space.bytes_after}
         self._emit(results, reclaimed, opts, final=not opts["dry_run"])
-        failed = [r for r in results if r.failed]
+        failed = [r for r in results if r.failed or r.status == reservations.RUN_IN_FLIGHT]
         if failed:
             raise CommandError(f"{len(failed)} thread(s) failed; nothing was written to them (see above).",
                                returncode=1)
 
     def _one(self, database: Any, thread_id: str, opts: dict[str, Any], *, dry_run: bool) -> PruneReport:
+        if dry_run:  # reads take no reservation
+            return self._rewrite(database, thread_id, opts, dry_run=True)
+        rt = get_runtime()
+        try:
+            with reservations.hold_thread(rt, thread_id, node="cli:prune_threads",
+                                          metadata={"checkpoint_admin": {"command": "prune_threads"}}) as held:
+                report = self._rewrite(database, thread_id, opts, dry_run=False)
+        except RunInFlightError as exc:
+            return PruneReport(thread_id=thread_id, status=reservations.RUN_IN_FLIGHT, error=str(exc),
+                               hint=reservations.IN_FLIGHT_HINT)
+        reservations.after_rewrite(rt, thread_id, report.status, held)
+        return report
+
+    def _rewrite(self, database: Any, thread_id: str, opts: dict[str, Any], *, dry_run: bool) -> PruneReport:
         common = {"dry_run": dry_run, "backup": not opts["no_backup"], "protect": opts["protect"],
                   "note": "cli:prune_threads"}
         if opts["delete_threads"]:
@@ -186,9 +229,13 @@ class Command(DashboardCommand):
         for r in results:
             if r.error:
                 self.stderr.write(f"{r.thread_id}: {r.status}: {r.error}\n  hint: {r.hint}")
+        cap = self._cap_report(results, opts)
         if opts["json"]:
             rows = [{key: getattr(r, key) for key in JSON_KEYS} for r in results]
-            self.stdout.write(json.dumps({"threads": rows, "reclaimed": reclaimed}))
+            document: dict[str, Any] = {"threads": rows, "reclaimed": reclaimed}
+            if cap is not None:
+                document["max_delete_per_run"] = cap
+            self.stdout.write(json.dumps(document))
             return
         for r in results:
             self.stdout.write(f"{r.status:<20} {r.thread_id}  kept {len(r.kept_checkpoint_ids)}  "
@@ -215,3 +262,17 @@ class Command(DashboardCommand):
         if reclaimed:
             self.stdout.write(f"reclaimed: file bytes {reclaimed['file_bytes_before']} -> "
                               f"{reclaimed['file_bytes_after']}")
+        if cap is not None and cap["skipped"]:
+            self.stdout.write(f"stopped at the cap: {cap['stopped_at']} thread(s) "
+                              + ("pruned or deleted" if final else "to prune or delete")
+                              + f" (--max-delete-per-run {cap['max_delete_per_run']}); {cap['skipped']} left for "
+                              "the next run")
+
+    @staticmethod
+    def _cap_report(results: list[PruneReport], opts: dict[str, Any]) -> dict[str, int] | None:
+        if opts["max_delete_per_run"] is None:
+            return None
+        done = ("pruned", "deleted", "would_prune", "would_delete")
+        return {"max_delete_per_run": opts["max_delete_per_run"],
+                "stopped_at": sum(r.status in done for r in results),
+                "skipped": sum(r.status == "skipped" for r in results)}

@@ -9,6 +9,9 @@ Redis without persistence restarted. The same domain function as the beat
 task ``jobs.requeue_stalled`` (:mod:`dashboard.jobs.stalls`); a row sent twice
 is claimed once.
 
+It also deletes this dashboard's DeerFlow reservations whose lease expired
+(:func:`dashboard.jobs.reservations.release_expired`), as the beat task does.
+
 Exit status: 0 (also when nothing was stalled); 1 when the broker cannot be
 reached (the rows stay queued and a later run sends them).
 """
@@ -19,7 +22,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from dashboard.commands import DashboardCommand
-from dashboard.jobs import stalls
+from dashboard.jobs import reservations, stalls
 from dashboard.jobs.models import ThreadResult
 from dashboard.outages import OUTAGES, describe_outage, is_outage
 
@@ -66,3 +69,6 @@ class Command(DashboardCommand):
         for row in ThreadResult.objects.filter(id__in=recovery.ended).order_by("id"):
             self.stdout.write(f"worker lost: job {row.job_id} thread {row.thread_id} (row {row.pk}) {row.status}")
         self.stdout.write(f"{len(ids)} thread task(s) sent again.")
+        released = reservations.release_expired()
+        if released:
+            self.stdout.write(f"released {len(released)} expired DeerFlow reservation(s): {', '.join(released)}")

@@ -10,12 +10,16 @@ or in ``prune_threads``' output. Exit status 1 when a backup is not an active on
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.core.management.base import CommandError
 
 from dashboard.commands import DashboardCommand
+from dashboard.jobs import reservations
 from dashboard.runtime import get_runtime
-from deerflow.retention import revert_prune
+from deerflow.convert import list_backups
+from deerflow.retention import PruneReport, revert_prune
+from deerflow.storage import RunInFlightError
 
 
 class Command(DashboardCommand):
@@ -28,7 +32,7 @@ class Command(DashboardCommand):
 
     def handle(self, *args, **opts) -> None:
         database = get_runtime().config.database
-        reports = [revert_prune(database, backup_id) for backup_id in opts["backup_ids"]]
+        reports = [self._revert(database, backup_id) for backup_id in opts["backup_ids"]]
         if opts["json"]:
             self.stdout.write(json.dumps({"reverted": [
                 {"backup_id": r.backup_id, "thread_id": r.thread_id, "status": r.status,
@@ -44,3 +48,21 @@ class Command(DashboardCommand):
             self.stderr.write(f"{r.backup_id}: {r.error}\n  hint: {r.hint}")
         if failed:
             raise CommandError(f"{len(failed)} backup(s) could not be restored (see above).", returncode=1)
+
+    @staticmethod
+    def _revert(database: Any, backup_id: str) -> PruneReport:
+        """One revert inside DeerFlow's ``checkpoint_write`` reservation on the backup's thread, then the
+        thread's history-cache purge (:mod:`dashboard.jobs.reservations`)."""
+        info = next((b for b in list_backups(database) if b.backup_id == backup_id), None)
+        if info is None:  # no such backup: revert_prune says so, nothing is written
+            return revert_prune(database, backup_id)
+        rt = get_runtime()
+        try:
+            with reservations.hold_thread(rt, info.thread_id, node="cli:revert_prune",
+                                          metadata={"checkpoint_admin": {"command": "revert_prune"}}) as held:
+                report = revert_prune(database, backup_id)
+        except RunInFlightError as exc:
+            return PruneReport(thread_id=info.thread_id, status=reservations.RUN_IN_FLIGHT, backup_id=backup_id,
+                               error=str(exc), hint=reservations.IN_FLIGHT_HINT)
+        reservations.after_rewrite(rt, info.thread_id, report.status, held)
+        return report
