@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.dialect import Dialect
-from deerflow.storage_errors import translated
+from deerflow.storage.dialect import Dialect
+from deerflow.storage.driver_errors import translated
 
 __all__ = ["ACTIVE_STATUSES", "ActiveRun", "OPERATION_KIND", "OWNER_PREFIX", "active_run", "held_reservations",
            "forget_columns", "now_utc", "read_active", "release_expired", "reservation_columns",
