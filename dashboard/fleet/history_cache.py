@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from django.core.cache import cache
 
-from deerflow.config.database_config import DatabaseConfig
+from deerflow.config import DatabaseConfig
 from deerflow.runtime.checkpoint_cache import checkpoint_cache_key_prefix, count_keys, resolve_redis_url
 
 __all__ = ["KEY_COUNT_TTL_S", "MEMORY_WARNING", "cache_setting", "history_cache"]

@@ -34,6 +34,18 @@ def _few_versions(value: Any) -> Any:
     return value
 
 
+class HistoryCache(pydantic.BaseModel):
+    """``checkpoint_cache``: the process's history cache setting, without credentials."""
+
+    model_config = strict_model_config()
+
+    type: Literal["memory", "redis", "disabled"]
+    max_entries: Annotated[int, Field(ge=0, le=10**12)] | None = None
+    ttl_seconds: Annotated[int, Field(ge=0, le=10**12)] | None = None
+    key_prefix: Annotated[str, StringConstraints(max_length=255), TEXT] | None = None
+    redis: Annotated[str, StringConstraints(max_length=255), TEXT] | None = None
+
+
 class HeartbeatBody(pydantic.BaseModel):
     """The facts an outside DeerFlow process reports about itself (docs/operations.md, Fleet audit)."""
 
@@ -52,6 +64,8 @@ class HeartbeatBody(pydantic.BaseModel):
     versions: Annotated[dict[_VersionText, _VersionText], pydantic.BeforeValidator(_few_versions)] | None = None
     """``{package: version}``, e.g. ``{"langgraph": "1.2.9"}``."""
     heartbeat_interval_s: Annotated[float, Field(ge=1, le=3600)] | None = None
+    checkpoint_cache: HistoryCache | None = None
+    """DeerFlow's ``database.checkpoint_cache`` as the process runs it (the heartbeat form checks its values)."""
 
 
 def check_heartbeat_body(body: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pydantic import Field, StringConstraints
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.pruning import MAX_KEEP_LAST, MAX_PROTECT
 from dashboard.jsonbody import MAX_STORED_INT, TEXT, Flag, Text, strict_model_config, validate_body
+from deerflow.inventory.deerflow_tables import MAX_OWNER_LENGTH
 
 __all__ = ["MAX_QUERY_LENGTH", "JobBody", "JobFilter", "check_job_body"]
 
@@ -35,7 +36,7 @@ MAX_CHECKPOINT_ID_LENGTH = 200
 
 _KINDS = tuple(ConversionJob.Kind.values)
 _SELECTION_FIELDS = ("thread_ids", "filter", "backup_ids")
-_RETENTION_FIELDS = ("rule", "keep_last", "protect", "backup")
+_RETENTION_FIELDS = ("rule", "keep_last", "protect", "backup", "max_delete_per_run")
 
 
 def _known_kind(value: str) -> str:
@@ -58,7 +59,10 @@ class JobFilter(pydantic.BaseModel):
     mode: Text | None = None
     """``full``, ``delta`` (or ``any`` for prune kinds): checked by :mod:`dashboard.jobs.selection`."""
     thread_class: Text | None = None
-    """One of :data:`deerflow.inventory.THREAD_CLASSES`: checked by :mod:`dashboard.jobs.selection`."""
+    """One of :data:`deerflow.inventory.LIST_CLASSES` (``orphaned`` included): checked by
+    :mod:`dashboard.jobs.selection`."""
+    owner: Annotated[str, StringConstraints(max_length=MAX_OWNER_LENGTH), TEXT] | None = None
+    """DeerFlow's ``threads_meta.user_id``, exactly (checked again by :mod:`dashboard.jobs.selection`)."""
     q: Annotated[str, StringConstraints(max_length=MAX_QUERY_LENGTH), TEXT] | None = None
     """Thread id contains this (ignoring case)."""
     updated_before: Annotated[str, StringConstraints(max_length=MAX_INSTANT_LENGTH), TEXT] | None = None
@@ -92,6 +96,8 @@ class JobBody(pydantic.BaseModel):
     protect: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_CHECKPOINT_ID_LENGTH), TEXT]],
                        Field(max_length=MAX_PROTECT)] | None = None
     backup: Flag | None = None
+    max_delete_per_run: Annotated[int, Field(ge=0, le=MAX_STORED_INT)] | None = None
+    """Prune kinds: the most threads one run prunes or deletes (0: none this run)."""
     dry_run: Flag | None = None
 
 

@@ -55,8 +55,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.storage.dialect import Dialect
 from deerflow.errors import DeerFlowError
+from deerflow.storage.dialect import Dialect
+from deerflow.storage.driver_errors import translated
 from deerflow.storage.reservation_rows import (
     ACTIVE_STATUSES,
     OPERATION_KIND,
@@ -73,7 +74,6 @@ from deerflow.storage.reservation_rows import (
     stored_json,
     stored_time,
 )
-from deerflow.storage.driver_errors import translated
 
 __all__ = [
     "ACTIVE_STATUSES",

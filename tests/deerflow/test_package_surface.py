@@ -144,8 +144,8 @@ def test_every_package_is_listed_here():
 #: Each package's curated public names: a change to a face is a change to this list, reviewed as such.
 FACES = {
     "deerflow.agents": [],
-    "deerflow.config": ["CheckpointDeltaConfig", "DatabaseConfig", "LoadedConfig", "config_path_from_env",
-                        "load_config"],
+    "deerflow.config": ["CheckpointCacheConfig", "CheckpointDeltaConfig", "DatabaseConfig", "LoadedConfig",
+                        "config_path_from_env", "load_config"],
     "deerflow.convert": [
         "BackupAlreadyPurgedError", "BackupInfo", "BackupNotFoundError", "EMPTY_MESSAGES_SHA256", "LANGGRAPH_TABLES",
         "MAX_SUPERSTEPS", "ReclaimReport", "STATUSES", "ThreadReport", "canonical_messages", "channels_sha256",
@@ -173,15 +173,17 @@ FACES = {
         "lineage_has_delta_evidence", "messages_stored", "pending_nodes", "unknown_channels"],
     "deerflow.retention": None,  # checked below against its own __all__ (sorted, resolvable)
     "deerflow.runtime": None,
+    "deerflow.runtime.checkpoint_cache": None,
     "deerflow.seed": [
         "MAX_TEMPLATES", "MAX_THREADS", "MAX_TURNS", "MODES", "SUMMARY_TABLES", "SeedInterrupted", "SeedPlan",
         "SeedReport", "SeedTargetError", "SeededThread", "ThreadExistsError", "analyze", "check_target",
         "describe_database", "seed_threads"],
     "deerflow.storage": [
-        "ConversionSession", "Dialect", "FailFastConnectionPool", "SQLITE_SAVER_TABLES", "ServerUnreachable",
-        "SqlReader", "Tx", "checkpoint_time", "config_for", "driver_error", "has_sql_tables", "is_sqlite_outage",
-        "is_wal_file", "open_async_checkpointer", "open_checkpointer", "open_session", "postgres_connect_kwargs",
-        "postgres_connection", "reader_for", "sqlite_checkpoint_path", "storage_error", "table_exists", "translated"],
+        "ActiveRun", "ConversionSession", "Dialect", "FailFastConnectionPool", "Reservation", "RunInFlightError",
+        "SQLITE_SAVER_TABLES", "ServerUnreachable", "SqlReader", "Tx", "checkpoint_time", "config_for", "driver_error",
+        "has_sql_tables", "is_sqlite_outage", "is_wal_file", "open_async_checkpointer", "open_checkpointer",
+        "open_session", "owner_id", "postgres_connect_kwargs", "postgres_connection", "reader_for", "release_expired",
+        "reserve_checkpoint_write", "sqlite_checkpoint_path", "storage_error", "table_exists", "translated"],
 }
 
 
