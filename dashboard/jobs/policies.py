@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.jobs.errors import JobError
+from dashboard.jobs.services import JobOptions
 
 __all__ = ["InvalidSchedule", "parse_schedule", "policy_selection", "run_due_policies", "run_policy"]
 
@@ -82,8 +83,9 @@ def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:
                  "backup": policy.backup}
     try:
         with transaction.atomic():
-            job = services.create_job(None, "prune", policy_selection(policy), confirmed=True, runner="celery",
-                                      launched_by=f"policy:{policy.name}", retention=retention)
+            job = services.create_job(None, "prune", policy_selection(policy),
+                                      JobOptions(confirmed=True, runner="celery",
+                                      launched_by=f"policy:{policy.name}", retention=retention))
             services.launch(job)
     except JobError as exc:
         error = f"{exc.detail} {exc.hint}".strip()

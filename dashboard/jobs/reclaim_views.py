@@ -1,4 +1,4 @@
-""""Reclaim disk space…": the confirmation page and the reclaim job (issue 11, item 5).
+""""Reclaim disk space…": the confirmation page and the reclaim job.
 
 ``GET /jobs/reclaim[?source_job=<id>]`` is the confirmation: the statement
 it runs (SQLite ``VACUUM``; Postgres ``VACUUM (ANALYZE)`` of LangGraph's
@@ -6,8 +6,8 @@ tables, ``VACUUM (FULL, ANALYZE)`` only when ticked), what it locks and for how
 long, the disk it needs, the sizes now, and the job's backups still holding
 the space. ``POST /jobs/reclaim`` (``confirm`` ticked) starts a ``reclaim``
 job and redirects to its page, which records the sizes before and after.
-Any staff may read the page; the button needs ``jobs.manage_conversions``
-(as compaction does).
+Any staff may read the page; the button needs the ``reclaim`` kind's
+permission (:mod:`dashboard.jobs.kinds`: ``jobs.manage_conversions``, as compaction).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from django.views.decorators.http import require_http_methods
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView
-from dashboard.jobs import reclaiming, services
+from dashboard.jobs import kinds, reclaiming, services
 from dashboard.jobs.errors import JobError
 from dashboard.jobs.forms import ReclaimForm
 from dashboard.jobs.models import ConversionJob
-from dashboard.jobs.views import PERMISSION, _go, _invalid, _job_url, refusal
+from dashboard.jobs.views import _go, _invalid, _job_url
 from dashboard.middleware import error_page
 from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
@@ -43,8 +43,9 @@ def reclaim(request: HttpRequest) -> HttpResponse:
     the permission, 404 for an unknown ``source_job``, 400 for ``full`` on SQLite, 503 when the checkpoint
     database cannot be read.
     """
-    if request.method == "POST" and not request.user.has_perm(PERMISSION):
-        return error_page(request, refusal(PERMISSION))
+    missing = kinds.missing_permission(request.user, {kinds.kind_permission(ConversionJob.Kind.RECLAIM)})
+    if request.method == "POST" and missing:
+        return error_page(request, kinds.refusal(missing))
     form = ReclaimForm(request.POST if request.method == "POST" else request.GET)
     if not form.is_valid():
         return _invalid(request, form)
@@ -71,4 +72,4 @@ def reclaim(request: HttpRequest) -> HttpResponse:
     unconfirmed = request.method == "POST"  # posted without ticking the box
     return render(request, "jobs/reclaim_confirm.html", {
         "plan": plan, "source": source, "form": form, "full": full, "unconfirmed": unconfirmed,
-        "may_reclaim": request.user.has_perm(PERMISSION)}, status=400 if unconfirmed else 200)
+        "may_reclaim": missing is None}, status=400 if unconfirmed else 200)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from celery.exceptions import TimeLimitExceeded
@@ -14,20 +13,21 @@ from django.db.models import F
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.jobs import compaction, owners, pruning, reclaiming
-from dashboard.jobs.creation import _PRUNE_KINDS
+from dashboard.jobs import kinds, owners
 from dashboard.jobs.errors import (
     UNEXPECTED_ERROR_HINT,
     WORKER_FULL_MODE_HINT,
     TransientDatabaseError,
     is_transient,
 )
+from dashboard.jobs.kinds import Outcome
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
+from deerflow.runtime.checkpoint_mode import CheckpointMode
 
-__all__ = ["Run", "record_failure", "run_thread", "unqueue"]
+__all__ = ["TIME_LIMIT_HINT", "Run", "record_failure", "record_outcome", "run_thread", "unqueue"]
 
 log = logging.getLogger("dashboard.jobs")
 Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
@@ -39,13 +39,6 @@ class Run(NamedTuple):
 
     result: ThreadResult
     ran: bool
-
-
-@dataclass
-class _Outcome:
-    report: convert.ThreadReport
-    code: str = ""
-    prune: dict[str, Any] = field(default_factory=dict)
 
 
 def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") -> Run:
@@ -79,7 +72,7 @@ def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") 
             raise TransientDatabaseError(f"{type(exc).__name__}: {exc}") from exc
         log.exception("job %s: thread %r failed", result.job_id, result.thread_id)
         outcome = _error_outcome(result.thread_id, exc)
-    _record(result_id, token, outcome)
+    record_outcome(result_id, token, outcome)
     result.refresh_from_db()
     return Run(result, True)
 
@@ -127,58 +120,45 @@ def _owner_gone(owner: dict[str, Any], result_id: int, *, reclaim: bool) -> bool
     return owner["worker_host"] == socket.gethostname() and owners.owner_alive(owner, result_id) is False
 
 
-def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
+def _execute(rt: DashboardRuntime, result: ThreadResult) -> Outcome:
+    """Run the row by its kind's dispatch (:mod:`dashboard.jobs.kinds`), unless this worker must refuse it.
+
+    ``spec.writes_threads`` says whether the dispatch rewrites a stored thread (a writing job's row).
+    """
     job = result.job
-    refusal = _refusal(rt, result)
+    spec = kinds.get(job.kind)
+    refusal = _refusal(rt, result, spec)
     if refusal is not None:
         return refusal
-    database, note = rt.config.database, f"dashboard job {job.pk}"
-    if job.kind == Kind.RECLAIM:
-        return _Outcome(reclaiming.run_one(rt, job))
-    if job.kind in _PRUNE_KINDS:
-        report, lists = pruning.run_one(rt, result.thread_id, job.retention, dry_run=job.kind == Kind.PRUNE_DRY_RUN,
-                                        note=note, retried=result.attempts > 1)
-        return _Outcome(report, prune=lists)
-    if job.kind == Kind.REVERT and pruning.is_prune_backup(result.backup_id):
-        report, lists = pruning.revert_one(rt, result.backup_id)
-        return _Outcome(report, prune=lists)
-    if job.kind in (Kind.COMPACT_DRY_RUN, Kind.COMPACT):
-        return _Outcome(compaction.run_one(rt, result.thread_id, dry_run=job.kind == Kind.COMPACT_DRY_RUN,
-                                           integrity=job.integrity, note=note, retried=result.attempts > 1))
-    if job.kind == Kind.DRY_RUN:
-        return _Outcome(convert.dry_run_thread(database, result.thread_id, integrity=job.integrity,
-                                               acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous))
-    if job.kind == Kind.REVERT:
-        return _Outcome(convert.revert_thread(database, result.backup_id))
-    report = convert.convert_thread(database, result.thread_id, integrity=job.integrity, note=note,
-                                    acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous)
-    return _Outcome(_recover_committed(rt, result, report, note))
+    note = f"dashboard job {job.pk}"
+    return spec.dispatch(rt, result, note)
 
 
-def _refusal(rt: DashboardRuntime, result: ThreadResult) -> _Outcome | None:
+def _refusal(rt: DashboardRuntime, result: ThreadResult, spec: kinds.JobKind) -> Outcome | None:
     """A 503 when config.yaml drifted; the spec's 409 when this full-mode process would need a delta reader."""
     try:
         rt.check_drift()
     except CheckpointModeReconfigurationError as exc:
         view = describe(exc)
         return _refused(result.thread_id, view.detail, view.hint, view.code)
-    if rt.mode == "delta" or (result.job.kind not in (Kind.COMPACT_DRY_RUN, Kind.COMPACT, *_PRUNE_KINDS)
-                              and not _needs_delta_reader(rt, result)):
+    if rt.mode == CheckpointMode.DELTA or not _needs_delta_reader(rt, result, spec):
         return None
     view = describe(CheckpointModeMismatchError(thread_id=result.thread_id))
     return _refused(result.thread_id, view.detail, WORKER_FULL_MODE_HINT, view.code)
 
 
-def _needs_delta_reader(rt: DashboardRuntime, result: ThreadResult) -> bool:
-    if result.job.kind == Kind.REVERT:
-        return True  # the restored rows are delta rows, verified by replaying them
+def _needs_delta_reader(rt: DashboardRuntime, result: ThreadResult, spec: kinds.JobKind) -> bool:
+    """The row needs a delta-mode worker: always for :attr:`WorkerMode.DELTA` kinds, never for ``ANY``, and for
+    ``THREAD`` kinds when the thread is in delta mode."""
+    if spec.worker_mode != kinds.WorkerMode.THREAD:
+        return spec.worker_mode == kinds.WorkerMode.DELTA
     summary = inventory.get_thread_summary(rt.saver, result.thread_id)
-    return summary is not None and summary.mode == "delta"
+    return summary is not None and summary.mode == CheckpointMode.DELTA
 
 
-def _refused(thread_id: str, detail: str, hint: str, code: str) -> _Outcome:
-    return _Outcome(convert.ThreadReport(thread_id=thread_id, status=Result.REFUSED, error=detail, hint=hint),
-                    code)
+def _refused(thread_id: str, detail: str, hint: str, code: str) -> Outcome:
+    return Outcome(convert.ThreadReport(thread_id=thread_id, status=Result.REFUSED, error=detail, hint=hint),
+                   code)
 
 
 TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME_LIMIT_S, kept below the broker's "
@@ -186,26 +166,17 @@ TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME
                    "then retry the job (docs/reliability.md, 'Brokers').")
 
 
-def _error_outcome(thread_id: str, exc: Exception) -> _Outcome:
+def _error_outcome(thread_id: str, exc: Exception) -> Outcome:
     report = convert.ThreadReport(thread_id=thread_id, status=Result.ERROR,
                                   error=f"{type(exc).__name__}: {exc}", hint=UNEXPECTED_ERROR_HINT)
-    return _Outcome(report, "unexpected_error")
+    return Outcome(report, "unexpected_error")
 
 
-def _recover_committed(rt: DashboardRuntime, result: ThreadResult, report: convert.ThreadReport,
-                       note: str) -> convert.ThreadReport:
-    """A retried row whose earlier attempt committed but died before recording: report that conversion."""
-    if report.status != "already_full" or result.attempts < 2:
-        return report
-    mine = [b for b in convert.list_backups(rt.config.database, result.thread_id)
-            if b.note == note and b.status == "active"]
-    if mine:
-        report.status, report.backup_id = "converted", mine[0].backup_id
-        report.hint = "Converted by an earlier attempt of this job whose worker stopped before recording it."
-    return report
+def record_outcome(result_id: int, token: int, outcome: Outcome) -> bool:
+    """Record ``outcome`` on the row if it is still ``running`` under claim number ``token``.
 
-
-def _record(result_id: int, token: int, outcome: _Outcome) -> bool:
+    Returns false (and records nothing) when a newer attempt superseded this one.
+    """
     r = outcome.report
     fields: dict[str, Any] = {
         "status": r.status, "checkpoints_total": r.checkpoints_total,
@@ -248,10 +219,6 @@ def record_failure(result_id: int, exc: BaseException) -> int | None:
     return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
 
 
-#: The job kinds whose committed rewrite leaves an active backup noted with the job, and the status it records.
-_COMMITTED_STATUS: dict[str, str] = {Kind.CONVERT: "converted", Kind.COMPACT: "compacted"}
-
-
 def _committed_by(result_id: int) -> tuple[str, str] | None:
     """``(status, backup_id)`` when the row's own job committed a rewrite of its thread, else ``None``.
 
@@ -260,7 +227,8 @@ def _committed_by(result_id: int) -> tuple[str, str] | None:
     ``None`` (the row is then recorded as timed out, as before).
     """
     row = Result.objects.select_related("job").filter(pk=result_id).first()
-    if row is None or row.job.kind not in _COMMITTED_STATUS:
+    status = kinds.get(row.job.kind).committed_status if row is not None else ""
+    if row is None or not status:
         return None
     note = f"dashboard job {row.job_id}"
     try:
@@ -269,7 +237,7 @@ def _committed_by(result_id: int) -> tuple[str, str] | None:
     except Exception:  # noqa: BLE001 - the database is unreachable: record the time limit as before
         log.exception("result %s: could not look for a committed backup", result_id)
         return None
-    return (_COMMITTED_STATUS[row.job.kind], mine[0].backup_id) if mine else None
+    return (status, mine[0].backup_id) if mine else None
 
 
 def unqueue(result_id: int) -> None:

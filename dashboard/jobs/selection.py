@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from dashboard.jobs import kinds
 from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge, UnknownThreads
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
@@ -33,7 +34,6 @@ __all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_
 FILTER_KEYS = ("mode", "thread_class", "q", "updated_before", "updated_after")
 #: The filter keys of prune jobs: :data:`FILTER_KEYS` and ``idle_days``.
 PRUNE_FILTER_KEYS = (*FILTER_KEYS, "idle_days")
-_PRUNE_KINDS = ("prune_dry_run", "prune")
 #: Ids one request may list (``thread_ids`` or ``backup_ids``); larger selections are filters.
 MAX_SELECTED_IDS = 1000
 #: Characters in one thread or backup id (DeerFlow's are UUIDs; backups are 64 at most).
@@ -56,10 +56,11 @@ def normalize(kind: str, selection: dict[str, Any]) -> dict[str, Any]:
     if len(keys) != 1:
         raise InvalidSelection("Give exactly one of thread_ids, filter (with at least one criterion) or backup_ids.")
     key = keys[0]
-    if (key == "backup_ids") != (kind == "revert"):
+    selects = kinds.get(kind).selects
+    if (key == "backup_ids") != (selects == kinds.Selects.BACKUPS):
         raise InvalidSelection("A revert job selects backups (backup_ids); other jobs select threads.")
     if key == "filter":
-        return {"filter": _normalize_filter(selection["filter"], prune=kind in _PRUNE_KINDS)}
+        return {"filter": _normalize_filter(selection["filter"], prune=selects == kinds.Selects.ANY_THREADS)}
     return {key: _unique_strings(selection[key], key)}
 
 

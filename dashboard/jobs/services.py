@@ -30,24 +30,18 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from dashboard.jobs import dispatching, reclaiming
+from dashboard.jobs import dispatching, kinds, reclaiming
 from dashboard.jobs.batches import Batch, claim_batch
-from dashboard.jobs.creation import _WRITES, active_backups, create_job, is_finished_dry_run
+from dashboard.jobs.creation import JobOptions, active_backups, create_job, is_finished_dry_run
 from dashboard.jobs.errors import InvalidTransition
 from dashboard.jobs.inline import run_inline
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import succeeded
-from dashboard.jobs.running import TIME_LIMIT_HINT as TIME_LIMIT_HINT  # noqa: E402
 from dashboard.jobs.running import Run, record_failure, run_thread, unqueue
 
-# Private names other modules and tests reach through this module (re-exported as they were).
-from dashboard.jobs.running import _claim as _claim  # noqa: E402,I001 - dashboard.jobs.owners, stalls
-from dashboard.jobs.running import _Outcome as _Outcome  # noqa: E402
-from dashboard.jobs.running import _record as _record  # noqa: E402
-
 __all__ = [
-    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run", "launch", "pause",
-    "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
+    "Batch", "JobOptions", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run",
+    "launch", "pause", "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
 ]
 
 log = logging.getLogger("dashboard.jobs")
@@ -140,34 +134,36 @@ def retry(job: ConversionJob, user: Any) -> ConversionJob:
               and not succeeded(job.kind, r.status)]
     if not job.finished or not failed:
         raise InvalidTransition(f"Job {job.pk} has no failed thread to retry (state {job.state}).")
-    if job.kind == Kind.RECLAIM:  # one row, the database: the same vacuum again
+    spec = kinds.get(job.kind)
+    if spec.selects == kinds.Selects.DATABASE:  # one row, the database: the same vacuum again
         new = reclaiming.create_reclaim_job(user, full=bool(job.reclaim.get("full")), source_job=job.source_job,
                                             launched_by=job.launched_by if user is None else "")
         new.parent = job
         new.save(update_fields=["parent"])
         launch(new)
         return new
-    chosen = ({"backup_ids": [r.backup_id for r in failed]} if job.kind == Kind.REVERT
+    chosen = ({"backup_ids": [r.backup_id for r in failed]} if spec.selects == kinds.Selects.BACKUPS
               else {"thread_ids": [r.thread_id for r in failed]})
-    new = create_job(user, job.kind, chosen, source_job=job.source_job, parent=job,
-                     throttle_delay_s=job.throttle_delay_s, max_in_flight=job.max_in_flight,
-                     integrity=job.integrity, confirmed=job.confirmed, size_limit_bytes=job.size_limit_bytes,
-                     retention=job.retention or None, launched_by=job.launched_by if user is None else "",
-                     acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous)
+    new = create_job(user, job.kind, chosen, JobOptions(
+        source_job=job.source_job, parent=job, throttle_delay_s=job.throttle_delay_s,
+        max_in_flight=job.max_in_flight, integrity=job.integrity, confirmed=job.confirmed,
+        size_limit_bytes=job.size_limit_bytes, retention=job.retention or None,
+        launched_by=job.launched_by if user is None else "",
+        acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous))
     launch(new)
     return new
 
 
-def revert(job: ConversionJob, user: Any, **options: Any) -> ConversionJob:
-    """A revert job restoring every thread ``job`` converted, from the backups it wrote.
+def revert(job: ConversionJob, user: Any) -> ConversionJob:
+    """A revert job restoring every thread ``job`` rewrote, from the backups it wrote.
 
     Raises:
-        InvalidTransition: ``job`` is not a finished conversion.
-        NothingToConvert: it converted nothing.
+        InvalidTransition: ``job`` is not a finished conversion, compaction or prune.
+        NothingToConvert: it rewrote nothing.
     """
-    if job.kind not in _WRITES or not job.finished:
+    if not kinds.get(job.kind).revertible or not job.finished:
         raise InvalidTransition(f"Job {job.pk} is not a finished conversion; there is nothing to revert yet.")
-    new = create_job(user, Kind.REVERT, source_job=job, throttle_delay_s=job.throttle_delay_s,
-                     max_in_flight=job.max_in_flight, **options)
+    new = create_job(user, Kind.REVERT, None, JobOptions(source_job=job, throttle_delay_s=job.throttle_delay_s,
+                                                         max_in_flight=job.max_in_flight))
     launch(new)
     return new
