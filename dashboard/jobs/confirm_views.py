@@ -157,7 +157,7 @@ def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
         rows.append(RevertRow(b, summary.bytes_total if summary else None))
     needed = kinds.job_permissions(job)
     return render(request, "jobs/revert_job_confirm.html", {
-        "job": job, "rows": rows, "permission": " and ".join(sorted(needed)),
+        "job": job, "kind_spec": kinds.get(job.kind), "rows": rows, "permission": " and ".join(sorted(needed)),
         "may_revert": kinds.missing_permission(request.user, needed) is None,
         "backup_bytes": sum(r.backup.bytes for r in rows),
         "bytes_now": sum(r.bytes_now or 0 for r in rows),

@@ -248,10 +248,10 @@ class ApiJobForm(forms.Form):
         super().clean()
         data = self.cleaned_data  # what Form.clean returns (typed Optional for overrides that return None)
         kind = data.get("kind")
-        if data.get("dry_run") is not None and kind not in ("prune", "prune_dry_run"):
+        if data.get("dry_run") is not None and kind not in (ConversionJob.Kind.PRUNE, ConversionJob.Kind.PRUNE_DRY_RUN):
             self.add_error("dry_run", "dry_run is for kind prune only (the other kinds have their own dry-run kind)")
-        elif kind == "prune" and data.get("dry_run"):
-            data["kind"] = "prune_dry_run"
+        elif kind == ConversionJob.Kind.PRUNE and data.get("dry_run"):
+            data["kind"] = ConversionJob.Kind.PRUNE_DRY_RUN
         if kind and kinds.get(kind).selects == kinds.Selects.DATABASE:
             self._clean_reclaim(data)
         else:

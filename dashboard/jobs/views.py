@@ -157,7 +157,7 @@ def _reclaimable(job: ConversionJob, results) -> bool:
 def _over_limit(job: ConversionJob, results) -> bool:
     """A finished dry run whose estimate is above its size limit (the writing kind must then be confirmed)."""
     spec = kinds.get(job.kind)
-    if not spec.size_limited or job.size_limit_bytes is None:
+    if not (spec.size_limited and spec.is_dry_run) or job.size_limit_bytes is None:
         return False
     after = sum(r.bytes_after for r in results if r.status in kinds.get(spec.dry_run_of or spec.name).would_write)
     return after > job.size_limit_bytes

@@ -73,11 +73,15 @@ class Words:
         totals: what the totals' checkpoint count is (``to rewrite``, ``deleted``...).
         written: the participle of a thread it rewrote (``converted``...), for "Revert <written> threads…".
         needed: the noun of what its dry run finds (``conversion``...), for "found no thread that needs ...".
+        chart: a dry run's growth chart title.
+        undone: a writing kind: what reverting its job brings back (the revert confirmation page).
     """
 
     totals: str = "rewritten"
     written: str = ""
     needed: str = ""
+    chart: str = "Growth per thread"
+    undone: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,8 +124,9 @@ class JobKind:
         offers_reclaim: a finished job of the kind that wrote a thread offers "Reclaim disk space…".
         permission_from_source: its jobs and backups take the permission of the job that wrote the backups.
         carries_retention: its jobs carry a retention rule (``ConversionJob.retention``).
-        size_limited: a dry run whose writing kind grows threads: its estimate is held against the job's size
-            limit (``size_limit_bytes``), above which the writing job must be confirmed explicitly.
+        size_limited: a kind whose estimate is held against the job's size limit (``size_limit_bytes``): the
+            writing job above it must be confirmed explicitly (a conversion grows threads).
+        preview_template: a dry run: the fragment its finished job page shows (the estimate and its button).
         needs_delta_fleet: its rewrite leaves threads only delta-mode processes read: refused while a live
             full-mode process is registered, unless forced (``force_full_fleet``).
     """
@@ -146,6 +151,7 @@ class JobKind:
     carries_retention: bool = False
     needs_delta_fleet: bool = False
     size_limited: bool = False
+    preview_template: str = ""
 
     @property
     def is_dry_run(self) -> bool:

@@ -55,11 +55,13 @@ DRY_RUN = JobKind(
     name=Kind.DRY_RUN, permission=MANAGE_CONVERSIONS, worker_mode=WorkerMode.THREAD, writes_threads=False,
     selects=Selects.DELTA_THREADS, dispatch=_dry_run, success=("needs_conversion", "already_full"),
     words=Words(totals="to rewrite", needed="conversion"), dry_run_of=Kind.CONVERT, growth_chart=True,
-    size_limited=True)
+    size_limited=True, preview_template="jobs/_estimate.html")
 
 CONVERT = JobKind(
     name=Kind.CONVERT, permission=MANAGE_CONVERSIONS, worker_mode=WorkerMode.THREAD, writes_threads=True,
     selects=Selects.DELTA_THREADS, dispatch=_convert, success=("converted", "already_full"),
-    words=Words(written="converted", needed="conversion"), estimated_by=Kind.DRY_RUN,
+    words=Words(written="converted", needed="conversion",
+                undone="After it, a full-mode process refuses these threads again (HTTP 409)."),
+    estimated_by=Kind.DRY_RUN, size_limited=True,
     would_write=("needs_conversion",), written=("converted",), committed_status="converted",
     confirmation=Confirmation("jobs:confirm", "jobs:convert", "jobs/convert_confirm.html"))
