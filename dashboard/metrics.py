@@ -36,8 +36,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from dashboard.errors import ErrorView
-from dashboard.middleware import json_error
+from dashboard.errors import ErrorView, json_error
 
 __all__ = ["AuditCollector", "DRIFT_CODES", "metrics"]
 

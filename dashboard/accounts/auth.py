@@ -9,8 +9,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import authenticate
 from django.http import HttpRequest, HttpResponse
 
-from dashboard.errors import ErrorView
-from dashboard.middleware import json_error
+from dashboard.errors import ErrorView, json_error
 
 __all__ = ["api_staff_required", "scope_refusal", "staff_required"]
 

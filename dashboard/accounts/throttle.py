@@ -16,8 +16,7 @@ import math
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from dashboard.errors import ErrorView
-from dashboard.middleware import error_answer
+from dashboard.errors import ErrorView, error_answer
 
 __all__ = ["LOCKED_OUT_HINT", "client_ip", "lockout_response", "retry_after_s"]
 

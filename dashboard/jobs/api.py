@@ -16,15 +16,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from dashboard.accounts.auth import api_staff_required, scope_refusal
-from dashboard.errors import ErrorView, invalid_parameters
+from dashboard.errors import ErrorView, invalid_parameters, json_error
+from dashboard.errors.jobs import EstimateJobNotFound, JobError, SourceJobNotFound
 from dashboard.jobs import kinds, reclaiming, services
-from dashboard.jobs.errors import EstimateJobNotFound, JobError, SourceJobNotFound
 from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
 from dashboard.jobs.selection import check_request_bounds, check_threads_exist
 from dashboard.jsonbody import BodyRefused, json_body
-from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 
 _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewritten", "bytes_before", "bytes_after",

@@ -23,12 +23,11 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import ErrorView
+from dashboard.errors import ErrorView, error_page
+from dashboard.errors.outages import OUTAGES, is_outage
 from dashboard.jobs import compaction, kinds, services
 from dashboard.jobs.forms import ConfirmCompactForm, ConfirmConvertForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.middleware import error_page
-from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
 from deerflow.convert import BackupInfo, list_backups

@@ -10,9 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Sum
 
-from dashboard.jobs import compaction, kinds, pruning, resolving
-from dashboard.jobs import selection as sel
-from dashboard.jobs.errors import (
+from dashboard.errors.jobs import (
     EstimateRequired,
     FullModeFleet,
     InvalidSelection,
@@ -21,15 +19,17 @@ from dashboard.jobs.errors import (
     RetentionMismatch,
     SizeLimitExceeded,
 )
-from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs import compaction, kinds, pruning, resolving
+from dashboard.jobs import selection as sel
+from dashboard.jobs.models import ConversionJob, State, ThreadResult
 from dashboard.jobs.writable import check_can_write
 from dashboard.runtime import get_runtime
 from deerflow import convert
+from deerflow.runtime.checkpoint_mode import CheckpointMode
 
 __all__ = ["JobOptions", "active_backups", "create_job", "is_finished_dry_run"]
 
 log = logging.getLogger("dashboard.jobs")
-Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None,
         raise SizeLimitExceeded(f"The dry run estimates {estimate['bytes_after']:,} bytes after conversion, "
                                 f"above the size limit of {limit:,} bytes.")
     with transaction.atomic():
-        job = Job.objects.create(
+        job = ConversionJob.objects.create(
             kind=kind, selection=selection, estimate=estimate, source_job=o.source_job, parent=o.parent,
             created_by=user, launched_by=o.launched_by or getattr(user, "username", ""), runner=o.runner,
             throttle_delay_s=o.throttle_delay_s, max_in_flight=o.max_in_flight, integrity=o.integrity,
@@ -125,7 +125,7 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None,
             # a writing job keeps the acknowledgement of the dry run it was confirmed from
             acknowledge_branch_ambiguous=o.acknowledge_branch_ambiguous or bool(
                 spec.estimated_by and o.source_job is not None and o.source_job.acknowledge_branch_ambiguous))
-        Result.objects.bulk_create([Result(job=job, thread_id=t, backup_id=b) for t, b in targets],
+        ThreadResult.objects.bulk_create([ThreadResult(job=job, thread_id=t, backup_id=b) for t, b in targets],
                                    batch_size=resolving.BATCH)
     return job
 
@@ -157,7 +157,8 @@ def _targets(selection: dict[str, Any], o: JobOptions) -> list[sel.Target]:
         targets: list[sel.Target] | None = [] if sel.filter_may_match(get_runtime(), selection["filter"]) else None
     else:
         targets = sel.resolve(get_runtime(), selection) or None
-    if targets is None and "filter" in selection and (selection["filter"].get("mode") or "delta") == "delta":
+    delta_filter = (selection.get("filter") or {}).get("mode") in (None, "", CheckpointMode.DELTA)
+    if targets is None and "filter" in selection and delta_filter:
         raise NothingToConvert("No delta thread matches this filter: a filter selects delta threads only, "
                                "and full threads need no conversion.")
     if targets is None:

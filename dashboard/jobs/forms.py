@@ -7,11 +7,12 @@ from typing import Any
 
 from django import forms
 
+from dashboard.errors.jobs import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSelection
 from dashboard.jobs import kinds
 from dashboard.jobs.creation import JobOptions
-from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSelection
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
-from dashboard.jobs.pruning import MAX_KEEP_LAST
+from dashboard.jobs.policies import InvalidSchedule, parse_schedule
+from dashboard.jobs.pruning import MAX_KEEP_LAST, normalize_retention
 from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import THREAD_CLASSES
 from deerflow.runtime.checkpoint_mode import CheckpointMode
@@ -350,8 +351,6 @@ class RetentionPolicyForm(forms.ModelForm):
 
     def clean_schedule(self) -> str:
         """Celery's crontab must read it."""
-        from dashboard.jobs.policies import InvalidSchedule, parse_schedule
-
         text = " ".join(self.cleaned_data["schedule"].split())
         try:
             parse_schedule(text)
@@ -368,8 +367,6 @@ class RetentionPolicyForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         """The rule as a prune job takes it (:func:`dashboard.jobs.pruning.normalize_retention`)."""
-        from dashboard.jobs.pruning import normalize_retention
-
         super().clean()
         data = self.cleaned_data  # what Form.clean returns (typed Optional for overrides that return None)
         protect = [p for p in (data.get("protect_ids") or "").replace(",", " ").split() if p]

@@ -15,11 +15,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from dashboard.accounts.auth import staff_required
+from dashboard.errors import error_page
 from dashboard.jobs import kinds
 from dashboard.jobs.forms import RetentionPolicyForm
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
 from dashboard.jobs.policies import InvalidSchedule, is_due
-from dashboard.middleware import error_page
 
 __all__ = ["policy_edit", "policy_list"]
 

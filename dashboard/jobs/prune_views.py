@@ -18,14 +18,13 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import ErrorView
+from dashboard.errors import ErrorView, error_page
 from dashboard.jobs import kinds
 from dashboard.jobs.creation import is_finished_dry_run
 from dashboard.jobs.forms import ConfirmPruneForm, LaunchPruneForm
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.pruning import REASON_WORDS
 from dashboard.jobs.views import _confirm, _launch_dry_run, launch_required
-from dashboard.middleware import error_page
 
 __all__ = ["confirm_prune", "prune_confirm", "prune_confirm_page", "prune_launch"]
 

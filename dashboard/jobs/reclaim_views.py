@@ -17,14 +17,13 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_http_methods
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import ErrorView
+from dashboard.errors import ErrorView, error_page
+from dashboard.errors.jobs import JobError
+from dashboard.errors.outages import OUTAGES, is_outage
 from dashboard.jobs import kinds, reclaiming, services
-from dashboard.jobs.errors import JobError
 from dashboard.jobs.forms import ReclaimForm
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.views import _go, _invalid, _job_url
-from dashboard.middleware import error_page
-from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
 
 __all__ = ["reclaim"]
@@ -59,7 +58,8 @@ def reclaim(request: HttpRequest) -> HttpResponse:
         services.launch(job)
         return _go(request, _job_url(job))
     try:
-        plan = reclaiming.plan(get_runtime(), full=full, source_job=source)
+        backups = len(services.active_backups(source)) if source is not None else 0
+        plan = reclaiming.plan(get_runtime(), full=full, active_backups=backups)
     except OUTAGES as exc:
         if not is_outage(exc):
             raise

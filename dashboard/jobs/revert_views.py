@@ -17,13 +17,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import ErrorView
+from dashboard.errors import ErrorView, error_page
+from dashboard.errors.jobs import JobError
 from dashboard.jobs import kinds, services
-from dashboard.jobs.errors import JobError
 from dashboard.jobs.forms import PurgeBackupForm, RevertBackupForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.views import _go, _invalid
-from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
 from deerflow.convert import BackupAlreadyPurgedError, BackupNotFoundError, list_backups, purge_backup

@@ -13,15 +13,15 @@ from django.db.models import F
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.jobs import kinds, owners
-from dashboard.jobs.errors import (
+from dashboard.errors.jobs import (
     UNEXPECTED_ERROR_HINT,
     WORKER_FULL_MODE_HINT,
     TransientDatabaseError,
     is_transient,
 )
+from dashboard.jobs import kinds, owners
 from dashboard.jobs.kinds import Outcome
-from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs.models import State, ThreadResult
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
@@ -30,7 +30,6 @@ from deerflow.runtime.checkpoint_mode import CheckpointMode
 __all__ = ["TIME_LIMIT_HINT", "Run", "record_failure", "record_outcome", "run_thread", "unqueue"]
 
 log = logging.getLogger("dashboard.jobs")
-Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
 
 
 # -- one thread ---------------------------------------------------------------
@@ -61,14 +60,14 @@ def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") 
     """
     rt = get_runtime()
     token = _claim(rt, result_id, reclaim=reclaim, worker_node=worker_node)
-    result = Result.objects.select_related("job").get(pk=result_id)
+    result = ThreadResult.objects.select_related("job").get(pk=result_id)
     if token is None:
         return Run(result, False)
     try:
         outcome = _execute(rt, result)
     except Exception as exc:
         if is_transient(exc):
-            Result.objects.filter(pk=result_id, attempts=token).update(status=Result.QUEUED)
+            ThreadResult.objects.filter(pk=result_id, attempts=token).update(status=ThreadResult.QUEUED)
             raise TransientDatabaseError(f"{type(exc).__name__}: {exc}") from exc
         log.exception("job %s: thread %r failed", result.job_id, result.thread_id)
         outcome = _error_outcome(result.thread_id, exc)
@@ -97,19 +96,21 @@ def _claim(rt: DashboardRuntime, result_id: int, *, reclaim: bool, worker_node: 
     Kombu restored the message) does nothing: the owner records the thread
     and moves the job on.
     """
-    claim = {"status": Result.RUNNING, "attempts": F("attempts") + 1, "started_at": timezone.now(),
+    claim = {"status": ThreadResult.RUNNING, "attempts": F("attempts") + 1, "started_at": timezone.now(),
              "finished_at": None, **_identity(rt, worker_node)}
     with transaction.atomic():
-        if Result.objects.filter(pk=result_id, status=Result.QUEUED, job__state=State.RUNNING).update(**claim):
-            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
-    owner = Result.objects.filter(pk=result_id, status=Result.RUNNING).values(
+        queued = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.QUEUED, job__state=State.RUNNING)
+        if queued.update(**claim):
+            return ThreadResult.objects.values_list("attempts", flat=True).get(pk=result_id)
+    owner = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.RUNNING).values(
         "worker_host", "worker_pid", "worker_node", "attempts").first()
     if owner is None or not _owner_gone(owner, result_id, reclaim=reclaim):  # may ask another host (seconds)
         return None
     with transaction.atomic():
-        if Result.objects.filter(pk=result_id, status=Result.RUNNING, attempts=owner["attempts"], job__state__in=(
-                State.RUNNING, State.PAUSED, State.CANCELLING)).update(**claim):
-            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
+        stranded = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.RUNNING, attempts=owner["attempts"],
+                                               job__state__in=(State.RUNNING, State.PAUSED, State.CANCELLING))
+        if stranded.update(**claim):
+            return ThreadResult.objects.values_list("attempts", flat=True).get(pk=result_id)
     return None
 
 
@@ -157,7 +158,7 @@ def _needs_delta_reader(rt: DashboardRuntime, result: ThreadResult, spec: kinds.
 
 
 def _refused(thread_id: str, detail: str, hint: str, code: str) -> Outcome:
-    return Outcome(convert.ThreadReport(thread_id=thread_id, status=Result.REFUSED, error=detail, hint=hint),
+    return Outcome(convert.ThreadReport(thread_id=thread_id, status=ThreadResult.REFUSED, error=detail, hint=hint),
                    code)
 
 
@@ -167,7 +168,7 @@ TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME
 
 
 def _error_outcome(thread_id: str, exc: Exception) -> Outcome:
-    report = convert.ThreadReport(thread_id=thread_id, status=Result.ERROR,
+    report = convert.ThreadReport(thread_id=thread_id, status=ThreadResult.ERROR,
                                   error=f"{type(exc).__name__}: {exc}", hint=UNEXPECTED_ERROR_HINT)
     return Outcome(report, "unexpected_error")
 
@@ -188,7 +189,7 @@ def record_outcome(result_id: int, token: int, outcome: Outcome) -> bool:
     }
     if r.backup_id:
         fields["backup_id"] = r.backup_id
-    n = Result.objects.filter(pk=result_id, status=Result.RUNNING, attempts=token).update(**fields)
+    n = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.RUNNING, attempts=token).update(**fields)
     if not n:
         log.warning("result %s: attempt %s was superseded; its outcome %s is not recorded", result_id, token, r.status)
     return bool(n)
@@ -204,19 +205,19 @@ def record_failure(result_id: int, exc: BaseException) -> int | None:
     committed = _committed_by(result_id) if timed_out else None
     if committed is not None:  # stopped after its transaction committed: the row says what happened
         status, backup_id = committed
-        Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
+        ThreadResult.objects.filter(pk=result_id, status__in=ThreadResult.IN_FLIGHT).update(
             status=status, backup_id=backup_id, error="", error_code="",
             hint=f"The task ran past its time limit after its transaction committed: the thread was rewritten "
                  f"(backup {backup_id}); only the recording of its figures was cut short.",
             finished_at=timezone.now())
-        return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
-    Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
-        status=Result.ERROR, error=f"{type(exc).__name__}: {exc}",
+        return ThreadResult.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
+    ThreadResult.objects.filter(pk=result_id, status__in=ThreadResult.IN_FLIGHT).update(
+        status=ThreadResult.ERROR, error=f"{type(exc).__name__}: {exc}",
         error_code="time_limit" if timed_out else "task_failed",
         hint=TIME_LIMIT_HINT if timed_out else
         "The task failed after its retries (database unreachable or locked). Retry the job later.",
         finished_at=timezone.now())
-    return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
+    return ThreadResult.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
 
 
 def _committed_by(result_id: int) -> tuple[str, str] | None:
@@ -226,7 +227,7 @@ def _committed_by(result_id: int) -> tuple[str, str] | None:
     the same transaction, noted ``dashboard job <id>``) is the proof that it committed. Any failure to look answers
     ``None`` (the row is then recorded as timed out, as before).
     """
-    row = Result.objects.select_related("job").filter(pk=result_id).first()
+    row = ThreadResult.objects.select_related("job").filter(pk=result_id).first()
     status = kinds.get(row.job.kind).committed_status if row is not None else ""
     if row is None or not status:
         return None
@@ -242,4 +243,4 @@ def _committed_by(result_id: int) -> tuple[str, str] | None:
 
 def unqueue(result_id: int) -> None:
     """Put a queued row back to pending (its task could not be sent); the next dispatch picks it up."""
-    Result.objects.filter(pk=result_id, status=Result.QUEUED).update(status=Result.PENDING)
+    ThreadResult.objects.filter(pk=result_id, status=ThreadResult.QUEUED).update(status=ThreadResult.PENDING)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from dashboard.errors.jobs import IdTooLong, InvalidSelection, SelectionTooLarge, UnknownThreads
 from dashboard.jobs import kinds
-from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge, UnknownThreads
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import list_backups
+from deerflow.retention import select_threads
 from deerflow.sqlread import has_sql_tables, reader_for
 
 __all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "check_threads_exist",
@@ -206,8 +207,6 @@ def _filter_pages(rt: DashboardRuntime, f: dict[str, Any]):
     """
     idle = None
     if f.get("idle_days") is not None:
-        from deerflow.retention import select_threads
-
         idle = set(select_threads(rt.config.database, idle_days=float(f["idle_days"])))
     mode = None if f.get("mode") == "any" else f.get("mode") or "delta"
     before = _instant(f["updated_before"], "updated_before") if f.get("updated_before") else None

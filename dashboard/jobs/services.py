@@ -30,12 +30,12 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from dashboard.errors.jobs import InvalidTransition
 from dashboard.jobs import dispatching, kinds, reclaiming
 from dashboard.jobs.batches import Batch, claim_batch
 from dashboard.jobs.creation import JobOptions, active_backups, create_job, is_finished_dry_run
-from dashboard.jobs.errors import InvalidTransition
 from dashboard.jobs.inline import run_inline
-from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs.models import ConversionJob, Kind, State, ThreadResult
 from dashboard.jobs.progress import succeeded
 from dashboard.jobs.running import Run, record_failure, run_thread, unqueue
 
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("dashboard.jobs")
-Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
 
 # -- launch -------------------------------------------------------------------
 def launch(job: ConversionJob) -> None:
@@ -53,7 +52,7 @@ def launch(job: ConversionJob) -> None:
 
     A broker that cannot be reached pauses the job (resume it once the
     broker is back) and the broker's error propagates, so pages and the API
-    answer 503 with its hint (``dashboard.outages``) instead of leaving a
+    answer 503 with its hint (``dashboard.errors.outages``) instead of leaving a
     job ``queued`` that nothing will ever start.
     """
     if job.runner == "celery":
@@ -64,10 +63,10 @@ def _send_dispatch(job_id: int) -> None:
     try:
         dispatching.send(job_id)
     except (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError) as exc:
-        Job.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
+        ConversionJob.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
             state=State.PAUSED, revision=F("revision") + 1)
         # A job still resolving its filter has no threads to resume: it is cancelled; launch it again.
-        Job.objects.filter(pk=job_id, state=State.RESOLVING).update(
+        ConversionJob.objects.filter(pk=job_id, state=State.RESOLVING).update(
             state=State.CANCELLED, finished_at=timezone.now(), revision=F("revision") + 1)
         log.warning("job %s paused: the broker cannot be reached (%s); resume it once the broker is back",
                     job_id, exc)
@@ -76,7 +75,7 @@ def _send_dispatch(job_id: int) -> None:
 
 # -- operator actions --------------------------------------------------------
 def _transition(job: ConversionJob, sources: tuple[str, ...], target: str, verb: str) -> None:
-    n = Job.objects.filter(pk=job.pk, state__in=sources).update(state=target, revision=F("revision") + 1)
+    n = ConversionJob.objects.filter(pk=job.pk, state__in=sources).update(state=target, revision=F("revision") + 1)
     if not n:
         job.refresh_from_db(fields=["state"])
         raise InvalidTransition(f"Job {job.pk} is {job.get_state_display()}; it cannot be {verb}.")
@@ -90,7 +89,7 @@ def pause(job: ConversionJob) -> ConversionJob:
     """
     with transaction.atomic():
         _transition(job, (State.QUEUED, State.RUNNING), State.PAUSED, "paused")
-        job.results.filter(status=Result.QUEUED).update(status=Result.PENDING)
+        job.results.filter(status=ThreadResult.QUEUED).update(status=ThreadResult.PENDING)
     job.refresh_from_db()
     return job
 
@@ -103,7 +102,7 @@ def resume(job: ConversionJob) -> ConversionJob:
     """
     with transaction.atomic():
         _transition(job, (State.PAUSED,), State.RUNNING, "resumed")
-        Job.objects.filter(pk=job.pk).update(runner="celery")
+        ConversionJob.objects.filter(pk=job.pk).update(runner="celery")
         job.refresh_from_db()
         launch(job)
     return job
@@ -117,8 +116,8 @@ def cancel(job: ConversionJob) -> ConversionJob:
     """
     with transaction.atomic():
         _transition(job, (State.RESOLVING, State.QUEUED, State.RUNNING, State.PAUSED), State.CANCELLING, "cancelled")
-        job.results.filter(status__in=(Result.PENDING, Result.QUEUED)).update(
-            status=Result.SKIPPED, error="Cancelled before it ran.", finished_at=timezone.now())
+        job.results.filter(status__in=(ThreadResult.PENDING, ThreadResult.QUEUED)).update(
+            status=ThreadResult.SKIPPED, error="Cancelled before it ran.", finished_at=timezone.now())
     claim_batch(job.pk)
     job.refresh_from_db()
     return job
@@ -130,7 +129,7 @@ def retry(job: ConversionJob, user: Any) -> ConversionJob:
     Raises:
         InvalidTransition: the job has not finished, or nothing failed.
     """
-    failed = [r for r in job.results.all() if r.status not in (Result.SKIPPED, *Result.OPEN)
+    failed = [r for r in job.results.all() if r.status not in (ThreadResult.SKIPPED, *ThreadResult.OPEN)
               and not succeeded(job.kind, r.status)]
     if not job.finished or not failed:
         raise InvalidTransition(f"Job {job.pk} has no failed thread to retry (state {job.state}).")

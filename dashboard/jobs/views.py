@@ -21,10 +21,12 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import invalid_parameters
+from dashboard.errors import error_page, invalid_parameters
+from dashboard.errors.jobs import JobError, NotADryRun
+from dashboard.errors.outages import OUTAGES, is_outage
 from dashboard.fragments import is_htmx, wants_fragment
 from dashboard.jobs import charts, compaction, kinds, services, stalls
-from dashboard.jobs.errors import JobError, NotADryRun
+from dashboard.jobs.confirm_views import confirm_page
 from dashboard.jobs.forms import (
     ConfirmCompactForm,
     ConfirmConvertForm,
@@ -36,8 +38,6 @@ from dashboard.jobs.progress import progress
 from dashboard.jobs.pruning import REASON_WORDS
 from dashboard.jobs.selection import check_threads_exist
 from dashboard.jobs.workers import check_delta_workers, job_runnability
-from dashboard.middleware import error_page
-from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
 from deerflow.convert import list_backups
 
@@ -260,8 +260,6 @@ def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type,
 def _confirm_again(request: HttpRequest, dry_run: ConversionJob, form, error, status: int,
                    page: Callable | None = None) -> HttpResponse:
     """The confirmation page of ``dry_run`` once more, with ``form``'s errors or the refusal ``error``."""
-    from dashboard.jobs.confirm_views import confirm_page
-
     template, context = (page or confirm_page)(dry_run, form, error)
     return render(request, template, context, status=status)
 

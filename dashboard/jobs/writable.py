@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from dashboard.jobs.errors import ReadOnlyDatabase
+from dashboard.errors.jobs import ReadOnlyDatabase
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.dialect import Dialect
 from deerflow.savers import sqlite_checkpoint_path

@@ -13,7 +13,7 @@ from dashboard.jobs.kinds.base import (
     Words,
     WorkerMode,
 )
-from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.models import Kind
 from deerflow import convert
 
 if TYPE_CHECKING:
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from dashboard.runtime import DashboardRuntime
 
 __all__ = ["CONVERT", "DRY_RUN"]
-
-Kind = ConversionJob.Kind
 
 
 def _dry_run(rt: DashboardRuntime, result: ThreadResult, note: str) -> Outcome:

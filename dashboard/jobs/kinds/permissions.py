@@ -21,9 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from dashboard.errors.registry import ErrorView
+from dashboard.errors import ErrorView
 from dashboard.jobs.kinds.base import MANAGE_CONVERSIONS, MANAGE_RETENTION
+from dashboard.jobs.kinds.registry import KINDS
 from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.runtime import get_runtime
+from deerflow.convert import list_backups
 
 __all__ = ["JOB_PERMISSIONS", "backup_maker_kinds", "backup_permissions", "job_permissions", "kind_permission",
            "launch_permissions", "may_run_jobs", "missing_permission", "refusal"]
@@ -34,15 +37,9 @@ JOB_PERMISSIONS = (MANAGE_CONVERSIONS, MANAGE_RETENTION)
 _PRUNE_NOTES = ("prune:", "cli:prune_threads")
 
 
-def _registry() -> dict[str, Any]:
-    from dashboard.jobs.kinds import KINDS  # the face imports this module: read its table at call time
-
-    return KINDS
-
-
 def kind_permission(kind: str) -> str:
     """The permission a job of ``kind`` declares (:data:`MANAGE_CONVERSIONS` for an unknown kind)."""
-    spec = _registry().get(kind)
+    spec = KINDS.get(kind)
     return spec.permission if spec is not None else MANAGE_CONVERSIONS
 
 
@@ -53,15 +50,12 @@ def backup_maker_kinds(backup_ids: Iterable[str]) -> dict[str, str]:
     retention, else a ``convert``'s; an unknown id is a ``convert``'s (the caller's own lookup answers 404).
     """
     ids = list(dict.fromkeys(b for b in backup_ids if isinstance(b, str) and b))
-    writers = _registry()
+    writers = KINDS
     found = dict(ThreadResult.objects.filter(backup_id__in=ids)
                  .exclude(job__kind__in=[k for k, s in writers.items() if s.permission_from_source])
                  .values_list("backup_id", "job__kind"))
     rest = [b for b in ids if b not in found]
     if rest:
-        from dashboard.runtime import get_runtime
-        from deerflow.convert import list_backups
-
         notes = {b.backup_id: b.note for b in list_backups(get_runtime().config.database) if b.backup_id in rest}
         for b in rest:
             pruned = notes.get(b, "").startswith(_PRUNE_NOTES)
@@ -79,7 +73,7 @@ def job_permissions(job: ConversionJob) -> frozenset[str]:
 
     A revert takes those of the job it undoes, or of the jobs that wrote the backups its rows restore.
     """
-    spec = _registry().get(job.kind)
+    spec = KINDS.get(job.kind)
     if spec is None or not spec.permission_from_source:
         return frozenset({kind_permission(job.kind)})
     if job.source_job is not None:
@@ -94,7 +88,7 @@ def launch_permissions(kind: str, source_job: ConversionJob | None = None,
 
     ``selection`` may be unvalidated input: only a list of strings under ``backup_ids`` is looked at.
     """
-    spec = _registry().get(kind)
+    spec = KINDS.get(kind)
     if spec is None or not spec.permission_from_source:
         return frozenset({kind_permission(kind)})
     if source_job is not None:

@@ -14,15 +14,13 @@ from dashboard.jobs.kinds.base import (
     Words,
     WorkerMode,
 )
-from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.models import Kind
 
 if TYPE_CHECKING:
     from dashboard.jobs.models import ThreadResult
     from dashboard.runtime import DashboardRuntime
 
 __all__ = ["PRUNE", "PRUNE_DRY_RUN"]
-
-Kind = ConversionJob.Kind
 
 
 def _prune(rt: DashboardRuntime, result: ThreadResult, note: str, *, dry_run: bool = False) -> Outcome:

@@ -79,8 +79,8 @@ def test_a_worker_with_a_limit_above_the_brokers_timeout_does_not_start(tmp_path
 
 @pytest.mark.django_db
 def test_a_throttle_a_countdown_task_would_wait_past_the_brokers_timeout_is_refused(settings, delta_rt):
+    from dashboard.errors.jobs import InvalidSelection
     from dashboard.jobs import services
-    from dashboard.jobs.errors import InvalidSelection
     from tests.dashboard.jobs.conftest import DELTA_SMALL
 
     settings.BROKER_LIMITS = BrokerLimits("redis", 900, 810)

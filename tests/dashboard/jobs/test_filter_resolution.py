@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from dashboard.errors.jobs import NothingToConvert
 from dashboard.jobs import resolving, services, tasks
-from dashboard.jobs.errors import NothingToConvert
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.services import JobOptions
 from deerflow.config.database_config import DatabaseConfig

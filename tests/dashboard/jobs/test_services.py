@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from dashboard.jobs import resolving, services
-from dashboard.jobs.errors import (
+from dashboard.errors.jobs import (
     WORKER_FULL_MODE_HINT,
     EstimateRequired,
     InvalidSelection,
@@ -18,6 +17,7 @@ from dashboard.jobs.errors import (
     SizeLimitExceeded,
     TransientDatabaseError,
 )
+from dashboard.jobs import resolving, services
 from dashboard.jobs.kinds import Outcome
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress

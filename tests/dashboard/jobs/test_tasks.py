@@ -13,8 +13,8 @@ import pytest
 from django.db.utils import OperationalError as DjangoOperationalError
 
 from dashboard.celery import app
+from dashboard.errors.jobs import TransientDatabaseError, is_transient
 from dashboard.jobs import services, tasks
-from dashboard.jobs.errors import TransientDatabaseError, is_transient
 from dashboard.jobs.models import ThreadResult
 from dashboard.jobs.services import JobOptions
 

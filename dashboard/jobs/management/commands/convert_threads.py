@@ -35,9 +35,9 @@ from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import DashboardCommand, require_delta_mode
+from dashboard.errors.jobs import JobError
 from dashboard.jobs import services
 from dashboard.jobs.compact_command import CompactCommand
-from dashboard.jobs.errors import JobError
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
 from dashboard.jobs.services import JobOptions

@@ -17,9 +17,10 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from dashboard.commands import DashboardCommand
+from dashboard.errors.outages import OUTAGES, describe_outage, is_outage
 from dashboard.jobs import stalls
 from dashboard.jobs.models import ThreadResult
-from dashboard.outages import OUTAGES, describe_outage, is_outage
+from dashboard.jobs.tasks import send_again
 
 
 class Command(DashboardCommand):
@@ -39,8 +40,6 @@ class Command(DashboardCommand):
             count = stalls.stalled_rows(threshold)
             self.stdout.write(f"{count} thread task(s) queued for more than {threshold:g} s past their due time.")
             return
-        from dashboard.jobs.tasks import send_again
-
         sent: list[int] = []
 
         def send(result_id: int) -> None:
