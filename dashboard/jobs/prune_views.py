@@ -24,7 +24,7 @@ from dashboard.jobs.creation import is_finished_dry_run
 from dashboard.jobs.forms import ConfirmPruneForm, LaunchPruneForm
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.pruning import REASON_WORDS
-from dashboard.jobs.views import _confirm, _launch_dry_run, launch_required
+from dashboard.jobs.views import confirm_writing_job, launch_dry_run, launch_required
 
 __all__ = ["confirm_prune", "prune_confirm", "prune_confirm_page", "prune_launch"]
 
@@ -33,14 +33,14 @@ __all__ = ["confirm_prune", "prune_confirm", "prune_confirm_page", "prune_launch
 @launch_required(ConversionJob.Kind.PRUNE_DRY_RUN)
 def prune_launch(request: HttpRequest) -> HttpResponse:
     """"Prune history…", step 1: a prune dry run of the chosen threads by the posted rule, then its job page."""
-    return _launch_dry_run(request, ConversionJob.Kind.PRUNE_DRY_RUN, LaunchPruneForm)
+    return launch_dry_run(request, ConversionJob.Kind.PRUNE_DRY_RUN, LaunchPruneForm)
 
 
 @require_POST
 @launch_required(ConversionJob.Kind.PRUNE)
 def confirm_prune(request: HttpRequest, job_id: int) -> HttpResponse:
     """"Prune history…", step 2: prune what the finished prune dry run ``job_id`` previewed, then the job page."""
-    return _confirm(request, job_id, ConversionJob.Kind.PRUNE, ConfirmPruneForm, prune_confirm_page)
+    return confirm_writing_job(request, job_id, ConversionJob.Kind.PRUNE, ConfirmPruneForm, prune_confirm_page)
 
 
 @require_GET

@@ -23,7 +23,7 @@ from dashboard.errors.outages import OUTAGES, is_outage
 from dashboard.jobs import kinds, reclaiming, services
 from dashboard.jobs.forms import ReclaimForm
 from dashboard.jobs.models import ConversionJob
-from dashboard.jobs.views import _go, _invalid, _job_url
+from dashboard.jobs.views import go_to, invalid_form, job_url
 from dashboard.runtime import get_runtime
 
 __all__ = ["reclaim"]
@@ -47,7 +47,7 @@ def reclaim(request: HttpRequest) -> HttpResponse:
         return error_page(request, kinds.refusal(missing))
     form = ReclaimForm(request.POST if request.method == "POST" else request.GET)
     if not form.is_valid():
-        return _invalid(request, form)
+        return invalid_form(request, form)
     source = _source(form.cleaned_data["source_job"])
     full = form.cleaned_data["full"]
     if request.method == "POST" and form.cleaned_data["confirm"]:
@@ -56,7 +56,7 @@ def reclaim(request: HttpRequest) -> HttpResponse:
         except JobError as exc:
             return error_page(request, exc.view())
         services.launch(job)
-        return _go(request, _job_url(job))
+        return go_to(request, job_url(job))
     try:
         backups = len(services.active_backups(source)) if source is not None else 0
         plan = reclaiming.plan(get_runtime(), full=full, active_backups=backups)

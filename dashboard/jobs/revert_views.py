@@ -22,7 +22,7 @@ from dashboard.errors.jobs import JobError
 from dashboard.jobs import kinds, services
 from dashboard.jobs.forms import PurgeBackupForm, RevertBackupForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.jobs.views import _go, _invalid
+from dashboard.jobs.views import go_to, invalid_form
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
 from deerflow.convert import BackupAlreadyPurgedError, BackupNotFoundError, list_backups, purge_backup
@@ -58,7 +58,7 @@ def backup_revert(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and not kinds.may_run_jobs(request.user):
         return error_page(request, kinds.refusal())
     if not form.is_valid():
-        return _invalid(request, form)
+        return invalid_form(request, form)
     backup_id = form.cleaned_data["backup_id"]
     needed = kinds.backup_permissions([backup_id])
     missing = kinds.missing_permission(request.user, needed)
@@ -98,7 +98,7 @@ def backup_purge(request: HttpRequest) -> HttpResponse:
             return error_page(request, kinds.refusal())
         form = PurgeBackupForm(request.POST)
         if not form.is_valid():
-            return _invalid(request, form)
+            return invalid_form(request, form)
         missing = kinds.missing_permission(request.user, kinds.backup_permissions([form.cleaned_data["backup_id"]]))
         if missing:
             return error_page(request, kinds.refusal(missing))
@@ -108,10 +108,10 @@ def backup_purge(request: HttpRequest) -> HttpResponse:
             return error_page(request, ErrorView(409, "backup_purged", str(exc), "Reload the backups page."))
         except BackupNotFoundError as exc:
             return error_page(request, ErrorView(404, "backup_not_found", str(exc), "Reload the backups page."))
-        return _go(request, reverse("jobs:backups"))
+        return go_to(request, reverse("jobs:backups"))
     form = RevertBackupForm(request.GET)
     if not form.is_valid():
-        return _invalid(request, form)
+        return invalid_form(request, form)
     backup_id = form.cleaned_data["backup_id"]
     backup, refused = _active_backup(request, backup_id, "there are no rows left to purge.", "See the backups page.")
     if refused:

@@ -44,7 +44,8 @@ from deerflow.convert import list_backups
 RESULTS_SHOWN = 500
 
 
-def _invalid(request: HttpRequest, form) -> HttpResponse:
+def invalid_form(request: HttpRequest, form) -> HttpResponse:
+    """The 400 page (or JSON) naming ``form``'s invalid fields."""
     return error_page(request, invalid_parameters(form, what="form", hint="Fix the listed fields and submit again."))
 
 
@@ -64,11 +65,13 @@ def launch_required(kind: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
-def _go(request: HttpRequest, url: str) -> HttpResponse:
+def go_to(request: HttpRequest, url: str) -> HttpResponse:
+    """Redirect to ``url``: htmx's client redirect for an htmx request, else a 302."""
     return HttpResponseClientRedirect(url) if is_htmx(request) else redirect(url)
 
 
-def _job_url(job: ConversionJob) -> str:
+def job_url(job: ConversionJob) -> str:
+    """The job's page."""
     return reverse("jobs:detail", args=[job.pk])
 
 
@@ -195,46 +198,46 @@ def worker_status(request: HttpRequest) -> HttpResponse:
 @launch_required(ConversionJob.Kind.DRY_RUN)
 def launch(request: HttpRequest) -> HttpResponse:
     """"Convert to full", step 1: a dry run of the chosen threads (the estimate), then its job page."""
-    return _launch_dry_run(request, ConversionJob.Kind.DRY_RUN)
+    return launch_dry_run(request, ConversionJob.Kind.DRY_RUN)
 
 
 @require_POST
 @launch_required(ConversionJob.Kind.CONVERT)
 def confirm_convert(request: HttpRequest, job_id: int) -> HttpResponse:
     """"Convert to full", step 2: convert what the finished dry run ``job_id`` found convertible."""
-    return _confirm(request, job_id, ConversionJob.Kind.CONVERT, ConfirmConvertForm)
+    return confirm_writing_job(request, job_id, ConversionJob.Kind.CONVERT, ConfirmConvertForm)
 
 
 @require_POST
 @launch_required(ConversionJob.Kind.COMPACT_DRY_RUN)
 def compact_launch(request: HttpRequest) -> HttpResponse:
     """"Compact to delta", step 1: a compaction dry run of the chosen threads, then its job page."""
-    return _launch_dry_run(request, ConversionJob.Kind.COMPACT_DRY_RUN)
+    return launch_dry_run(request, ConversionJob.Kind.COMPACT_DRY_RUN)
 
 
 @require_POST
 @launch_required(ConversionJob.Kind.COMPACT)
 def confirm_compact(request: HttpRequest, job_id: int) -> HttpResponse:
     """"Compact to delta", step 2: compact what the finished compaction dry run ``job_id`` found."""
-    return _confirm(request, job_id, ConversionJob.Kind.COMPACT, ConfirmCompactForm)
+    return confirm_writing_job(request, job_id, ConversionJob.Kind.COMPACT, ConfirmCompactForm)
 
 
-def _launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchForm) -> HttpResponse:
+def launch_dry_run(request: HttpRequest, kind: str, form_class: type = LaunchForm) -> HttpResponse:
     """Step 1 of a writing job: the dry run ``kind`` of the posted selection (``form_class(...).options()``
     gives its :class:`~dashboard.jobs.services.JobOptions`, a prune dry run's rule included), then its job page."""
     form = form_class(request.POST)
     if not form.is_valid():
-        return _invalid(request, form)
+        return invalid_form(request, form)
     try:
         check_threads_exist(get_runtime(), form.selection().get("thread_ids") or [])  # a clear 400 naming them
         job = services.create_job(request.user, kind, form.selection(), form.options())
     except JobError as exc:
         return error_page(request, exc.view())
     services.launch(job)
-    return _go(request, _job_url(job))
+    return go_to(request, job_url(job))
 
 
-def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type,
+def confirm_writing_job(request: HttpRequest, job_id: int, kind: str, form_class: type,
              page: Callable | None = None) -> HttpResponse:
     """Step 2: the job ``kind`` over what the finished dry run ``job_id`` found. Invalid fields (400) and a refused
     job (its status) render the dry run's confirmation page again, with the field errors or the refusal.
@@ -245,7 +248,7 @@ def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type,
     form = form_class(request.POST)
     if not form.is_valid():
         if not services.is_finished_dry_run(dry_run, kind):
-            return _invalid(request, form)
+            return invalid_form(request, form)
         return _confirm_again(request, dry_run, form, None, 400, page)
     try:
         job = services.create_job(request.user, kind, None, form.options(source_job=dry_run))
@@ -254,7 +257,7 @@ def _confirm(request: HttpRequest, job_id: int, kind: str, form_class: type,
     except JobError as exc:
         return _confirm_again(request, dry_run, form, exc.view(), exc.status, page)
     services.launch(job)
-    return _go(request, _job_url(job))
+    return go_to(request, job_url(job))
 
 
 def _confirm_again(request: HttpRequest, dry_run: ConversionJob, form, error, status: int,
@@ -288,12 +291,12 @@ def job_action(request: HttpRequest, job_id: int) -> HttpResponse:
         return error_page(request, kinds.refusal(missing))
     form = JobActionForm(request.POST)
     if not form.is_valid():
-        return _invalid(request, form)
+        return invalid_form(request, form)
     try:
         target = _ACTIONS[form.cleaned_data["action"]](job, request.user)
     except JobError as exc:
         return error_page(request, exc.view())
-    return _go(request, _job_url(target))
+    return go_to(request, job_url(target))
 
 
 @require_GET
