@@ -15,6 +15,7 @@ import os
 
 from celery import Celery
 from celery.signals import celeryd_after_setup, worker_shutdown
+from django.dispatch import Signal
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
@@ -24,6 +25,11 @@ app.autodiscover_tasks()
 
 
 log = logging.getLogger("dashboard.worker")
+
+#: Sent by :func:`freeze_worker` once the worker is frozen and subscribed (``sender``: its node name; ``runtime``,
+#: ``queues``, ``app``). A receiver may return a callable, which runs at ``worker_shutdown``. The fleet registry
+#: connects here (``FleetConfig.ready``), so this module imports no app of the project.
+worker_frozen = Signal()
 
 
 def mode_queue(mode: str) -> str:
@@ -36,7 +42,6 @@ def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
     """Freeze this worker from config.yaml (before forking) and subscribe to its mode queue."""
     from django.conf import settings
 
-    from dashboard.fleet.registry import register
     from dashboard.runtime import serving_startup
     from deerflow.errors import ConfigError
 
@@ -49,10 +54,9 @@ def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
         raise SystemExit(f"celery worker not started: {exc}") from exc
     instance.app.amqp.queues.select_add(mode_queue(rt.mode))
     queues = sorted(set(instance.app.amqp.queues.keys()))
-    registration = register(rt, "worker", queues=queues)
-    if registration is not None:
-        instance.app.deerflow_instance_id = registration.instance_id
-        worker_shutdown.connect(lambda **_: registration.stop(), weak=False)
+    for _receiver, stop in worker_frozen.send(sender=sender, runtime=rt, queues=queues, app=instance.app):
+        if callable(stop):
+            worker_shutdown.connect(lambda stop=stop, **_: stop(), weak=False)
     log.warning(
         "worker %s frozen: checkpoint_channel_mode=%s snapshot_frequency=%s config=%s sha256=%s queue=%s",
         sender, rt.mode, rt.snapshot_frequency, rt.config.path, rt.config.sha256[:12], mode_queue(rt.mode),

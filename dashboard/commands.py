@@ -3,7 +3,7 @@
 Every dashboard management command subclasses :class:`DashboardCommand`.
 An error the web pages describe (the registry's
 :data:`~dashboard.errors.HANDLED` domain errors, ``ConfigError`` included, and
-the :data:`~dashboard.outages.OUTAGES`: an unreachable or unmigrated
+the :data:`~dashboard.errors.outages.OUTAGES`: an unreachable or unmigrated
 database, missing checkpoint tables, the broker) becomes a ``CommandError``
 whose message is the same detail and hint :func:`dashboard.errors.describe`
 gives the web::
@@ -32,7 +32,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.errors import HANDLED, OUTAGES, describe
-from dashboard.outages import is_outage
+from dashboard.errors.outages import is_outage
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow.errors import ConfigError
 from deerflow.storage import Dialect, sqlite_checkpoint_path

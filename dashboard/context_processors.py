@@ -6,7 +6,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from dashboard.outages import OUTAGES, is_outage
+from dashboard.errors.outages import OUTAGES, is_outage
 from dashboard.runtime import _runtime_if_started
 
 

@@ -1,8 +1,8 @@
 """The one fragment choice of the web layer: does this request want an htmx fragment or the whole page?
 
 django-htmx's ``HtmxMiddleware`` sets ``request.htmx`` (:class:`django_htmx.middleware.HtmxDetails`);
-views ask these functions instead of reading it, so every page makes the same choice (issue 17 item 5;
-``tests/dashboard/test_web_conventions.py`` checks that no other module reads ``request.htmx``).
+views ask these functions instead of reading it, so every page makes the same choice
+(``tests/dashboard/test_web_conventions.py`` checks that no other module reads ``request.htmx``).
 """
 
 from __future__ import annotations

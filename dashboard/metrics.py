@@ -36,8 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from dashboard.accounts.throttle import metrics_refusal
-from dashboard.errors import ErrorView
-from dashboard.middleware import json_error
+from dashboard.errors import ErrorView, json_error
 
 __all__ = ["AuditCollector", "DRIFT_CODES", "metrics"]
 

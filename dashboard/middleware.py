@@ -1,9 +1,7 @@
 """Security headers (a strict Content-Security-Policy, no inline script) and the API's bearer-token CSRF rule.
 
 The error answers and the error middleware live in :mod:`dashboard.errors`
-(:mod:`~dashboard.errors.rendering`, :mod:`~dashboard.errors.middleware`);
-their names are re-exported here, where ``settings.MIDDLEWARE`` and older
-imports find them.
+(:mod:`~dashboard.errors.rendering`, :mod:`~dashboard.errors.middleware`).
 """
 
 from __future__ import annotations
@@ -12,27 +10,14 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from dashboard.errors.middleware import (
-    DamagedCheckpointMiddleware,
-    MethodNotAllowedMiddleware,
-    OutageMiddleware,
-)
-from dashboard.errors.rendering import RETRY_AFTER_S, error_answer, error_page, json_error, log
+from dashboard.errors import ErrorView, json_error
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
-    "RETRY_AFTER_S",
     "AnonymousApiMiddleware",
     "BearerTokenCsrfMiddleware",
     "ContentSecurityPolicyMiddleware",
-    "DamagedCheckpointMiddleware",
-    "MethodNotAllowedMiddleware",
     "NoStoreMiddleware",
-    "OutageMiddleware",
-    "error_answer",
-    "error_page",
-    "json_error",
-    "log",
 ]
 
 CONTENT_SECURITY_POLICY = (
@@ -121,8 +106,6 @@ class AnonymousApiMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view, args, kwargs) -> HttpResponse | None:
-        from dashboard.errors import ErrorView
-
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if not request.path.startswith("/api/") or (scheme.lower() == "bearer" and token.strip()):
             return None  # a bearer token is checked by the view (401 invalid_token when wrong)

@@ -6,7 +6,7 @@ config.yaml, freezes mode and cadence (spec, "Cross-process invariant": the
 freeze is per OS process), and keeps the file's stat and hash. Before each
 state access :meth:`DashboardRuntime.check_drift` stats the file (re-parsing
 only when it changed) and raises ``CheckpointModeReconfigurationError`` if
-the file on disk now asks for another mode or cadence (issue 3, item 5).
+the file on disk now asks for another mode or cadence.
 """
 
 from __future__ import annotations

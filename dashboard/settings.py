@@ -71,13 +71,13 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Django's bare 405s (require_GET/require_POST) answered as JSON under /api/, the error page elsewhere.
-    "dashboard.middleware.MethodNotAllowedMiddleware",
+    "dashboard.errors.middleware.MethodNotAllowedMiddleware",
     # NUL bytes and integers past 64 bits in path parameters, queries and forms: 400 (dashboard.validation).
     "dashboard.validation.HostileInputMiddleware",
     # Last, so their process_exception runs first: a damaged checkpoint answers 422 naming it,
-    # outages answer 503 with a hint (dashboard.outages).
-    "dashboard.middleware.DamagedCheckpointMiddleware",
-    "dashboard.middleware.OutageMiddleware",
+    # outages answer 503 with a hint (dashboard.errors.outages).
+    "dashboard.errors.middleware.DamagedCheckpointMiddleware",
+    "dashboard.errors.middleware.OutageMiddleware",
     # Turns a lockout flagged during authentication into the 429 (dashboard.accounts.throttle).
     "axes.middleware.AxesMiddleware",
 ]
@@ -170,7 +170,7 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
 # A failed CSRF check answers the error page (JSON under /api/) with what to do, not Django's bare page.
-CSRF_FAILURE_VIEW = "dashboard.notfound.csrf_failure"
+CSRF_FAILURE_VIEW = "dashboard.errors.handlers.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # Behind TLS (docs/security.md, docs/operations.md "Deployment"; docker/compose.yaml turns every switch on through

@@ -37,9 +37,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-# Django's error handlers answer in the project's format (dashboard.notfound): JSON under /api/, the error page
-# elsewhere. CSRF failures: settings.CSRF_FAILURE_VIEW; 405s: dashboard.middleware.MethodNotAllowedMiddleware.
-handler400 = "dashboard.notfound.bad_request"
-handler403 = "dashboard.notfound.permission_denied"
-handler404 = "dashboard.notfound.not_found"
-handler500 = "dashboard.notfound.server_error"
+# Django's error handlers answer in the project's format (dashboard.errors.handlers): JSON under /api/, the error page
+# elsewhere. CSRF failures: settings.CSRF_FAILURE_VIEW; 405s: dashboard.errors.middleware.MethodNotAllowedMiddleware.
+handler400 = "dashboard.errors.handlers.bad_request"
+handler403 = "dashboard.errors.handlers.permission_denied"
+handler404 = "dashboard.errors.handlers.not_found"
+handler500 = "dashboard.errors.handlers.server_error"

@@ -97,7 +97,7 @@ class HostileInputMiddleware:
             reason = hostile_parameter("form field", _pairs(request.POST))
         if reason is None:
             return None
-        from dashboard.middleware import error_answer
+        from dashboard.errors import error_answer
 
         return error_answer(request, ErrorView(
             400, "invalid_parameters", f"Invalid request: {reason}.",

@@ -10,8 +10,7 @@ from django.contrib.auth import authenticate
 from django.http import HttpRequest, HttpResponse
 
 from dashboard.accounts.throttle import token_credential
-from dashboard.errors import ErrorView
-from dashboard.middleware import json_error
+from dashboard.errors import ErrorView, json_error
 
 __all__ = ["api_staff_required", "scope_refusal", "staff_required"]
 

@@ -33,8 +33,8 @@ class ModelBackend(backends.ModelBackend):
     ``has_perm`` reads the set of every permission the user holds. Django's backend builds that set from
     two queries (the user's own permissions, then its groups') and keeps it on the user object, which a
     request reads once. Here one query reads both: a permission is held if the user holds it directly *or*
-    through a group. Building that query through the ORM costs more than running it (about 1 ms of a
-    thread page, measured 2026-12-04), so its SQL is compiled once per database alias, with a placeholder
+    through a group. Building that query through the ORM costs more than running it (a visible share of a
+    thread page), so its SQL is compiled once per database alias, with a placeholder
     user id, and run again with each user's id; the ORM still writes the SQL (the dialect, the table and
     column names of the installed user model). If the compiled parameters are anything but the placeholder,
     the queryset runs as it is. A page that checks permissions pays one short query. The set is kept under

@@ -29,8 +29,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
-from dashboard.errors import ErrorView
-from dashboard.middleware import error_answer, json_error
+from dashboard.errors import ErrorView, error_answer, json_error
 
 __all__ = ["LOCKED_OUT_HINT", "METRICS_CREDENTIAL", "METRICS_PATH", "TOKEN_PREFIX_LENGTH", "attempt_username",
            "client_ip", "is_valid_credential", "lockout_parameters", "lockout_response", "metrics_refusal",

@@ -13,8 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.accounts.auth import staff_required
 from dashboard.accounts.forms import ApiTokenCreateForm, ApiTokenRevokeForm
 from dashboard.accounts.models import ApiToken
-from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.middleware import error_page
+from dashboard.errors import ErrorView, error_page, invalid_parameters
 
 __all__ = ["token_create", "token_list", "token_revoke", "tokens_for"]
 

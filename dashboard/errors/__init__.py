@@ -17,17 +17,10 @@ Modules (one job each):
     Django's ``handler400/403/404/500`` and ``CSRF_FAILURE_VIEW``.
 ``jobs``
     the job errors (:class:`JobError` tree, :class:`TransientDatabaseError`) and the jobs app's hints.
-
-Old paths keep working: ``dashboard.outages``, ``dashboard.notfound`` and ``dashboard.jobs.errors``
-are these modules (aliases), and ``dashboard.middleware`` re-exports the rendering and middleware names.
-Any name of :mod:`dashboard.errors.registry` is also reachable as ``dashboard.errors.<name>``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from dashboard.errors import registry
 from dashboard.errors.outages import OUTAGES, describe_outage, is_outage, is_sqlite_outage, redact
 from dashboard.errors.registry import (
     CODES,
@@ -61,10 +54,3 @@ __all__ = [
     "view",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """Names of :mod:`dashboard.errors.registry` not listed above (the module's old face was that file)."""
-    try:
-        return getattr(registry, name)
-    except AttributeError:
-        raise AttributeError(f"module 'dashboard.errors' has no attribute {name!r}") from None

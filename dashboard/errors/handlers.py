@@ -12,7 +12,7 @@ navigation, "What to do") elsewhere, never Django's bare page::
     500  server_error        handler500: an unexpected error (the traceback goes to the log only)
 
 The 405 answers are made by :class:`dashboard.errors.middleware.MethodNotAllowedMiddleware`.
-``dashboard.notfound`` (the old path, named by ``dashboard.urls`` and ``CSRF_FAILURE_VIEW``) is this module.
+``dashboard.urls`` (``handler400`` ...) and ``settings.CSRF_FAILURE_VIEW`` name these views by this module's path.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ __all__ = [
     "RetentionMismatch",
     "SelectionTooLarge",
     "SizeLimitExceeded",
+    "SourceJobNotFound",
     "TransientDatabaseError",
     "UnknownThreads",
     "UNEXPECTED_ERROR_HINT",
@@ -165,6 +166,15 @@ class EstimateJobNotFound(JobError):
     code = "estimate_job_not_found"
     hint = ("Pass the id of a finished dry run of these threads as estimate_job (GET /api/jobs lists the jobs), "
             "or confirmed: true.")
+
+
+class SourceJobNotFound(JobError):
+    """A reclaim's ``source_job`` (API) names no job."""
+
+    status = 404
+    code = "source_job_not_found"
+    hint = ("source_job is the compaction or prune the reclaim follows (GET /api/jobs lists the jobs); leave it out "
+            "to reclaim without one.")
 
 
 #: Said when "Convert to full" is launched with neither thread ids nor a filter.

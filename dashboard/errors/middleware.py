@@ -4,7 +4,7 @@
 * :class:`DamagedCheckpointMiddleware`: a thread route failed decoding stored data: the registry's 422;
 * :class:`MethodNotAllowedMiddleware`: Django's bare 405 in the project's error format.
 
-``settings.MIDDLEWARE`` names them by their old path, :mod:`dashboard.middleware`, which re-exports them.
+``settings.MIDDLEWARE`` names them by this module's path.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["DamagedCheckpointMiddleware", "MethodNotAllowedMiddleware", "OutageM
 class OutageMiddleware:
     """A database or the broker cannot be reached: answer 503 with what, where and what to do, never a traceback.
 
-    Catches :data:`dashboard.outages.OUTAGES` raised by any view. ``/api/``
+    Catches :data:`dashboard.errors.outages.OUTAGES` raised by any view. ``/api/``
     routes answer ``{"detail", "hint", "code"}``; pages answer the error page
     (the fragment for htmx swaps). When Django's own database is the one
     down, the page is rendered as for an anonymous user, since loading the

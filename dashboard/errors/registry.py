@@ -147,7 +147,7 @@ def describe(exc: Exception) -> ErrorView:
     for cls, code in _BY_CLASS:
         if isinstance(exc, cls):
             return view(code, str(exc))
-    outage = describe_outage(exc)  # a database or the broker cannot be reached (dashboard.outages)
+    outage = describe_outage(exc)  # a database or the broker cannot be reached (dashboard.errors.outages)
     if outage is not None:
         return ErrorView(503, *outage)
     raise TypeError(f"unhandled error type {type(exc).__name__}")

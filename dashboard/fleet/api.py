@@ -8,14 +8,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.auth import api_staff_required, scope_refusal
-from dashboard.errors import ErrorView, invalid_parameters
+from dashboard.errors import ErrorView, invalid_parameters, json_error
 from dashboard.fleet.audit import run_audit
 from dashboard.fleet.forms import ExternalHeartbeatForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.registry import record_external
 from dashboard.fleet.schemas import check_heartbeat_body
 from dashboard.jsonbody import BodyRefused, json_body
-from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 
 #: What posting a heartbeat needs besides staff (a viewer must not add fleet members).

@@ -8,5 +8,10 @@ class FleetConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Register the ``deerflow_facts`` remote-control command (workers answer the live check with it)."""
+        """Register the ``deerflow_facts`` remote-control command (workers answer the live check with it), and
+        register each Celery worker once it is frozen (:data:`dashboard.celery.worker_frozen`)."""
+        from dashboard.celery import worker_frozen
         from dashboard.fleet import control_command  # noqa: F401 - registration is the import
+        from dashboard.fleet.registry import register_worker
+
+        worker_frozen.connect(register_worker, dispatch_uid="dashboard.fleet.register_worker")

@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.fleet.control import LiveCheck, live_check
+from dashboard.fleet.estimates import LegacyEstimate, legacy_estimate
 from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.findings import (
     SEVERITIES,
@@ -37,7 +38,6 @@ from dashboard.fleet.findings import (
 )
 from dashboard.fleet.history_cache import history_cache
 from dashboard.fleet.processes import process_rows
-from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads.fragments import fragment_key
 from deerflow import inventory
@@ -200,7 +200,7 @@ def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: inve
         {"ok": not full_procs, "text": "processes to restart together with a delta-mode config.yaml: "
          + (", ".join(full_procs) or "none")},
     ]
-    if legacy is not None:  # optional: the space a switch alone never gives back (issue 11, item 4)
+    if legacy is not None:  # optional: the space a switch alone never gives back
         to_delta.append(_compact_item(legacy))
     return {"to_full": to_full, "to_delta": to_delta}
 

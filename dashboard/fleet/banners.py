@@ -1,5 +1,5 @@
 """The banner on every page: config drift, an unreadable or invalid config.yaml, and a fleet that cannot
-read some threads (issue 14, item 5).
+read some threads.
 
 Two sources, both cheap enough for every request:
 

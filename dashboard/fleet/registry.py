@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.db import close_old_connections, connection
@@ -25,7 +26,7 @@ from dashboard.fleet.facts import process_facts
 from dashboard.fleet.models import ProcessRecord
 from dashboard.runtime import DashboardRuntime
 
-__all__ = ["Registration", "record_external", "register", "save_facts"]
+__all__ = ["Registration", "record_external", "register", "register_worker", "save_facts"]
 
 log = logging.getLogger("dashboard.fleet")
 #: Failures of a beat that the next beat normally outlives (SQLite "database is locked", a database restart).
@@ -135,6 +136,20 @@ def register(rt: DashboardRuntime, role: str, queues: list[str] | None = None,
     except Exception:
         log.exception("process registry unavailable; this process will not appear in the audit")
         return None
+
+
+def register_worker(sender: str, runtime: DashboardRuntime, queues: list[str], app: Any,
+                    **kwargs: Any) -> Callable[[], None] | None:
+    """The receiver of :data:`dashboard.celery.worker_frozen`: register the frozen worker and start its heartbeat.
+
+    Returns the registration's ``stop`` (run at ``worker_shutdown``: the row is marked stopped), or ``None`` when
+    the registry is unavailable. The registration's id is kept on the Celery app (``deerflow_instance_id``).
+    """
+    registration = register(runtime, "worker", queues=queues)
+    if registration is None:
+        return None
+    app.deerflow_instance_id = registration.instance_id
+    return registration.stop
 
 
 def record_external(facts: dict[str, Any]) -> ProcessRecord:

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import ErrorView, invalid_parameters
+from dashboard.errors import ErrorView, error_page, invalid_parameters
 from dashboard.fleet import charts
 from dashboard.fleet.audit import run_audit
 from dashboard.fleet.control import recent_live_check
@@ -20,7 +20,6 @@ from dashboard.fleet.forms import DismissProcessForm
 from dashboard.fleet.models import ProcessRecord
 from dashboard.fleet.processes import NotDismissible, dismiss
 from dashboard.fragments import wants_fragment
-from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
 from dashboard.threads.templatetags.thread_tags import class_words
 

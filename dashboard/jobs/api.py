@@ -2,8 +2,9 @@
 
 ``GET /api/jobs`` · ``GET /api/jobs/<id>`` · ``POST /api/jobs``.
 Staff session or ``Authorization: Bearer <token>``; ``POST`` also needs the
-permission ``jobs.manage_conversions`` (``jobs.manage_retention`` for the prune
-kinds: deleting is not converting) and, with a session, a CSRF token.
+permission of the job's kind (:mod:`dashboard.jobs.kinds`: ``jobs.manage_conversions``,
+``jobs.manage_retention`` for the prune kinds and for reverts of prunes) and,
+with a session, a CSRF token.
 Errors are ``{"detail", "hint", "code"}``.
 """
 
@@ -15,17 +16,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from dashboard.accounts.auth import api_staff_required, scope_refusal
-from dashboard.errors import ErrorView, invalid_parameters
-from dashboard.jobs import pruning, services
-from dashboard.jobs.errors import EstimateJobNotFound, JobError
+from dashboard.errors import ErrorView, invalid_parameters, json_error
+from dashboard.errors.jobs import EstimateJobNotFound, JobError, SourceJobNotFound
+from dashboard.jobs import kinds, pruning, reclaiming, services
 from dashboard.jobs.forms import ApiJobForm, JobResultsPageForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
 from dashboard.jobs.schemas import check_job_body
 from dashboard.jobs.selection import check_request_bounds, check_threads_exist
-from dashboard.jobs.views import PERMISSION, RETENTION_PERMISSION, permission_for
 from dashboard.jsonbody import BodyRefused, json_body
-from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 
 _RESULT_FIELDS = ("thread_id", "status", "checkpoints_total", "checkpoints_rewritten", "bytes_before", "bytes_after",
@@ -38,11 +37,11 @@ _PRUNE_FIELDS = ("kept_checkpoint_ids", "deleted_checkpoint_ids", "protected_che
 
 
 #: What a job body holds (said with every 400 of ``POST /api/jobs``).
-JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run, compact, prune_dry_run or "
-                 "prune); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, "
+JOB_BODY_HINT = ("Send a JSON object: kind (dry_run, convert, revert, compact_dry_run, compact, prune_dry_run, "
+                 "prune or reclaim); one of thread_ids, filter or backup_ids; optionally estimate_job, confirmed, "
                  "throttle_delay_s, max_in_flight, integrity, force_full_fleet, acknowledge_branch_ambiguous; "
-                 "for prune kinds rule, keep_last, protect, backup, max_delete_per_run (docs/operations.md, "
-                 "Conversion jobs; docs/retention.md).")
+                 "for prune kinds rule, keep_last, protect, backup, max_delete_per_run; for reclaim only confirm "
+                 "(true), full, source_job (docs/api.md; docs/operations.md, Conversion jobs; docs/retention.md).")
 
 
 def _iso(value) -> str | None:
@@ -68,7 +67,7 @@ def result_json(result: ThreadResult) -> dict[str, Any]:
     """One thread's outcome, with the worker that ran it."""
     out = {name: getattr(result, name) for name in _RESULT_FIELDS}
     out.update(started_at=_iso(result.started_at), finished_at=_iso(result.finished_at), deerflow=result.deerflow)
-    if result.job.kind in ("prune_dry_run", "prune") or result.prune:
+    if kinds.get(result.job.kind).carries_retention or result.prune:
         out.update({name: result.prune.get(name, []) for name in _PRUNE_FIELDS})
         out["checkpoints_deleted"] = result.checkpoints_rewritten
     return out
@@ -88,10 +87,10 @@ def _create(request: HttpRequest) -> HttpResponse:
     refused = scope_refusal(request, "manage")
     if refused is not None:
         return refused
-    if not (request.user.has_perm(PERMISSION) or request.user.has_perm(RETENTION_PERMISSION)):
+    if not kinds.may_run_jobs(request.user):
         return json_error(ErrorView(403, "permission_denied", "Staff access does not include running jobs.",
-                                    f"Ask an administrator for the permission {PERMISSION} (conversions) or "
-                                    f"{RETENTION_PERMISSION} (pruning)."))
+                                    f"Ask an administrator for the permission {kinds.MANAGE_CONVERSIONS} "
+                                    f"(conversions) or {kinds.MANAGE_RETENTION} (pruning)."))
     try:
         body = json_body(request, hint=JOB_BODY_HINT)
     except BodyRefused as exc:
@@ -105,16 +104,13 @@ def _create(request: HttpRequest) -> HttpResponse:
         check_job_body(body, hint=JOB_BODY_HINT)
     except BodyRefused as exc:
         return json_error(exc.view)
-    kind = body.get("kind")
-    needed = permission_for(kind if isinstance(kind, str) else "")
-    if not request.user.has_perm(needed):
-        return json_error(_permission_refusal(needed))
-    form = ApiJobForm(body)
-    if not form.is_valid():
-        return json_error(invalid_parameters(form, what="job", hint=JOB_BODY_HINT))
     try:
-        check_request_bounds(form.selection())
-        check_threads_exist(get_runtime(), (form.selection() or {}).get("thread_ids") or [])
+        missing = kinds.missing_permission(request.user, _permissions(body))
+        if missing:
+            return json_error(kinds.refusal(missing))
+        form = ApiJobForm(body)
+        if not form.is_valid():
+            return json_error(invalid_parameters(form, what="job", hint=JOB_BODY_HINT))
         job = _create_job(request, form)
     except JobError as exc:
         return json_error(exc.view())
@@ -122,23 +118,49 @@ def _create(request: HttpRequest) -> HttpResponse:
     return JsonResponse(job_json(job), status=201)
 
 
-def _permission_refusal(needed: str) -> ErrorView:
-    if needed == RETENTION_PERMISSION:
-        return ErrorView(403, "permission_denied", "Pruning deletes checkpoint history; running conversions does "
-                         "not include it.", f"Ask an administrator for the permission {RETENTION_PERMISSION} "
-                         "(deleting is not converting).")
-    return ErrorView(403, "permission_denied", "Staff access does not include running conversions.",
-                     f"Ask an administrator for the permission {PERMISSION}.")
+def _permissions(body: dict[str, Any]) -> frozenset[str]:
+    """What launching ``body``'s job needs, decided before the body is validated (a refusal says nothing about
+    the rest): the kind's permission, a revert's from the job it undoes or the backups it restores.
+
+    An ``estimate_job`` naming no job needs the kind's own permission here; the request then answers 404.
+    """
+    kind = body.get("kind")
+    kind = kind if isinstance(kind, str) else ""
+    if kind == ConversionJob.Kind.PRUNE and body.get("dry_run") is True:
+        kind = ConversionJob.Kind.PRUNE_DRY_RUN
+    source = body.get("estimate_job")
+    job = None
+    if isinstance(source, int) and not isinstance(source, bool) and 0 < source < 2**63:
+        job = ConversionJob.objects.filter(pk=source).first()
+    return kinds.launch_permissions(kind, job, body)
+
+
+def _source_job(job_id: int | None) -> ConversionJob | None:
+    """The job ``estimate_job`` names.
+
+    Raises:
+        EstimateJobNotFound: no job has that id.
+    """
+    if not job_id:
+        return None
+    found = ConversionJob.objects.filter(pk=job_id).first()
+    if found is None:
+        raise EstimateJobNotFound(f"No job {job_id}.")
+    return found
 
 
 def _create_job(request: HttpRequest, form: ApiJobForm) -> ConversionJob:
-    source = None
-    if form.cleaned_data["estimate_job"]:
-        source = ConversionJob.objects.filter(pk=form.cleaned_data["estimate_job"]).first()
-        if source is None:
-            raise EstimateJobNotFound(f"No job {form.cleaned_data['estimate_job']}.")
-    return services.create_job(request.user, form.cleaned_data["kind"], form.selection(), source_job=source,
-                               **form.options())
+    """The job ``form`` asks for (``kind: reclaim``: the database's vacuum, confirmed by ``confirm``)."""
+    data = form.cleaned_data
+    if kinds.get(data["kind"]).selects == kinds.Selects.DATABASE:
+        followed = ConversionJob.objects.filter(pk=data["source_job"]).first() if data["source_job"] else None
+        if data["source_job"] and followed is None:
+            raise SourceJobNotFound(f"No job {data['source_job']}.")
+        return reclaiming.create_reclaim_job(request.user, full=bool(data["full"]), source_job=followed)
+    source = _source_job(data["estimate_job"])
+    check_request_bounds(form.selection())
+    check_threads_exist(get_runtime(), (form.selection() or {}).get("thread_ids") or [])
+    return services.create_job(request.user, data["kind"], form.selection(), form.options(source))
 
 
 @require_GET

@@ -1,4 +1,4 @@
-"""Pictures of a job's page (issue 14, item 6): throughput over time and the per-thread growth factor of a dry run.
+"""Pictures of a job's page: throughput over time and the per-thread growth factor of a dry run.
 
 Server-side SVG geometry, like :mod:`dashboard.threads.charts` and
 :mod:`dashboard.fleet.charts`: the templates draw ``<rect>``, ``<line>`` and
@@ -24,6 +24,7 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from dashboard.jobs.confirm_views import confirm_rows
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.threads.charts import Tick, human_bytes
 
@@ -184,8 +185,6 @@ def growth_chart(results: list[ThreadResult], top: int = TOP) -> GrowthChart | N
     A bar's width is proportional to its factor (the largest shown spans the plot); a line marks factor 1
     (no change). Outliers are those :func:`dashboard.jobs.confirm_views.confirm_rows` marks, over all rows.
     """
-    from dashboard.jobs.confirm_views import confirm_rows
-
     rows = [r for r in confirm_rows(results) if r.growth is not None]
     if not rows:
         return None

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from dashboard.fleet.models import ProcessRecord
 from dashboard.jobs import reservations
-from dashboard.jobs.models import ThreadResult
+from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import ThreadReport, compact_thread, dry_run_compact, list_backups
@@ -168,7 +168,8 @@ def legacy_estimate(rt: DashboardRuntime, by_class: dict[str, dict[str, int]] | 
     by_class = by_class if by_class is not None else inventory.storage_by_class(rt.saver)
     legacy = [by_class["full"], by_class["migrated"]]
     sums = ThreadResult.objects.filter(
-        Q(job__kind="compact_dry_run", status="needs_compaction") | Q(job__kind="compact", status="compacted")
+        Q(job__kind=ConversionJob.Kind.COMPACT_DRY_RUN, status="needs_compaction")
+        | Q(job__kind=ConversionJob.Kind.COMPACT, status="compacted")
     ).aggregate(n=Count("id"), before=Sum("bytes_before"), after=Sum("bytes_after"))
     before, after = sums["before"] or 0, sums["after"] or 0
     ratio = (before - after) / before if before else None

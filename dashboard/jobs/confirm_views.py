@@ -1,4 +1,4 @@
-"""The confirmation pages before a writing job, Django-admin style (issue 14, item 3).
+"""The confirmation pages before a writing job, Django-admin style.
 
 * ``/jobs/<dry run id>/confirm``: before "Convert to full" (a ``dry_run``) or
   "Compact to delta" (a ``compact_dry_run``). It lists every thread the job
@@ -23,12 +23,11 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import ErrorView
-from dashboard.jobs import compaction, services
+from dashboard.errors import ErrorView, error_page
+from dashboard.errors.outages import OUTAGES, is_outage
+from dashboard.jobs import compaction, kinds, services
 from dashboard.jobs.forms import ConfirmCompactForm, ConfirmConvertForm
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.middleware import error_page
-from dashboard.outages import OUTAGES, is_outage
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
 from deerflow.convert import BackupInfo, list_backups
@@ -36,11 +35,9 @@ from deerflow.convert import BackupInfo, list_backups
 __all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm_page", "confirm_rows",
            "convert_confirm", "revert_confirm"]
 
-#: What each dry run confirms: the status of the rows it would rewrite, the template and the form.
-_CONFIRMS: dict[str, tuple[str, str, type[Form]]] = {
-    ConversionJob.Kind.DRY_RUN: ("needs_conversion", "jobs/convert_confirm.html", ConfirmConvertForm),
-    ConversionJob.Kind.COMPACT_DRY_RUN: ("needs_compaction", "jobs/compact_confirm.html", ConfirmCompactForm),
-}
+#: The form each writing kind confirmed on this module's page posts (the prune's page is :mod:`prune_views`).
+_FORMS: dict[str, type[Form]] = {ConversionJob.Kind.CONVERT: ConfirmConvertForm,
+                                 ConversionJob.Kind.COMPACT: ConfirmCompactForm}
 
 #: A thread is an outlier when its growth factor is this many times the median growth ...
 GROWTH_OUTLIER = 2.0
@@ -80,7 +77,7 @@ def convert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
     Answers 404 for an unknown job, 409 for a job that is not a finished dry run of either kind.
     """
     dry_run = get_object_or_404(ConversionJob, pk=job_id)
-    if dry_run.kind not in _CONFIRMS or not dry_run.finished:
+    if _writer(dry_run) is None or not dry_run.finished:
         return error_page(request, ErrorView(409, "not_a_finished_dry_run",
                                              f"Job {dry_run.pk} is not a finished dry run: "
                                              "there is no estimate to confirm.",
@@ -89,12 +86,19 @@ def convert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, template, context)
 
 
+def _writer(dry_run: ConversionJob) -> kinds.JobKind | None:
+    """The writing kind ``dry_run`` previews, when it is confirmed on this module's page."""
+    writes = kinds.get(dry_run.kind).dry_run_of
+    return kinds.get(writes) if writes in _FORMS else None
+
+
 def confirm_page(dry_run: ConversionJob, form=None, error: ErrorView | None = None) -> tuple[str, dict]:
     """The template and context of the confirmation page of finished dry run ``dry_run`` (a ``dry_run`` or a
     ``compact_dry_run``); ``form`` is a bound form that failed (shown with its field errors), ``error`` a refusal
     of the posted job (shown above the button)."""
-    status, template, form_class = _CONFIRMS[dry_run.kind]
-    results = list(dry_run.results.filter(status=status))
+    writer = _writer(dry_run)
+    assert writer is not None and writer.confirmation is not None, f"{dry_run.kind} is confirmed elsewhere"
+    results = list(dry_run.results.filter(status__in=writer.would_write))
     before = sum(r.bytes_before for r in results)
     after = sum(r.bytes_after for r in results)
     context = {
@@ -102,11 +106,11 @@ def confirm_page(dry_run: ConversionJob, form=None, error: ErrorView | None = No
         "growth": after / before if before else None, "growth_outlier": GROWTH_OUTLIER, "size_outlier": SIZE_OUTLIER,
         "checkpoints": sum(r.checkpoints_rewritten for r in results),
         "over_limit": dry_run.size_limit_bytes is not None and after > dry_run.size_limit_bytes,
-        "confirm_form": form or form_class(initial={"throttle_delay_s": 0, "max_in_flight": 1}),
+        "confirm_form": form or _FORMS[writer.name](initial={"throttle_delay_s": 0, "max_in_flight": 1}),
         "confirm_error": error}
-    if dry_run.kind == ConversionJob.Kind.COMPACT_DRY_RUN:
+    if writer.needs_delta_fleet:
         context.update(freed=before - after, full_mode_processes=compaction.full_mode_processes())
-    return template, context
+    return writer.confirmation.template, context
 
 
 @dataclass(frozen=True)
@@ -118,10 +122,6 @@ class RevertRow:
     bytes_now: int | None
 
 
-#: The kinds whose finished jobs a revert undoes from their backups.
-_REVERTIBLE = (ConversionJob.Kind.CONVERT, ConversionJob.Kind.COMPACT, ConversionJob.Kind.PRUNE)
-
-
 @require_GET
 @staff_required
 def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
@@ -131,7 +131,7 @@ def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
     or when none of its backups is still active (all restored or purged).
     """
     job = get_object_or_404(ConversionJob, pk=job_id)
-    if job.kind not in _REVERTIBLE or not job.finished:
+    if not kinds.get(job.kind).revertible or not job.finished:
         return error_page(request, ErrorView(409, "not_revertible",
                                              f"Job {job.pk} is not a finished conversion, compaction or prune: "
                                              "there is nothing to revert.",
@@ -154,9 +154,10 @@ def revert_confirm(request: HttpRequest, job_id: int) -> HttpResponse:
     for b in sorted(backups, key=lambda b: b.thread_id):
         summary = thread_services.exact_summary_or_none(get_runtime(), b.thread_id)
         rows.append(RevertRow(b, summary.bytes_total if summary else None))
-    permission = "jobs.manage_retention" if job.kind == ConversionJob.Kind.PRUNE else "jobs.manage_conversions"
+    needed = kinds.job_permissions(job)
     return render(request, "jobs/revert_job_confirm.html", {
-        "job": job, "rows": rows, "permission": permission, "may_revert": request.user.has_perm(permission),
+        "job": job, "kind_spec": kinds.get(job.kind), "rows": rows, "permission": " and ".join(sorted(needed)),
+        "may_revert": kinds.missing_permission(request.user, needed) is None,
         "backup_bytes": sum(r.backup.bytes for r in rows),
         "bytes_now": sum(r.bytes_now or 0 for r in rows),
         "checkpoint_rows": sum(r.backup.checkpoint_rows for r in rows)})

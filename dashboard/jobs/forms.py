@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from django import forms
 
-from dashboard.jobs.errors import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSelection
+from dashboard.errors.jobs import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSelection
+from dashboard.jobs import kinds
+from dashboard.jobs.creation import JobOptions
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
-from dashboard.jobs.pruning import MAX_KEEP_LAST
+from dashboard.jobs.policies import InvalidSchedule, parse_schedule
+from dashboard.jobs.pruning import MAX_KEEP_LAST, normalize_retention
 from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import LIST_CLASSES
 from deerflow.inventory.deerflow_tables import MAX_OWNER_LENGTH
@@ -82,6 +86,12 @@ class LaunchForm(forms.Form):
                                    hint=EMPTY_LAUNCH_HINT)
         return {"filter": chosen}
 
+    def options(self) -> JobOptions:
+        """The dry run's :class:`JobOptions`."""
+        data = self.cleaned_data
+        return JobOptions(integrity=not data["skip_integrity"],
+                          acknowledge_branch_ambiguous=data["acknowledge_branch_ambiguous"])
+
 
 class LaunchPruneForm(LaunchForm):
     """``POST /jobs/prune/launch``: "Prune history…", step 1: the prune dry run of the chosen threads.
@@ -120,6 +130,10 @@ class LaunchPruneForm(LaunchForm):
         protect = [p for p in (data["protect"] or "").replace(",", " ").split() if p]
         return {"rule": data["rule"], "keep_last": data["keep_last"], "protect": protect}
 
+    def options(self) -> JobOptions:
+        """The prune dry run's :class:`JobOptions`, its rule included."""
+        return replace(super().options(), retention=self.retention())
+
 
 class ConfirmConvertForm(forms.Form):
     """``POST /jobs/<dry run id>/convert``: convert the threads the dry run found convertible."""
@@ -131,11 +145,12 @@ class ConfirmConvertForm(forms.Form):
                                        label="Threads at once")
     skip_integrity = forms.BooleanField(required=False, label="Skip the integrity check")
 
-    def options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`services.create_job`."""
+    def options(self, source_job: ConversionJob | None = None) -> JobOptions:
+        """The conversion's :class:`JobOptions`, confirmed from dry run ``source_job``."""
         data = self.cleaned_data
-        return {"confirmed": data["confirm_size"], "throttle_delay_s": data["throttle_delay_s"] or 0.0,
-                "max_in_flight": data["max_in_flight"] or 1, "integrity": not data["skip_integrity"]}
+        return JobOptions(source_job=source_job, confirmed=data["confirm_size"],
+                          throttle_delay_s=data["throttle_delay_s"] or 0.0, max_in_flight=data["max_in_flight"] or 1,
+                          integrity=not data["skip_integrity"])
 
 
 class ConfirmCompactForm(ConfirmConvertForm):
@@ -143,10 +158,10 @@ class ConfirmCompactForm(ConfirmConvertForm):
 
     force_full_fleet = forms.BooleanField(required=False, label="Compact although full-mode processes are live")
 
-    def options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`services.create_job`."""
-        return {**super().options(), "confirmed": True,
-                "force_full_fleet": self.cleaned_data["force_full_fleet"]}
+    def options(self, source_job: ConversionJob | None = None) -> JobOptions:
+        """The compaction's :class:`JobOptions` (always confirmed: a compaction has no size limit)."""
+        return replace(super().options(source_job), confirmed=True,
+                       force_full_fleet=self.cleaned_data["force_full_fleet"])
 
 
 class ConfirmPruneForm(forms.Form):
@@ -160,11 +175,11 @@ class ConfirmPruneForm(forms.Form):
                                         label="Delay between threads (s)")
     max_in_flight = forms.IntegerField(min_value=1, max_value=32, required=False, initial=1, label="Threads at once")
 
-    def options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`services.create_job`."""
+    def options(self, source_job: ConversionJob | None = None) -> JobOptions:
+        """The prune's :class:`JobOptions`: the dry run's rule, with or without backups."""
         data = self.cleaned_data
-        return {"confirmed": True, "throttle_delay_s": data["throttle_delay_s"] or 0.0,
-                "max_in_flight": data["max_in_flight"] or 1, "retention": {"backup": not data["no_backup"]}}
+        return JobOptions(source_job=source_job, confirmed=True, throttle_delay_s=data["throttle_delay_s"] or 0.0,
+                          max_in_flight=data["max_in_flight"] or 1, retention={"backup": not data["no_backup"]})
 
 
 class ReclaimForm(forms.Form):
@@ -200,7 +215,8 @@ class ApiJobForm(forms.Form):
     ``acknowledge_branch_ambiguous``: convert sibling forks as LangGraph's reader reads them; ``rule``,
     ``keep_last``, ``protect``, ``backup``, ``max_delete_per_run``: prune kinds only, validated by
     :func:`dashboard.jobs.pruning.normalize_retention`; ``"kind": "prune", "dry_run": true`` is
-    ``"kind": "prune_dry_run"``).
+    ``"kind": "prune_dry_run"``). ``{"kind": "reclaim", "confirm": true, "full", "source_job"}`` is a
+    reclaim: nothing else.
     """
 
     kind = forms.ChoiceField(choices=ConversionJob.Kind.choices)
@@ -221,16 +237,42 @@ class ApiJobForm(forms.Form):
     backup = forms.Field(required=False)
     max_delete_per_run = forms.Field(required=False)
     dry_run = JsonBooleanField(required=False)
+    confirm = JsonBooleanField(required=False)
+    full = JsonBooleanField(required=False)
+    source_job = forms.IntegerField(required=False, min_value=1)
+
+    #: The only fields of a ``reclaim`` body besides ``kind`` (the reclaim page's fields).
+    RECLAIM_FIELDS = ("confirm", "full", "source_job")
 
     def clean(self) -> dict[str, Any]:
-        """``"kind": "prune"`` with ``"dry_run": true`` is the prune dry run; ``dry_run`` is for prune only."""
+        """``"kind": "prune"`` with ``"dry_run": true`` is the prune dry run; ``dry_run`` is for prune only.
+
+        A ``reclaim`` (the whole database, never threads) takes only :data:`RECLAIM_FIELDS` and needs
+        ``"confirm": true``, as its page does; the other kinds refuse those fields.
+        """
         super().clean()
         data = self.cleaned_data  # what Form.clean returns (typed Optional for overrides that return None)
-        if data.get("dry_run") is not None and data.get("kind") not in ("prune", "prune_dry_run"):
+        kind = data.get("kind")
+        if data.get("dry_run") is not None and kind not in (ConversionJob.Kind.PRUNE, ConversionJob.Kind.PRUNE_DRY_RUN):
             self.add_error("dry_run", "dry_run is for kind prune only (the other kinds have their own dry-run kind)")
-        elif data.get("kind") == "prune" and data.get("dry_run"):
-            data["kind"] = "prune_dry_run"
+        elif kind == ConversionJob.Kind.PRUNE and data.get("dry_run"):
+            data["kind"] = ConversionJob.Kind.PRUNE_DRY_RUN
+        if kind and kinds.get(kind).selects == kinds.Selects.DATABASE:
+            self._clean_reclaim(data)
+        else:
+            for name in self.RECLAIM_FIELDS:
+                if self.data.get(name) is not None and name not in self.errors:
+                    self.add_error(name, f"{name} is for kind reclaim only")
         return data
+
+    def _clean_reclaim(self, data: dict[str, Any]) -> None:
+        for name in self.fields:
+            if name != "kind" and name not in self.RECLAIM_FIELDS and self.data.get(name) not in (None, [], {}):
+                self.add_error(name, f"{name} is not for kind reclaim: a reclaim vacuums the whole checkpoint "
+                                     "database, it selects no thread")
+        if data.get("confirm") is not True and "confirm" not in self.errors:
+            self.add_error("confirm", "a reclaim needs \"confirm\": true (the reclaim page's \"I understand what "
+                                      "it locks\" box): VACUUM locks the checkpoint database while it runs")
 
     def selection(self) -> dict[str, Any] | None:
         """The selection, or ``None`` to derive it from ``estimate_job``."""
@@ -238,25 +280,30 @@ class ApiJobForm(forms.Form):
         chosen = {k: data[k] for k in ("thread_ids", "filter", "backup_ids") if data.get(k)}
         return chosen or None
 
-    def options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`services.create_job` (besides kind, selection, source job)."""
-        data = self.cleaned_data
-        return {"confirmed": bool(data["confirmed"]), "throttle_delay_s": data["throttle_delay_s"] or 0.0,
-                "max_in_flight": data["max_in_flight"] or 1,
-                "integrity": data["integrity"] is not False, "size_limit_bytes": data["size_limit_bytes"],
-                "force_full_fleet": bool(data.get("force_full_fleet")),
-                "acknowledge_branch_ambiguous": bool(data.get("acknowledge_branch_ambiguous")), **self._retention()}
+    def options(self, source_job: ConversionJob | None = None) -> JobOptions:
+        """The job's :class:`JobOptions` (``source_job``: the job ``estimate_job`` names).
 
-    def _retention(self) -> dict[str, Any]:
+        Raises:
+            InvalidRetention: a retention field for a kind that carries no rule.
+        """
+        data = self.cleaned_data
+        return JobOptions(source_job=source_job, confirmed=bool(data["confirmed"]),
+                          throttle_delay_s=data["throttle_delay_s"] or 0.0, max_in_flight=data["max_in_flight"] or 1,
+                          integrity=data["integrity"] is not False, size_limit_bytes=data["size_limit_bytes"],
+                          force_full_fleet=bool(data.get("force_full_fleet")),
+                          acknowledge_branch_ambiguous=bool(data.get("acknowledge_branch_ambiguous")),
+                          retention=self._retention())
+
+    def _retention(self) -> dict[str, Any] | None:
         data = self.cleaned_data
         given = {k: data[k] for k in ("rule", "keep_last", "protect", "backup", "max_delete_per_run")
                  if data.get(k) is not None}
-        if data["kind"] not in ("prune", "prune_dry_run"):
+        if not kinds.get(data["kind"]).carries_retention:
             if given:
                 raise InvalidRetention(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} only for kind "
                                        "prune_dry_run or prune.")
-            return {}
-        return {"retention": given}
+            return None
+        return given
 
 
 class JobResultsPageForm(forms.Form):
@@ -310,8 +357,6 @@ class RetentionPolicyForm(forms.ModelForm):
 
     def clean_schedule(self) -> str:
         """Celery's crontab must read it."""
-        from dashboard.jobs.policies import InvalidSchedule, parse_schedule
-
         text = " ".join(self.cleaned_data["schedule"].split())
         try:
             parse_schedule(text)
@@ -328,8 +373,6 @@ class RetentionPolicyForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         """The rule as a prune job takes it (:func:`dashboard.jobs.pruning.normalize_retention`)."""
-        from dashboard.jobs.pruning import normalize_retention
-
         super().clean()
         data = self.cleaned_data  # what Form.clean returns (typed Optional for overrides that return None)
         protect = [p for p in (data.get("protect_ids") or "").replace(",", " ").split() if p]

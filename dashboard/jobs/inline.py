@@ -6,17 +6,16 @@ import logging
 import time
 from collections.abc import Callable
 
-from dashboard.jobs.batches import claim_batch
-from dashboard.jobs.errors import (
+from dashboard.errors.jobs import (
     TransientDatabaseError,
 )
+from dashboard.jobs.batches import claim_batch
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.running import Run, record_failure, run_thread
 
 __all__ = ["run_inline"]
 
 log = logging.getLogger("dashboard.jobs")
-Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
 
 
 # -- in-process runner (management command) ----------------------------------

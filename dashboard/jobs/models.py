@@ -24,7 +24,7 @@ from django.utils import timezone
 from deerflow.convert import STATUSES as REPORT_STATUSES
 from deerflow.retention import STATUSES as PRUNE_STATUSES
 
-__all__ = ["ConversionJob", "RetentionPolicy", "ThreadResult"]
+__all__ = ["ConversionJob", "Kind", "ResultStatus", "RetentionPolicy", "State", "ThreadResult"]
 
 
 class ConversionJob(models.Model):
@@ -126,6 +126,10 @@ class ConversionJob(models.Model):
     def finished(self) -> bool:
         """The job reached a final state (nothing will run any more)."""
         return self.state in self.FINAL_STATES
+
+
+#: The job kinds and states by their short names (``Kind.PRUNE``, ``State.RUNNING``).
+Kind, State = ConversionJob.Kind, ConversionJob.State
 
 
 class ResultStatus(StrEnum):

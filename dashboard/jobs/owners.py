@@ -1,6 +1,6 @@
 """Is the process that claimed a ``running`` row still running it?
 
-Asked before a row is taken over (``services._claim``). A redelivered
+Asked before a row is taken over (``dashboard.jobs.running._claim``). A redelivered
 ``jobs.run_thread`` message means the broker believes its worker was lost,
 but Kombu also redelivers when the worker merely lost its broker connection
 for a moment (it restores its unacknowledged messages): then the owner is

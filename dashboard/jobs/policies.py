@@ -19,7 +19,11 @@ from celery.schedules import crontab
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.jobs.errors import JobError
+from dashboard.accounts.models import AuditEntry
+from dashboard.errors.jobs import JobError
+from dashboard.jobs import services
+from dashboard.jobs.models import Kind, RetentionPolicy
+from dashboard.jobs.services import JobOptions
 
 __all__ = ["InvalidSchedule", "parse_schedule", "policy_selection", "run_due_policies", "run_policy"]
 
@@ -73,8 +77,6 @@ def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:
         The :class:`~dashboard.jobs.models.ConversionJob`, or ``None`` when no job could be made (no thread
         matched, a bad rule, a read-only database): ``last_error`` says why.
     """
-    from dashboard.accounts.models import AuditEntry
-    from dashboard.jobs import services
 
     now = now or timezone.now()
     job, error = None, ""
@@ -82,8 +84,9 @@ def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:
                  "backup": policy.backup, "max_delete_per_run": policy.max_delete_per_run}
     try:
         with transaction.atomic():
-            job = services.create_job(None, "prune", policy_selection(policy), confirmed=True, runner="celery",
-                                      launched_by=f"policy:{policy.name}", retention=retention)
+            job = services.create_job(None, Kind.PRUNE, policy_selection(policy),
+                                      JobOptions(confirmed=True, runner="celery",
+                                      launched_by=f"policy:{policy.name}", retention=retention))
             services.launch(job)
     except JobError as exc:
         error = f"{exc.detail} {exc.hint}".strip()
@@ -105,7 +108,6 @@ def run_due_policies(now: dt.datetime | None = None) -> list[dict[str, Any]]:
     Returns:
         ``[{"policy", "job_id", "error"}]`` for the policies that ran (``job_id`` ``None`` when none was made).
     """
-    from dashboard.jobs.models import RetentionPolicy
 
     now = now or timezone.now()
     out = []

@@ -15,11 +15,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from dashboard.accounts.auth import staff_required
+from dashboard.errors import error_page
+from dashboard.jobs import kinds
 from dashboard.jobs.forms import RetentionPolicyForm
-from dashboard.jobs.models import RetentionPolicy
+from dashboard.jobs.models import ConversionJob, RetentionPolicy
 from dashboard.jobs.policies import InvalidSchedule, is_due
-from dashboard.jobs.views import RETENTION_PERMISSION, refusal
-from dashboard.middleware import error_page
 
 __all__ = ["policy_edit", "policy_list"]
 
@@ -36,8 +36,9 @@ def policy_list(request: HttpRequest) -> HttpResponse:
 def policy_edit(request: HttpRequest, policy_id: int | None = None) -> HttpResponse:
     """The policy form (GET, any staff); save it and go back to the list (POST, ``jobs.manage_retention``),
     or show the form's errors (400)."""
-    if request.method == "POST" and not request.user.has_perm(RETENTION_PERMISSION):
-        return error_page(request, refusal(RETENTION_PERMISSION))
+    missing = kinds.missing_permission(request.user, {kinds.kind_permission(ConversionJob.Kind.PRUNE)})
+    if request.method == "POST" and missing:
+        return error_page(request, kinds.refusal(missing))
     policy = get_object_or_404(RetentionPolicy, pk=policy_id) if policy_id is not None else RetentionPolicy()
     form = RetentionPolicyForm(request.POST or None, instance=policy)
     if request.method == "POST":

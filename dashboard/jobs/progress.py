@@ -7,26 +7,14 @@ from dataclasses import dataclass
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from dashboard.jobs import kinds
 from dashboard.jobs.models import ConversionJob, ThreadResult
 
-__all__ = ["SUCCESS", "Progress", "progress", "succeeded"]
-
-#: Per kind, the result statuses that count as success.
-SUCCESS: dict[str, tuple[str, ...]] = {
-    ConversionJob.Kind.DRY_RUN: ("needs_conversion", "already_full"),
-    ConversionJob.Kind.CONVERT: ("converted", "already_full"),
-    ConversionJob.Kind.REVERT: ("reverted",),
-    ConversionJob.Kind.COMPACT_DRY_RUN: ("needs_compaction", "already_delta"),
-    ConversionJob.Kind.COMPACT: ("compacted", "already_delta"),
-    ConversionJob.Kind.PRUNE_DRY_RUN: ("would_prune", "would_delete", "nothing_to_prune"),
-    ConversionJob.Kind.PRUNE: ("pruned", "deleted", "nothing_to_prune"),
-    ConversionJob.Kind.RECLAIM: ("reclaimed",),
-}
-
+__all__ = ["Progress", "progress", "succeeded"]
 
 def succeeded(kind: str, status: str) -> bool:
-    """``status`` is a success for a job of ``kind``."""
-    return status in SUCCESS[kind]
+    """``status`` is a success for a job of ``kind`` (its declared :attr:`JobKind.success`)."""
+    return status in kinds.get(kind).success
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.jobs.errors import InvalidRetention
-from dashboard.runtime import DashboardRuntime
+from dashboard.errors.jobs import InvalidRetention
+from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert
 from deerflow.convert import ThreadReport
 from deerflow.retention import PruneReport, delete_thread, prune_thread, revert_prune
@@ -195,12 +196,8 @@ def to_thread_report(report: PruneReport) -> tuple[ThreadReport, dict[str, Any]]
 
 def is_prune_backup(backup_id: str) -> bool:
     """The backup was written by a prune (a job's ``prune`` row, or ``prune_threads``): a whole-thread backup."""
-    from dashboard.jobs.models import ConversionJob, ThreadResult
-
     if ThreadResult.objects.filter(backup_id=backup_id, job__kind=ConversionJob.Kind.PRUNE).exists():
         return True
-    from dashboard.runtime import get_runtime
-
     info = next((b for b in convert.list_backups(get_runtime().config.database) if b.backup_id == backup_id), None)
     return info is not None and (info.note.startswith(("prune:", "cli:prune_threads")))
 
@@ -213,8 +210,6 @@ def checkpoint_marks(job_id: int, thread_id: str) -> dict[str, Any] | None:
         :data:`MARK_WORDS`; ``reason`` a :data:`REASON_WORDS` text for protected ones, else ``""``), or
         ``None`` when ``job_id`` is no prune job or has no finished row for the thread.
     """
-    from dashboard.jobs.models import ConversionJob, ThreadResult
-
     result = (ThreadResult.objects.select_related("job")
               .filter(job_id=job_id, thread_id=thread_id,
                       job__kind__in=(ConversionJob.Kind.PRUNE_DRY_RUN, ConversionJob.Kind.PRUNE))

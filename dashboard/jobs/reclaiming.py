@@ -1,4 +1,4 @@
-"""Reclaim jobs: give the space a compaction or a purge freed back to the disk (issue 11, item 5).
+"""Reclaim jobs: give the space a compaction or a purge freed back to the disk.
 
 A ``reclaim`` job runs :func:`deerflow.convert.reclaim.reclaim_space` once on
 the checkpoint database: SQLite ``VACUUM`` (then a WAL truncate), Postgres
@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
-from dashboard.jobs.errors import InvalidSelection
+from dashboard.errors.jobs import InvalidSelection
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.writable import check_can_write
 from dashboard.runtime import DashboardRuntime, get_runtime
@@ -68,18 +68,17 @@ class ReclaimPlan:
     tables: tuple[str, ...] = LANGGRAPH_TABLES
 
 
-def plan(rt: DashboardRuntime, *, full: bool = False, source_job: ConversionJob | None = None) -> ReclaimPlan:
-    """The :class:`ReclaimPlan` of a reclaim now (reads sizes; writes nothing).
+def plan(rt: DashboardRuntime, *, full: bool = False, active_backups: int = 0) -> ReclaimPlan:
+    """The :class:`ReclaimPlan` of a reclaim now (reads sizes; writes nothing); ``active_backups``: the backups
+    still active of the job the reclaim follows (:func:`dashboard.jobs.services.active_backups`), shown on the page.
 
     Raises:
         ValueError: the memory backend. FileNotFoundError: no SQLite file. psycopg.Error: Postgres unreachable.
     """
-    from dashboard.jobs.creation import active_backups
-
     database = rt.config.database
     sizes = database_sizes(database)
     total = sum(sizes.values())
-    backups = len(active_backups(source_job)) if source_job is not None else 0
+    backups = active_backups
     if database.backend == "sqlite":
         free = shutil.disk_usage(sqlite_checkpoint_path(database).parent).free
         return ReclaimPlan("sqlite", "VACUUM", sizes, total, free, free >= sizes["file"], backups)

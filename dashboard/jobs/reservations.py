@@ -5,7 +5,8 @@ rewrite, the purge of DeerFlow's history cache after it, and the sweep of reserv
 jobs (the ``prune_threads`` and ``revert_prune`` commands, which rewrite in their own process without a job,
 take :func:`hold_thread` the same way):
 
-* writing kinds (convert, compact, prune and delete-threads, revert of any kind) run their thread inside
+* kinds whose ``writes_threads`` is true (:mod:`dashboard.jobs.kinds`: convert, compact, prune and
+  delete-threads, revert of any kind) run their thread inside
   :func:`hold` (:func:`deerflow.storage.reservation.reserve_checkpoint_write`); dry runs and reclaims take no
   reservation;
 * a thread DeerFlow holds (a run pending or running) is tried :data:`TRIES` times a few seconds apart, then
@@ -37,15 +38,13 @@ from deerflow.runtime.checkpoint_cache import purge_thread
 from deerflow.storage import Reservation, RunInFlightError, owner_id, reserve_checkpoint_write
 from deerflow.storage import release_expired as _release_expired
 
-__all__ = ["COMMITTED", "IN_FLIGHT_HINT", "RUN_IN_FLIGHT", "TRIES", "WRITING_KINDS", "after_rewrite", "hold",
+__all__ = ["COMMITTED", "IN_FLIGHT_HINT", "RUN_IN_FLIGHT", "TRIES", "after_rewrite", "hold",
            "hold_thread", "in_flight", "release_expired"]
 
 log = logging.getLogger("dashboard.jobs")
 
 #: The result status of a thread DeerFlow held (a run pending or running on it): not touched.
 RUN_IN_FLIGHT = "run_in_flight"
-#: The job kinds that rewrite stored threads (``prune`` includes delete-threads).
-WRITING_KINDS = ("convert", "compact", "prune", "revert")
 #: Result statuses of a committed rewrite (the thread's stored checkpoints changed).
 COMMITTED = ("converted", "compacted", "pruned", "deleted", "reverted")
 #: Reservation attempts on a held thread before it is recorded ``run_in_flight``, and the waits between them (s).

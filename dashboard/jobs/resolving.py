@@ -23,8 +23,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from dashboard.errors.jobs import TransientDatabaseError, is_transient
 from dashboard.jobs import selection as sel
-from dashboard.jobs.errors import TransientDatabaseError, is_transient
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.runtime import get_runtime
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from celery.exceptions import TimeLimitExceeded
@@ -14,25 +13,25 @@ from django.db.models import F
 from django.utils import timezone
 
 from dashboard.errors import describe
-from dashboard.errors.outages import describe_storage_failure
-from dashboard.jobs import compaction, owners, pruning, reclaiming, reservations
-from dashboard.jobs.creation import _PRUNE_KINDS
-from dashboard.jobs.errors import (
+from dashboard.errors.jobs import (
     UNEXPECTED_ERROR_HINT,
     WORKER_FULL_MODE_HINT,
     TransientDatabaseError,
     is_transient,
 )
-from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.errors.outages import describe_storage_failure
+from dashboard.jobs import kinds, owners, pruning, reservations
+from dashboard.jobs.kinds import Outcome
+from dashboard.jobs.models import State, ThreadResult
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert, inventory
 from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
+from deerflow.runtime.checkpoint_mode import CheckpointMode
 from deerflow.storage import RunInFlightError
 
-__all__ = ["Run", "record_failure", "run_thread", "unqueue"]
+__all__ = ["TIME_LIMIT_HINT", "Run", "record_failure", "record_outcome", "run_thread", "unqueue"]
 
 log = logging.getLogger("dashboard.jobs")
-Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
 
 
 # -- one thread ---------------------------------------------------------------
@@ -41,14 +40,6 @@ class Run(NamedTuple):
 
     result: ThreadResult
     ran: bool
-
-
-@dataclass
-class _Outcome:
-    report: convert.ThreadReport
-    code: str = ""
-    prune: dict[str, Any] = field(default_factory=dict)
-    deerflow: dict[str, Any] = field(default_factory=dict)
 
 
 def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") -> Run:
@@ -71,18 +62,18 @@ def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") 
     """
     rt = get_runtime()
     token = _claim(rt, result_id, reclaim=reclaim, worker_node=worker_node)
-    result = Result.objects.select_related("job").get(pk=result_id)
+    result = ThreadResult.objects.select_related("job").get(pk=result_id)
     if token is None:
         return Run(result, False)
     try:
         outcome = _execute_reserved(rt, result)
     except Exception as exc:
         if is_transient(exc):
-            Result.objects.filter(pk=result_id, attempts=token).update(status=Result.QUEUED)
+            ThreadResult.objects.filter(pk=result_id, attempts=token).update(status=ThreadResult.QUEUED)
             raise TransientDatabaseError(f"{type(exc).__name__}: {exc}") from exc
         log.exception("job %s: thread %r failed", result.job_id, result.thread_id)
         outcome = _error_outcome(result.thread_id, exc)
-    _record(result_id, token, outcome)
+    record_outcome(result_id, token, outcome)
     result.refresh_from_db()
     return Run(result, True)
 
@@ -107,19 +98,21 @@ def _claim(rt: DashboardRuntime, result_id: int, *, reclaim: bool, worker_node: 
     Kombu restored the message) does nothing: the owner records the thread
     and moves the job on.
     """
-    claim = {"status": Result.RUNNING, "attempts": F("attempts") + 1, "started_at": timezone.now(),
+    claim = {"status": ThreadResult.RUNNING, "attempts": F("attempts") + 1, "started_at": timezone.now(),
              "finished_at": None, **_identity(rt, worker_node)}
     with transaction.atomic():
-        if Result.objects.filter(pk=result_id, status=Result.QUEUED, job__state=State.RUNNING).update(**claim):
-            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
-    owner = Result.objects.filter(pk=result_id, status=Result.RUNNING).values(
+        queued = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.QUEUED, job__state=State.RUNNING)
+        if queued.update(**claim):
+            return ThreadResult.objects.values_list("attempts", flat=True).get(pk=result_id)
+    owner = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.RUNNING).values(
         "worker_host", "worker_pid", "worker_node", "attempts").first()
     if owner is None or not _owner_gone(owner, result_id, reclaim=reclaim):  # may ask another host (seconds)
         return None
     with transaction.atomic():
-        if Result.objects.filter(pk=result_id, status=Result.RUNNING, attempts=owner["attempts"], job__state__in=(
-                State.RUNNING, State.PAUSED, State.CANCELLING)).update(**claim):
-            return Result.objects.values_list("attempts", flat=True).get(pk=result_id)
+        stranded = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.RUNNING, attempts=owner["attempts"],
+                                               job__state__in=(State.RUNNING, State.PAUSED, State.CANCELLING))
+        if stranded.update(**claim):
+            return ThreadResult.objects.values_list("attempts", flat=True).get(pk=result_id)
     return None
 
 
@@ -130,75 +123,64 @@ def _owner_gone(owner: dict[str, Any], result_id: int, *, reclaim: bool) -> bool
     return owner["worker_host"] == socket.gethostname() and owners.owner_alive(owner, result_id) is False
 
 
-def _execute_reserved(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
-    """:func:`_execute`, inside DeerFlow's ``checkpoint_write`` reservation when the job writes
-    (:mod:`dashboard.jobs.reservations`); a thread DeerFlow holds is recorded ``run_in_flight``, untouched."""
-    if result.job.kind in _PRUNE_KINDS and (capped := pruning.cap_outcome(result)) is not None:
-        return _Outcome(capped, pruning.CAP_CODE)
-    if result.job.kind not in reservations.WRITING_KINDS or _refusal(rt, result) is not None:
+def _execute_reserved(rt: DashboardRuntime, result: ThreadResult) -> Outcome:
+    """:func:`_execute`, inside DeerFlow's ``checkpoint_write`` reservation when the kind writes stored threads
+    (:mod:`dashboard.jobs.reservations`); a thread DeerFlow holds is recorded ``run_in_flight``, untouched. A
+    prune past its job's per-run deletion cap is skipped before anything is reserved."""
+    spec = kinds.get(result.job.kind)
+    if spec.carries_retention and (capped := pruning.cap_outcome(result)) is not None:
+        return Outcome(capped, pruning.CAP_CODE)
+    if not spec.writes_threads or _refusal(rt, result, spec) is not None:
         return _execute(rt, result)
     try:
         with reservations.hold(rt, result) as held:
             outcome = _execute(rt, result)
     except RunInFlightError as exc:
         report, deerflow = reservations.in_flight(result.thread_id, exc)
-        return _Outcome(report, reservations.RUN_IN_FLIGHT, deerflow=deerflow)
+        return Outcome(report, reservations.RUN_IN_FLIGHT, deerflow=deerflow)
     outcome.deerflow = reservations.after_rewrite(rt, result.thread_id, outcome.report.status, held)
     return outcome
 
 
-def _execute(rt: DashboardRuntime, result: ThreadResult) -> _Outcome:
+def _execute(rt: DashboardRuntime, result: ThreadResult) -> Outcome:
+    """Run the row by its kind's dispatch (:mod:`dashboard.jobs.kinds`), unless this worker must refuse it.
+
+    ``spec.writes_threads`` says whether the dispatch rewrites a stored thread (a writing job's row).
+    """
     job = result.job
-    refusal = _refusal(rt, result)
+    spec = kinds.get(job.kind)
+    refusal = _refusal(rt, result, spec)
     if refusal is not None:
         return refusal
-    database, note = rt.config.database, f"dashboard job {job.pk}"
-    if job.kind == Kind.RECLAIM:
-        return _Outcome(reclaiming.run_one(rt, job))
-    if job.kind in _PRUNE_KINDS:
-        report, lists = pruning.run_one(rt, result.thread_id, job.retention, dry_run=job.kind == Kind.PRUNE_DRY_RUN,
-                                        note=note, retried=result.attempts > 1)
-        return _Outcome(report, prune=lists)
-    if job.kind == Kind.REVERT and pruning.is_prune_backup(result.backup_id):
-        report, lists = pruning.revert_one(rt, result.backup_id)
-        return _Outcome(report, prune=lists)
-    if job.kind in (Kind.COMPACT_DRY_RUN, Kind.COMPACT):
-        return _Outcome(compaction.run_one(rt, result.thread_id, dry_run=job.kind == Kind.COMPACT_DRY_RUN,
-                                           integrity=job.integrity, note=note, retried=result.attempts > 1))
-    if job.kind == Kind.DRY_RUN:
-        return _Outcome(convert.dry_run_thread(database, result.thread_id, integrity=job.integrity,
-                                               acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous))
-    if job.kind == Kind.REVERT:
-        return _Outcome(convert.revert_thread(database, result.backup_id))
-    report = convert.convert_thread(database, result.thread_id, integrity=job.integrity, note=note,
-                                    acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous)
-    return _Outcome(_recover_committed(rt, result, report, note))
+    note = f"dashboard job {job.pk}"
+    return spec.dispatch(rt, result, note)
 
 
-def _refusal(rt: DashboardRuntime, result: ThreadResult) -> _Outcome | None:
+def _refusal(rt: DashboardRuntime, result: ThreadResult, spec: kinds.JobKind) -> Outcome | None:
     """A 503 when config.yaml drifted; the spec's 409 when this full-mode process would need a delta reader."""
     try:
         rt.check_drift()
     except CheckpointModeReconfigurationError as exc:
         view = describe(exc)
         return _refused(result.thread_id, view.detail, view.hint, view.code)
-    if rt.mode == "delta" or (result.job.kind not in (Kind.COMPACT_DRY_RUN, Kind.COMPACT, *_PRUNE_KINDS)
-                              and not _needs_delta_reader(rt, result)):
+    if rt.mode == CheckpointMode.DELTA or not _needs_delta_reader(rt, result, spec):
         return None
     view = describe(CheckpointModeMismatchError(thread_id=result.thread_id))
     return _refused(result.thread_id, view.detail, WORKER_FULL_MODE_HINT, view.code)
 
 
-def _needs_delta_reader(rt: DashboardRuntime, result: ThreadResult) -> bool:
-    if result.job.kind == Kind.REVERT:
-        return True  # the restored rows are delta rows, verified by replaying them
+def _needs_delta_reader(rt: DashboardRuntime, result: ThreadResult, spec: kinds.JobKind) -> bool:
+    """The row needs a delta-mode worker: always for :attr:`WorkerMode.DELTA` kinds, never for ``ANY``, and for
+    ``THREAD`` kinds when the thread is in delta mode."""
+    if spec.worker_mode != kinds.WorkerMode.THREAD:
+        return spec.worker_mode == kinds.WorkerMode.DELTA
     summary = inventory.get_thread_summary(rt.saver, result.thread_id)
-    return summary is not None and summary.mode == "delta"
+    return summary is not None and summary.mode == CheckpointMode.DELTA
 
 
-def _refused(thread_id: str, detail: str, hint: str, code: str) -> _Outcome:
-    return _Outcome(convert.ThreadReport(thread_id=thread_id, status=Result.REFUSED, error=detail, hint=hint),
-                    code)
+def _refused(thread_id: str, detail: str, hint: str, code: str) -> Outcome:
+    return Outcome(convert.ThreadReport(thread_id=thread_id, status=ThreadResult.REFUSED, error=detail, hint=hint),
+                   code)
 
 
 TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME_LIMIT_S, kept below the broker's "
@@ -206,30 +188,22 @@ TIME_LIMIT_HINT = ("The thread task ran past its time limit (DASHBOARD_TASK_TIME
                    "then retry the job (docs/reliability.md, 'Brokers').")
 
 
-def _error_outcome(thread_id: str, exc: Exception) -> _Outcome:
+def _error_outcome(thread_id: str, exc: Exception) -> Outcome:
     storage = describe_storage_failure(exc)  # a read-only database, a failing disk: its code and hint
     if storage is not None:
         code, detail, hint = storage
-        return _Outcome(convert.ThreadReport(thread_id=thread_id, status=Result.ERROR, error=detail, hint=hint), code)
-    report = convert.ThreadReport(thread_id=thread_id, status=Result.ERROR,
+        return Outcome(convert.ThreadReport(thread_id=thread_id, status=ThreadResult.ERROR, error=detail, hint=hint),
+                       code)
+    report = convert.ThreadReport(thread_id=thread_id, status=ThreadResult.ERROR,
                                   error=f"{type(exc).__name__}: {exc}", hint=UNEXPECTED_ERROR_HINT)
-    return _Outcome(report, "unexpected_error")
+    return Outcome(report, "unexpected_error")
 
 
-def _recover_committed(rt: DashboardRuntime, result: ThreadResult, report: convert.ThreadReport,
-                       note: str) -> convert.ThreadReport:
-    """A retried row whose earlier attempt committed but died before recording: report that conversion."""
-    if report.status != "already_full" or result.attempts < 2:
-        return report
-    mine = [b for b in convert.list_backups(rt.config.database, result.thread_id)
-            if b.note == note and b.status == "active"]
-    if mine:
-        report.status, report.backup_id = "converted", mine[0].backup_id
-        report.hint = "Converted by an earlier attempt of this job whose worker stopped before recording it."
-    return report
+def record_outcome(result_id: int, token: int, outcome: Outcome) -> bool:
+    """Record ``outcome`` on the row if it is still ``running`` under claim number ``token``.
 
-
-def _record(result_id: int, token: int, outcome: _Outcome) -> bool:
+    Returns false (and records nothing) when a newer attempt superseded this one.
+    """
     r = outcome.report
     fields: dict[str, Any] = {
         "status": r.status, "checkpoints_total": r.checkpoints_total,
@@ -241,7 +215,7 @@ def _record(result_id: int, token: int, outcome: _Outcome) -> bool:
     }
     if r.backup_id:
         fields["backup_id"] = r.backup_id
-    n = Result.objects.filter(pk=result_id, status=Result.RUNNING, attempts=token).update(**fields)
+    n = ThreadResult.objects.filter(pk=result_id, status=ThreadResult.RUNNING, attempts=token).update(**fields)
     if not n:
         log.warning("result %s: attempt %s was superseded; its outcome %s is not recorded", result_id, token, r.status)
     return bool(n)
@@ -257,23 +231,19 @@ def record_failure(result_id: int, exc: BaseException) -> int | None:
     committed = _committed_by(result_id) if timed_out else None
     if committed is not None:  # stopped after its transaction committed: the row says what happened
         status, backup_id = committed
-        Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
+        ThreadResult.objects.filter(pk=result_id, status__in=ThreadResult.IN_FLIGHT).update(
             status=status, backup_id=backup_id, error="", error_code="",
             hint=f"The task ran past its time limit after its transaction committed: the thread was rewritten "
                  f"(backup {backup_id}); only the recording of its figures was cut short.",
             finished_at=timezone.now())
-        return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
-    Result.objects.filter(pk=result_id, status__in=Result.IN_FLIGHT).update(
-        status=Result.ERROR, error=f"{type(exc).__name__}: {exc}",
+        return ThreadResult.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
+    ThreadResult.objects.filter(pk=result_id, status__in=ThreadResult.IN_FLIGHT).update(
+        status=ThreadResult.ERROR, error=f"{type(exc).__name__}: {exc}",
         error_code="time_limit" if timed_out else "task_failed",
         hint=TIME_LIMIT_HINT if timed_out else
         "The task failed after its retries (database unreachable or locked). Retry the job later.",
         finished_at=timezone.now())
-    return Result.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
-
-
-#: The job kinds whose committed rewrite leaves an active backup noted with the job, and the status it records.
-_COMMITTED_STATUS: dict[str, str] = {Kind.CONVERT: "converted", Kind.COMPACT: "compacted"}
+    return ThreadResult.objects.filter(pk=result_id).values_list("job_id", flat=True).first()
 
 
 def _committed_by(result_id: int) -> tuple[str, str] | None:
@@ -283,8 +253,9 @@ def _committed_by(result_id: int) -> tuple[str, str] | None:
     the same transaction, noted ``dashboard job <id>``) is the proof that it committed. Any failure to look answers
     ``None`` (the row is then recorded as timed out, as before).
     """
-    row = Result.objects.select_related("job").filter(pk=result_id).first()
-    if row is None or row.job.kind not in _COMMITTED_STATUS:
+    row = ThreadResult.objects.select_related("job").filter(pk=result_id).first()
+    status = kinds.get(row.job.kind).committed_status if row is not None else ""
+    if row is None or not status:
         return None
     note = f"dashboard job {row.job_id}"
     try:
@@ -293,9 +264,9 @@ def _committed_by(result_id: int) -> tuple[str, str] | None:
     except Exception:  # noqa: BLE001 - the database is unreachable: record the time limit as before
         log.exception("result %s: could not look for a committed backup", result_id)
         return None
-    return (_COMMITTED_STATUS[row.job.kind], mine[0].backup_id) if mine else None
+    return (status, mine[0].backup_id) if mine else None
 
 
 def unqueue(result_id: int) -> None:
     """Put a queued row back to pending (its task could not be sent); the next dispatch picks it up."""
-    Result.objects.filter(pk=result_id, status=Result.QUEUED).update(status=Result.PENDING)
+    ThreadResult.objects.filter(pk=result_id, status=ThreadResult.QUEUED).update(status=ThreadResult.PENDING)

@@ -99,6 +99,12 @@ class JobBody(pydantic.BaseModel):
     max_delete_per_run: Annotated[int, Field(ge=0, le=MAX_STORED_INT)] | None = None
     """Prune kinds: the most threads one run prunes or deletes (0: none this run)."""
     dry_run: Flag | None = None
+    confirm: Flag | None = None
+    """Reclaim: ``true``, the page's confirmation."""
+    full: Flag | None = None
+    """Reclaim: ``VACUUM FULL`` on Postgres."""
+    source_job: StoredCount | None = None
+    """Reclaim: the job whose freed rows it gives back."""
 
 
 def _code_for(field: str) -> str:

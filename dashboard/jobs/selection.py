@@ -26,11 +26,13 @@ from typing import Any
 
 from django.conf import settings
 
-from dashboard.jobs.errors import IdTooLong, InvalidSelection, SelectionTooLarge, UnknownThreads
+from dashboard.errors.jobs import IdTooLong, InvalidSelection, SelectionTooLarge, UnknownThreads
+from dashboard.jobs import kinds
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
 from deerflow.convert import list_backups
 from deerflow.inventory import deerflow_tables
+from deerflow.retention import select_threads
 from deerflow.storage import has_sql_tables, reader_for
 
 __all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_request_bounds", "check_threads_exist",
@@ -39,7 +41,6 @@ __all__ = ["FILTER_KEYS", "MAX_ID_LENGTH", "MAX_SELECTED_IDS", "Target", "check_
 FILTER_KEYS = ("mode", "thread_class", "q", "owner", "updated_before", "updated_after")
 #: The filter keys of prune jobs: :data:`FILTER_KEYS` and ``idle_days``.
 PRUNE_FILTER_KEYS = (*FILTER_KEYS, "idle_days")
-_PRUNE_KINDS = ("prune_dry_run", "prune")
 #: Ids one request may list (``thread_ids`` or ``backup_ids``); larger selections are filters.
 MAX_SELECTED_IDS = 1000
 #: Characters in one thread or backup id (DeerFlow's are UUIDs; backups are 64 at most).
@@ -62,10 +63,11 @@ def normalize(kind: str, selection: dict[str, Any]) -> dict[str, Any]:
     if len(keys) != 1:
         raise InvalidSelection("Give exactly one of thread_ids, filter (with at least one criterion) or backup_ids.")
     key = keys[0]
-    if (key == "backup_ids") != (kind == "revert"):
+    selects = kinds.get(kind).selects
+    if (key == "backup_ids") != (selects == kinds.Selects.BACKUPS):
         raise InvalidSelection("A revert job selects backups (backup_ids); other jobs select threads.")
     if key == "filter":
-        return {"filter": _normalize_filter(selection["filter"], prune=kind in _PRUNE_KINDS)}
+        return {"filter": _normalize_filter(selection["filter"], prune=selects == kinds.Selects.ANY_THREADS)}
     return {key: _unique_strings(selection[key], key)}
 
 
@@ -226,8 +228,6 @@ def _filter_pages(rt: DashboardRuntime, f: dict[str, Any]):
     """
     idle = None
     if f.get("idle_days") is not None:
-        from deerflow.retention import select_threads
-
         idle = set(select_threads(rt.config.database, idle_days=float(f["idle_days"])))
     mode = None if f.get("mode") == "any" else f.get("mode") or "delta"
     before = _instant(f["updated_before"], "updated_before") if f.get("updated_before") else None

@@ -30,28 +30,21 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from dashboard.jobs import dispatching, reclaiming, stalls
+from dashboard.errors.jobs import InvalidTransition
+from dashboard.jobs import dispatching, kinds, reclaiming, stalls
 from dashboard.jobs.batches import Batch, claim_batch
-from dashboard.jobs.creation import _WRITES, active_backups, create_job, is_finished_dry_run
-from dashboard.jobs.errors import InvalidTransition
+from dashboard.jobs.creation import JobOptions, active_backups, create_job, is_finished_dry_run
 from dashboard.jobs.inline import run_inline
-from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs.models import ConversionJob, Kind, State, ThreadResult
 from dashboard.jobs.progress import succeeded
-from dashboard.jobs.running import TIME_LIMIT_HINT as TIME_LIMIT_HINT  # noqa: E402
 from dashboard.jobs.running import Run, record_failure, run_thread, unqueue
 
-# Private names other modules and tests reach through this module (re-exported as they were).
-from dashboard.jobs.running import _claim as _claim  # noqa: E402,I001 - dashboard.jobs.owners, stalls
-from dashboard.jobs.running import _Outcome as _Outcome  # noqa: E402
-from dashboard.jobs.running import _record as _record  # noqa: E402
-
 __all__ = [
-    "Batch", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run", "launch", "pause",
-    "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
+    "Batch", "JobOptions", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run",
+    "launch", "pause", "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
 ]
 
 log = logging.getLogger("dashboard.jobs")
-Job, Result, State, Kind = ConversionJob, ThreadResult, ConversionJob.State, ConversionJob.Kind
 
 # -- launch -------------------------------------------------------------------
 def launch(job: ConversionJob) -> None:
@@ -59,7 +52,7 @@ def launch(job: ConversionJob) -> None:
 
     A broker that cannot be reached pauses the job (resume it once the
     broker is back) and the broker's error propagates, so pages and the API
-    answer 503 with its hint (``dashboard.outages``) instead of leaving a
+    answer 503 with its hint (``dashboard.errors.outages``) instead of leaving a
     job ``queued`` that nothing will ever start.
     """
     if job.runner == "celery":
@@ -70,10 +63,10 @@ def _send_dispatch(job_id: int) -> None:
     try:
         dispatching.send(job_id)
     except (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError) as exc:
-        Job.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
+        ConversionJob.objects.filter(pk=job_id, state__in=(State.QUEUED, State.RUNNING)).update(
             state=State.PAUSED, revision=F("revision") + 1)
         # A job still resolving its filter has no threads to resume: it is cancelled; launch it again.
-        Job.objects.filter(pk=job_id, state=State.RESOLVING).update(
+        ConversionJob.objects.filter(pk=job_id, state=State.RESOLVING).update(
             state=State.CANCELLED, finished_at=timezone.now(), revision=F("revision") + 1)
         log.warning("job %s paused: the broker cannot be reached (%s); resume it once the broker is back",
                     job_id, exc)
@@ -82,7 +75,7 @@ def _send_dispatch(job_id: int) -> None:
 
 # -- operator actions --------------------------------------------------------
 def _transition(job: ConversionJob, sources: tuple[str, ...], target: str, verb: str) -> None:
-    n = Job.objects.filter(pk=job.pk, state__in=sources).update(state=target, revision=F("revision") + 1)
+    n = ConversionJob.objects.filter(pk=job.pk, state__in=sources).update(state=target, revision=F("revision") + 1)
     if not n:
         job.refresh_from_db(fields=["state"])
         raise InvalidTransition(f"Job {job.pk} is {job.get_state_display()}; it cannot be {verb}.")
@@ -96,7 +89,7 @@ def pause(job: ConversionJob) -> ConversionJob:
     """
     with transaction.atomic():
         _transition(job, (State.QUEUED, State.RUNNING), State.PAUSED, "paused")
-        job.results.filter(status=Result.QUEUED).update(status=Result.PENDING)
+        job.results.filter(status=ThreadResult.QUEUED).update(status=ThreadResult.PENDING)
     job.refresh_from_db()
     return job
 
@@ -109,7 +102,7 @@ def resume(job: ConversionJob) -> ConversionJob:
     """
     with transaction.atomic():
         _transition(job, (State.PAUSED,), State.RUNNING, "resumed")
-        Job.objects.filter(pk=job.pk).update(runner="celery")
+        ConversionJob.objects.filter(pk=job.pk).update(runner="celery")
         job.refresh_from_db()
         launch(job)
     return job
@@ -127,8 +120,8 @@ def cancel(job: ConversionJob) -> ConversionJob:
     with transaction.atomic():
         _transition(job, (State.RESOLVING, State.QUEUED, State.RUNNING, State.PAUSED, State.CANCELLING),
                     State.CANCELLING, "cancelled")
-        job.results.filter(status__in=(Result.PENDING, Result.QUEUED)).update(
-            status=Result.SKIPPED, error="Cancelled before it ran.", finished_at=timezone.now())
+        job.results.filter(status__in=(ThreadResult.PENDING, ThreadResult.QUEUED)).update(
+            status=ThreadResult.SKIPPED, error="Cancelled before it ran.", finished_at=timezone.now())
     stalls.recover_abandoned(_never_sent, job=job)
     claim_batch(job.pk)
     job.refresh_from_db()
@@ -145,38 +138,40 @@ def retry(job: ConversionJob, user: Any) -> ConversionJob:
     Raises:
         InvalidTransition: the job has not finished, or nothing failed.
     """
-    failed = [r for r in job.results.all() if r.status not in (Result.SKIPPED, *Result.OPEN)
+    failed = [r for r in job.results.all() if r.status not in (ThreadResult.SKIPPED, *ThreadResult.OPEN)
               and not succeeded(job.kind, r.status)]
     if not job.finished or not failed:
         raise InvalidTransition(f"Job {job.pk} has no failed thread to retry (state {job.state}).")
-    if job.kind == Kind.RECLAIM:  # one row, the database: the same vacuum again
+    spec = kinds.get(job.kind)
+    if spec.selects == kinds.Selects.DATABASE:  # one row, the database: the same vacuum again
         new = reclaiming.create_reclaim_job(user, full=bool(job.reclaim.get("full")), source_job=job.source_job,
                                             launched_by=job.launched_by if user is None else "")
         new.parent = job
         new.save(update_fields=["parent"])
         launch(new)
         return new
-    chosen = ({"backup_ids": [r.backup_id for r in failed]} if job.kind == Kind.REVERT
+    chosen = ({"backup_ids": [r.backup_id for r in failed]} if spec.selects == kinds.Selects.BACKUPS
               else {"thread_ids": [r.thread_id for r in failed]})
-    new = create_job(user, job.kind, chosen, source_job=job.source_job, parent=job,
-                     throttle_delay_s=job.throttle_delay_s, max_in_flight=job.max_in_flight,
-                     integrity=job.integrity, confirmed=job.confirmed, size_limit_bytes=job.size_limit_bytes,
-                     retention=job.retention or None, launched_by=job.launched_by if user is None else "",
-                     acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous)
+    new = create_job(user, job.kind, chosen, JobOptions(
+        source_job=job.source_job, parent=job, throttle_delay_s=job.throttle_delay_s,
+        max_in_flight=job.max_in_flight, integrity=job.integrity, confirmed=job.confirmed,
+        size_limit_bytes=job.size_limit_bytes, retention=job.retention or None,
+        launched_by=job.launched_by if user is None else "",
+        acknowledge_branch_ambiguous=job.acknowledge_branch_ambiguous))
     launch(new)
     return new
 
 
-def revert(job: ConversionJob, user: Any, **options: Any) -> ConversionJob:
-    """A revert job restoring every thread ``job`` converted, from the backups it wrote.
+def revert(job: ConversionJob, user: Any) -> ConversionJob:
+    """A revert job restoring every thread ``job`` rewrote, from the backups it wrote.
 
     Raises:
-        InvalidTransition: ``job`` is not a finished conversion.
-        NothingToConvert: it converted nothing.
+        InvalidTransition: ``job`` is not a finished conversion, compaction or prune.
+        NothingToConvert: it rewrote nothing.
     """
-    if job.kind not in _WRITES or not job.finished:
+    if not kinds.get(job.kind).revertible or not job.finished:
         raise InvalidTransition(f"Job {job.pk} is not a finished conversion; there is nothing to revert yet.")
-    new = create_job(user, Kind.REVERT, source_job=job, throttle_delay_s=job.throttle_delay_s,
-                     max_in_flight=job.max_in_flight, **options)
+    new = create_job(user, Kind.REVERT, None, JobOptions(source_job=job, throttle_delay_s=job.throttle_delay_s,
+                                                         max_in_flight=job.max_in_flight))
     launch(new)
     return new

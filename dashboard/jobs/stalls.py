@@ -16,7 +16,7 @@ longer than a threshold past their due time (``queued_at``: send time plus
 countdown) and sends one task per row again, through the caller's ``send``
 (the beat task ``jobs.requeue_stalled`` and the ``requeue_stalled_threads``
 command both pass ``jobs.run_thread``). Sending twice is safe: a worker claims a row only
-while it is ``queued`` (``services._claim``), so a duplicate finds it taken
+while it is ``queued`` (``dashboard.jobs.running._claim``), so a duplicate finds it taken
 and does nothing. The threshold must exceed how long a message may wait in
 a busy queue, or a healthy backlog gets duplicate (harmless, no-op) tasks.
 """

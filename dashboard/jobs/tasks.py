@@ -28,8 +28,8 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from dashboard.celery import mode_queue
+from dashboard.errors.jobs import TransientDatabaseError
 from dashboard.jobs import policies, reservations, resolving, services, stalls
-from dashboard.jobs.errors import TransientDatabaseError
 
 __all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_due_policies", "run_thread", "send_again"]
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from dashboard.jobs.errors import DELTA_WORKER_COMMAND
+from dashboard.errors.jobs import DELTA_WORKER_COMMAND
+from dashboard.fleet.processes import process_rows
 from dashboard.jobs.tasks import THREAD_QUEUE
 
 __all__ = ["WorkerCheck", "check_delta_workers", "job_runnability", "registry_check"]
@@ -70,8 +71,6 @@ def registry_check(now=None) -> WorkerCheck:
         ``ok`` with the delta workers' names, or ``none`` with ``detail`` saying why: no worker heartbeat
         at all, or only workers that do not consume the queue (full-mode workers, named in ``others``).
     """
-    from dashboard.fleet.processes import process_rows
-
     live = [r for r in process_rows(now) if r["role"] == "worker" and r["state"] == "live"]
     delta = sorted(r["name"] for r in live if THREAD_QUEUE in (r["queues"] or []) and r["mode"] == "delta")
     others = sorted(f"{r['name']} ({r['mode']} mode)" for r in live if r["name"] not in delta)

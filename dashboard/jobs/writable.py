@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from dashboard.jobs.errors import ReadOnlyDatabase
+from dashboard.errors.jobs import ReadOnlyDatabase
 from deerflow.config import DatabaseConfig
 from deerflow.storage import Dialect, sqlite_checkpoint_path
 

@@ -1,4 +1,4 @@
-"""JSON API over the thread services (the stable contract of issue 2).
+"""JSON API over the thread services (the stable contract in docs/api.md).
 
 ``GET /api/threads`` · ``GET /api/threads/<id>/state`` · ``GET /api/threads/<id>/history``.
 Errors are ``{"detail", "hint"}`` with the status from :mod:`dashboard.errors`.
@@ -13,9 +13,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from dashboard.accounts.auth import api_staff_required
-from dashboard.errors import HANDLED, describe, invalid_parameters
+from dashboard.errors import HANDLED, describe, invalid_parameters, json_error
 from dashboard.errors.middleware import not_allowed_view
-from dashboard.middleware import json_error
 from dashboard.runtime import get_runtime
 from dashboard.threads import services
 from dashboard.threads.forms import HistoryQueryForm, StateQueryForm, ThreadListForm

@@ -1,7 +1,7 @@
 """Keys for the template fragments the hot pages cache (Django's ``{% cache %}`` tag, the default cache).
 
-Rendering dominates the list and thread pages (about three quarters of a
-request's time, issue 15 item 7), and their biggest parts are pure functions
+Rendering dominates the list and thread pages (most of a
+request's time), and their biggest parts are pure functions
 of data the view already holds. A fragment is cached under a digest of
 everything its HTML is drawn from, so a changed input is a new key, never
 stale HTML: there is nothing to invalidate, and entries expire after

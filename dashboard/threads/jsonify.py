@@ -1,6 +1,6 @@
 """Turn materialized channel values into JSON values for the API.
 
-Messages become ``message.model_dump()`` dicts (issue 2's API contract);
+Messages become ``message.model_dump()`` dicts (the JSON API's contract, docs/api.md);
 other values pass through when JSON-native, pydantic models are dumped,
 and anything else (an ``Overwrite`` wrapper, bytes, a custom object left by
 middleware) is shown as ``{"__repr__": "..."}`` rather than dropped.

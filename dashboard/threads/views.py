@@ -12,13 +12,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
-from dashboard.errors import HANDLED, ErrorView, describe, invalid_parameters
+from dashboard.errors import HANDLED, ErrorView, describe, error_page, invalid_parameters
 from dashboard.fragments import is_htmx, wants_fragment
-from dashboard.jobs import provenance
-from dashboard.jobs.pruning import checkpoint_marks
-from dashboard.middleware import error_page
 from dashboard.runtime import get_runtime
-from dashboard.threads import fragments, services, storage
+from dashboard.threads import extensions, fragments, services, storage
 from dashboard.threads.diff import diff_values
 from dashboard.threads.forms import (
     HistoryPageForm,
@@ -150,7 +147,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
         namespaces = services.page_namespaces(rt, thread_id)
         writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns, stored=state.pending_writes)
-        jobs = provenance.thread_jobs(thread_id)
+        jobs = extensions.current().thread_jobs(thread_id)
         deerflow = services.deerflow_facts(rt, thread_id)
     except HANDLED as exc:
         return render_error(request, exc, thread_id=thread_id, summary=services.thread_summary_or_none(rt, thread_id))
@@ -247,5 +244,5 @@ def _thread_history(request: HttpRequest, thread_id: str) -> HttpResponse:
         "history_key": history_key,
         "thread_id": thread_id, "rows": rows, "tree": tree, "lanes_after": lanes_after,
         "next_before": next_before, "checkpoint_ns": checkpoint_ns, "prune_job": prune_job,
-        "prune": checkpoint_marks(prune_job, thread_id) if prune_job else None,
+        "prune": extensions.current().checkpoint_marks(prune_job, thread_id) if prune_job else None,
     })

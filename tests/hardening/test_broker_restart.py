@@ -53,8 +53,8 @@ import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": %s}, confirmed=True, max_in_flight=%d,
-                              launched_by="test_broker_restart")
+    job = services.create_job(None, "convert", {"thread_ids": %s}, services.JobOptions(
+        confirmed=True, max_in_flight=%d, launched_by="test_broker_restart"))
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
 """

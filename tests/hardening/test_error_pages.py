@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import Client
 
-from dashboard.notfound import CSRF_API_HINT, CSRF_PAGE_HINT
+from dashboard.errors.handlers import CSRF_API_HINT, CSRF_PAGE_HINT
 from tests.dashboard.html import parse
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Which database errors are outages, and what they are called (:mod:`dashboard.outages`).
+"""Which database errors are outages, and what they are called (:mod:`dashboard.errors.outages`).
 
 A missing table or column means the dashboard's migrations were not (all)
 applied: an operator's setup step, answered 503 with "run migrate". Any other
@@ -17,7 +17,7 @@ import dj_database_url
 import pytest
 from django.db import utils as db_utils
 
-from dashboard.outages import describe_outage, is_outage
+from dashboard.errors.outages import describe_outage, is_outage
 from tests import fixtures_real
 
 

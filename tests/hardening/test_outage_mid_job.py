@@ -16,6 +16,7 @@ import pytest
 
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.services import JobOptions
 from deerflow import convert
 from tests import fixtures_real
 
@@ -57,8 +58,8 @@ def test_connection_cut_before_commit_then_retry(postgres_fixture_db_rw, runtime
 
     monkeypatch.setattr(convert, "convert_thread",
                         lambda *args, **kwargs: real_convert(*args, before_commit=cut_before_commit, **kwargs))
-    job = services.create_job(None, ConversionJob.Kind.CONVERT, {"thread_ids": [THREAD]}, confirmed=True,
-                              runner="inline", launched_by="test")
+    job = services.create_job(None, ConversionJob.Kind.CONVERT, {"thread_ids": [THREAD]}, JobOptions(confirmed=True,
+                              runner="inline", launched_by="test"))
     job = services.run_inline(job, sleep=lambda seconds: None)
 
     assert cuts == [1, 1, 1]  # three attempts (the task's retry policy), each cut before commit

@@ -22,6 +22,7 @@ from psycopg_pool import PoolTimeout
 
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.services import JobOptions
 from deerflow import convert
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.storage.pool import ServerUnreachable
@@ -143,8 +144,8 @@ def test_a_restart_before_commit_rolls_the_conversion_back_and_the_retry_convert
 
     monkeypatch.setattr(convert, "convert_thread", lambda *args, **kwargs: real_convert(
         *args, before_commit=restart_before_the_first_commit, **kwargs))
-    job = services.create_job(None, ConversionJob.Kind.CONVERT, {"thread_ids": [THREAD]}, confirmed=True,
-                              runner="inline", launched_by="test")
+    job = services.create_job(None, ConversionJob.Kind.CONVERT, {"thread_ids": [THREAD]}, JobOptions(confirmed=True,
+                              runner="inline", launched_by="test"))
     job = services.run_inline(job, sleep=lambda seconds: None)
 
     assert seen_after_restart == [original], "the restart did not roll the uncommitted rewrite back"

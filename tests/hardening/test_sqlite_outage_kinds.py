@@ -1,5 +1,5 @@
 """On SQLite only a real outage is a 503: a SQL bug (``sqlite3.DatabaseError`` includes
-``ProgrammingError`` and ``IntegrityError``) stays a bug (:mod:`dashboard.outages`).
+``ProgrammingError`` and ``IntegrityError``) stays a bug (:mod:`dashboard.errors.outages`).
 
 The errors are raised by a real SQLite file, raw (as LangGraph's saver lets them
 out) and translated by ``deerflow``'s reader (:class:`deerflow.errors.StorageError`).
@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from dashboard.outages import describe_outage, is_outage
+from dashboard.errors.outages import describe_outage, is_outage
 from deerflow.errors import StorageQueryError, StorageUnavailableError
 from deerflow.storage.sqlread import Tx
 
@@ -93,10 +93,10 @@ def test_a_file_that_is_not_a_database_is_an_outage(tmp_path):
 
 
 def test_the_middleware_answers_503_for_an_outage_and_500_for_a_bug(conn, tmp_path):
-    """:class:`dashboard.middleware.OutageMiddleware` lets a bug through (Django answers 500) and catches an outage."""
+    """The outage middleware lets a bug through (Django answers 500) and catches an outage."""
     from django.test import RequestFactory
 
-    from dashboard.middleware import OutageMiddleware
+    from dashboard.errors.middleware import OutageMiddleware
 
     middleware = OutageMiddleware(lambda request: None)
     request = RequestFactory().get("/api/threads")

@@ -86,8 +86,8 @@ def test_a_storage_failure_mid_job_records_its_code_and_hint(delta_rt, failure, 
         raise raised
 
     monkeypatch.setattr("deerflow.convert.convert_thread", failing)
-    job = services.create_job(None, ConversionJob.Kind.CONVERT, {"thread_ids": DELTA_SMALL[:1]}, confirmed=True,
-                              launched_by="test")
+    job = services.create_job(None, ConversionJob.Kind.CONVERT, {"thread_ids": DELTA_SMALL[:1]},
+                              services.JobOptions(confirmed=True, launched_by="test"))
     services.claim_batch(job.pk)
     row = job.results.get()
     services.run_thread(row.pk)

@@ -361,7 +361,8 @@ from dashboard.jobs import services
 from dashboard.jobs.models import ThreadResult
 out = {}
 for thread in %s:
-    job = services.create_job(None, "convert", {"thread_ids": [thread]}, confirmed=True, launched_by="crash-trials")
+    job = services.create_job(None, "convert", {"thread_ids": [thread]},
+                              services.JobOptions(confirmed=True, launched_by="crash-trials"))
     out[thread] = {"job_id": job.pk, "result_id": ThreadResult.objects.get(job=job).pk}
 print("RESULT " + json.dumps(out))
 """

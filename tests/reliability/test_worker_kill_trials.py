@@ -49,7 +49,8 @@ import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": [%r]}, confirmed=True, launched_by="kill-trial")
+    job = services.create_job(None, "convert", {"thread_ids": [%r]},
+                              services.JobOptions(confirmed=True, launched_by="kill-trial"))
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
 """

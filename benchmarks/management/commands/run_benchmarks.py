@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.common import DEFAULT_ADMIN_URL
 from benchmarks.runner import BENCHMARKS, run_all
-from dashboard.outages import redact
+from dashboard.errors.outages import redact
 
 
 class Command(BaseCommand):

@@ -6,7 +6,10 @@ from typing import Any
 
 from django import template
 
+from dashboard.jobs.models import ThreadResult
 from dashboard.jobs.progress import succeeded
+from dashboard.jobs.provenance import revertible as check
+from dashboard.jobs.pruning import REASON_WORDS
 
 register = template.Library()
 
@@ -27,9 +30,9 @@ def duration(seconds: float | None) -> str:
 @register.filter
 def outcome(result) -> str:
     """CSS class of a result row: ``ok``, ``failed``, ``skipped`` or ``open``."""
-    if result.status in ("pending", "queued", "running"):
+    if result.status in ThreadResult.OPEN:
         return "open"
-    if result.status == "skipped":
+    if result.status == ThreadResult.SKIPPED:
         return "skipped"
     return "ok" if succeeded(result.job.kind, result.status) else "failed"
 
@@ -119,8 +122,6 @@ def runner_words(runner: str) -> str:
 @register.filter
 def revertible(result) -> bool:
     """See :func:`dashboard.jobs.provenance.revertible`."""
-    from dashboard.jobs.provenance import revertible as check
-
     return check(result)
 
 
@@ -142,8 +143,6 @@ def prune_list(result, key: str) -> list:
 @register.filter
 def reason_words(reason: str) -> str:
     """Why a checkpoint is protected, in words (:data:`dashboard.jobs.pruning.REASON_WORDS`)."""
-    from dashboard.jobs.pruning import REASON_WORDS
-
     return REASON_WORDS.get(reason, reason)
 
 

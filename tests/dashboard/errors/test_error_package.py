@@ -1,4 +1,4 @@
-"""``dashboard/errors/`` is the one error package; the old module paths are the same modules."""
+"""``dashboard/errors/`` is the one error package, imported by its own module paths (no alias is left)."""
 
 from __future__ import annotations
 
@@ -10,34 +10,38 @@ import dashboard.errors as errors
 from deerflow.errors import StorageQueryError, ThreadNotFoundError
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("dashboard.outages", "dashboard.errors.outages"),
-    ("dashboard.notfound", "dashboard.errors.handlers"),
-    ("dashboard.jobs.errors", "dashboard.errors.jobs"),
-])
-def test_an_old_path_is_the_moved_module(old, new):
-    assert importlib.import_module(old) is importlib.import_module(new)
+@pytest.mark.parametrize("old", ["dashboard.outages", "dashboard.notfound", "dashboard.jobs.errors"])
+def test_the_old_module_paths_are_gone(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
-def test_the_old_middleware_names_are_the_moved_objects():
-    import dashboard.errors.middleware as moved
-    import dashboard.errors.rendering as rendering
-    import dashboard.middleware as old
+def test_settings_and_urls_name_the_error_modules_by_their_own_paths():
+    from django.conf import settings
 
-    assert old.OutageMiddleware is moved.OutageMiddleware
-    assert old.DamagedCheckpointMiddleware is moved.DamagedCheckpointMiddleware
-    assert old.MethodNotAllowedMiddleware is moved.MethodNotAllowedMiddleware
-    assert (old.error_answer, old.error_page, old.json_error) == (
-        rendering.error_answer, rendering.error_page, rendering.json_error)
+    import dashboard.middleware as security
+    import dashboard.urls as urls
+
+    named = [m for m in settings.MIDDLEWARE if m.endswith(("OutageMiddleware", "DamagedCheckpointMiddleware",
+                                                           "MethodNotAllowedMiddleware"))]
+    assert named == ["dashboard.errors.middleware.MethodNotAllowedMiddleware",
+                     "dashboard.errors.middleware.DamagedCheckpointMiddleware",
+                     "dashboard.errors.middleware.OutageMiddleware"]
+    assert urls.handler404 == "dashboard.errors.handlers.not_found"
+    assert settings.CSRF_FAILURE_VIEW == "dashboard.errors.handlers.csrf_failure"
+    assert not hasattr(security, "error_page") and not hasattr(security, "OutageMiddleware")  # no re-exports
 
 
-def test_the_package_face_reaches_every_registry_name():
+def test_the_package_face_is_curated_and_reaches_every_registry_name():
     from dashboard.errors import registry
 
+    assert len(set(errors.__all__)) == len(errors.__all__) and all(hasattr(errors, n) for n in errors.__all__)
     for name in registry.__all__:
         assert getattr(errors, name) is getattr(registry, name)
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         _ = errors.nothing_here
+    with pytest.raises(AttributeError):  # a registry name outside the face is not forwarded
+        _ = errors.InvalidCursorError
 
 
 def test_a_registered_code_answers_with_its_hint():

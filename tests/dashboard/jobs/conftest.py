@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.jobs.models import ConversionJob
-from dashboard.jobs.services import run_inline
+from dashboard.jobs.services import JobOptions, run_inline
 from dashboard.runtime import DashboardRuntime
 from deerflow.config.database_config import DatabaseConfig
 
@@ -49,7 +49,7 @@ def finished_job(delta_rt) -> Callable[..., ConversionJob]:
     from dashboard.jobs import services
 
     def make(kind: str = "dry_run", selection: dict | None = None, **options) -> ConversionJob:
-        job = services.create_job(None, kind, selection, launched_by="test", **options)
+        job = services.create_job(None, kind, selection, JobOptions(launched_by="test", **options))
         return run_inline(job)
 
     return make

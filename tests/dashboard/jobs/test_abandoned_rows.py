@@ -34,7 +34,7 @@ def _dead_pid() -> int:
 def _stranded_job(*, host: str | None = None, pid: int | None = None, started_ago_s: float = 5) -> ConversionJob:
     """A running Celery dry run whose first row a worker claimed and died on (``running``, dead pid)."""
     job = services.create_job(None, ConversionJob.Kind.DRY_RUN, {"thread_ids": DELTA_SMALL[:2]},
-                              max_in_flight=1, launched_by="test")
+                              services.JobOptions(max_in_flight=1, launched_by="test"))
     services.claim_batch(job.pk)
     row = job.results.get(status=ThreadResult.QUEUED)
     ThreadResult.objects.filter(pk=row.pk).update(

@@ -14,6 +14,7 @@ from django.test import Client
 from dashboard.accounts.models import ApiToken
 from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.selection import MAX_ID_LENGTH, MAX_SELECTED_IDS
+from dashboard.jobs.services import JobOptions
 from dashboard.jsonbody import MAX_DEPTH
 from tests.dashboard.jobs.conftest import DELTA_SMALL
 
@@ -160,5 +161,5 @@ def test_the_launch_form_records_the_acknowledgement_and_the_conversion_keeps_it
     dry.state = ConversionJob.State.SUCCEEDED
     dry.save()
     dry.results.update(status="needs_conversion")
-    convert = services.create_job(manager, ConversionJob.Kind.CONVERT, source_job=dry)
+    convert = services.create_job(manager, ConversionJob.Kind.CONVERT, None, JobOptions(source_job=dry))
     assert convert.acknowledge_branch_ambiguous is True

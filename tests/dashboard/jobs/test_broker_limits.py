@@ -15,6 +15,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.brokers import BrokerLimits, broker_kind, broker_limits
+from dashboard.jobs.services import JobOptions
 from tests.integration import helpers
 
 REDIS, AMQP = "redis://127.0.0.1:6379/3", "amqp://guest:guest@127.0.0.1:5672//"
@@ -78,19 +79,21 @@ def test_a_worker_with_a_limit_above_the_brokers_timeout_does_not_start(tmp_path
 
 @pytest.mark.django_db
 def test_a_throttle_a_countdown_task_would_wait_past_the_brokers_timeout_is_refused(settings, delta_rt):
+    from dashboard.errors.jobs import InvalidSelection
     from dashboard.jobs import services
-    from dashboard.jobs.errors import InvalidSelection
     from tests.dashboard.jobs.conftest import DELTA_SMALL
 
     settings.BROKER_LIMITS = BrokerLimits("redis", 900, 810)
     with pytest.raises(InvalidSelection) as err:
-        services.create_job(None, "dry_run", {"thread_ids": DELTA_SMALL}, throttle_delay_s=90, launched_by="t")
+        services.create_job(None, "dry_run", {"thread_ids": DELTA_SMALL},
+                            JobOptions(throttle_delay_s=90, launched_by="t"))
     assert str(err.value).startswith("throttle_delay_s must be below 90 s: a thread task waits for it and then runs "
                                      "(up to 810 s) unacknowledged")
-    job = services.create_job(None, "dry_run", {"thread_ids": DELTA_SMALL}, throttle_delay_s=89, launched_by="t")
+    job = services.create_job(None, "dry_run", {"thread_ids": DELTA_SMALL},
+                              JobOptions(throttle_delay_s=89, launched_by="t"))
     assert job.throttle_delay_s == 89
-    inline = services.create_job(None, "dry_run", {"thread_ids": DELTA_SMALL}, throttle_delay_s=600,
-                                 runner="inline", launched_by="t")  # no broker holds an inline job's threads
+    inline = services.create_job(None, "dry_run", {"thread_ids": DELTA_SMALL}, JobOptions(throttle_delay_s=600,
+                                 runner="inline", launched_by="t"))  # no broker holds an inline job's threads
     assert inline.throttle_delay_s == 600
 
 
@@ -102,7 +105,7 @@ from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
 try:
     with transaction.atomic():
-        job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}}, launched_by="t")
+        job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}}, services.JobOptions(launched_by="t"))
         services.launch(job)
 except Exception as exc:
     job = ConversionJob.objects.get()

@@ -13,7 +13,7 @@ from dashboard.accounts.models import ApiToken
 from dashboard.fleet.models import ProcessRecord
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
-from dashboard.jobs.services import run_inline
+from dashboard.jobs.services import JobOptions, run_inline
 from deerflow import convert
 from tests.deerflow.convert.support import open_saver, raw_rows
 
@@ -77,8 +77,9 @@ def test_a_live_full_mode_process_refuses_a_compact_job_unless_forced(delta_rt, 
 
 def test_a_full_mode_worker_refuses_compaction_rows(runtime_for, small_db):
     runtime_for(small_db, "delta")
-    job = services.create_job(None, "compact", {"thread_ids": ["full-short-3t"]}, confirmed=True, runner="inline",
-                              launched_by="test")
+    job = services.create_job(None, "compact", {"thread_ids": ["full-short-3t"]},
+                              JobOptions(confirmed=True, runner="inline",
+                              launched_by="test"))
     runtime_for(small_db, "full")
     job = run_inline(job)
     (result,) = job.results.all()

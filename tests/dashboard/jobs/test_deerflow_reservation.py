@@ -37,8 +37,8 @@ def _no_waits(monkeypatch):
 
 
 def _run(kind: str, threads: list[str], **options) -> ConversionJob:
-    job = services.create_job(None, kind, {"thread_ids": threads}, confirmed=True, runner="inline",
-                              launched_by="test", **options)
+    job = services.create_job(None, kind, {"thread_ids": threads},
+                              services.JobOptions(confirmed=True, runner="inline", launched_by="test", **options))
     return run_inline(job, sleep=lambda s: None)
 
 
@@ -239,7 +239,7 @@ def test_max_delete_per_run_stops_the_job_and_says_where(runtime_for, small_db, 
 
 @pytest.mark.parametrize("cap", [-1, "3", True, 1.5])
 def test_a_bad_max_delete_per_run_is_refused(cap):
-    from dashboard.jobs.errors import InvalidRetention
+    from dashboard.errors.jobs import InvalidRetention
 
     with pytest.raises(InvalidRetention, match="max_delete_per_run"):
         pruning.normalize_retention({"rule": "delete_threads", "max_delete_per_run": cap})

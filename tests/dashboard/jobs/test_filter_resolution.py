@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from dashboard.errors.jobs import NothingToConvert
 from dashboard.jobs import resolving, services, tasks
-from dashboard.jobs.errors import NothingToConvert
 from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs.services import JobOptions
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.seed import SeedPlan, seed_threads
 
@@ -59,7 +60,8 @@ def test_the_request_writes_no_row_and_answers_resolving(seeded_rt, manager):
 
 
 def test_the_dispatch_task_resolves_every_matching_thread_once(seeded_rt, seeded_db):
-    job = services.create_job(None, "dry_run", {"filter": {"mode": "delta"}}, max_in_flight=3, launched_by="t")
+    job = services.create_job(None, "dry_run", {"filter": {"mode": "delta"}},
+                              JobOptions(max_in_flight=3, launched_by="t"))
     assert (job.state, job.results.count()) == ("resolving", 0)
 
     answer = tasks.dispatch(job.pk)  # as the worker runs it: resolve, then send the first threads
@@ -73,7 +75,7 @@ def test_the_dispatch_task_resolves_every_matching_thread_once(seeded_rt, seeded
 
 
 def test_a_job_cancelled_while_resolving_is_never_resolved(seeded_rt):
-    job = services.create_job(None, "dry_run", {"filter": {"q": "a"}}, launched_by="t")
+    job = services.create_job(None, "dry_run", {"filter": {"q": "a"}}, JobOptions(launched_by="t"))
     services.cancel(job)
     assert resolving.resolve(job.pk) is None
     assert services.claim_batch(job.pk).state == "cancelled"
@@ -82,7 +84,7 @@ def test_a_job_cancelled_while_resolving_is_never_resolved(seeded_rt):
 
 def test_a_filter_that_surely_matches_nothing_is_refused_in_the_request(seeded_rt):
     with pytest.raises(NothingToConvert) as err:
-        services.create_job(None, "dry_run", {"filter": {"q": "no-such-thread-anywhere"}}, launched_by="t")
+        services.create_job(None, "dry_run", {"filter": {"q": "no-such-thread-anywhere"}}, JobOptions(launched_by="t"))
     assert str(err.value).startswith("No delta thread matches this filter")
     assert not ConversionJob.objects.exists()
 
@@ -91,21 +93,22 @@ def test_a_filter_matching_nothing_beyond_the_first_page_finishes_the_job_withou
     # Every seeded thread is younger than 2000-01-01's opposite: nothing matches, but only after paging all
     # three pages, which the request does not do; the worker finds nothing and the job succeeds with none.
     job = services.create_job(None, "dry_run", {"filter": {"updated_before": "2000-01-01T00:00:00"}},
-                              launched_by="t")
+                              JobOptions(launched_by="t"))
     assert job.state == "resolving"
     assert resolving.resolve(job.pk) == 0
     assert services.claim_batch(job.pk).state == "succeeded"
 
 
 def test_the_command_and_a_conversion_from_a_dry_run_resolve_in_their_own_process(seeded_rt):
-    inline = services.create_job(None, "dry_run", {"filter": {"q": "a"}}, runner="inline", launched_by="cli:t")
+    inline = services.create_job(None, "dry_run", {"filter": {"q": "a"}},
+                                 JobOptions(runner="inline", launched_by="cli:t"))
     assert inline.state == "queued" and inline.results.count() > 0
     assert resolving.needs_worker({"filter": {}}, runner="celery", source_job=inline) is False
     assert resolving.needs_worker({"thread_ids": ["x"]}, runner="celery", source_job=None) is False
 
 
 def test_the_job_answer_is_json_with_the_resolving_state_word(seeded_rt, staff_client):
-    job = services.create_job(None, "dry_run", {"filter": {"mode": "delta"}}, launched_by="t")
+    job = services.create_job(None, "dry_run", {"filter": {"mode": "delta"}}, JobOptions(launched_by="t"))
     page = staff_client.get(f"/jobs/{job.pk}/")
     assert page.status_code == 200
     assert "resolving its filter" in page.content.decode()

@@ -14,7 +14,7 @@ from django.utils import timezone
 from dashboard.accounts.models import ApiToken, AuditEntry
 from dashboard.jobs import services, tasks
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
-from dashboard.jobs.services import run_inline
+from dashboard.jobs.services import JobOptions, run_inline
 from dashboard.threads import storage
 from deerflow import convert, inventory
 from deerflow.storage.savers import open_checkpointer
@@ -134,7 +134,7 @@ def test_bad_prune_bodies_answer_400_with_a_code(delta_rt, pruner, manager, body
 
 def test_a_prune_must_match_its_dry_runs_rule(delta_rt, migrated, pruner):
     dry = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": [THREAD]},
-                                         retention={"rule": "keep_last", "keep_last": 3}))
+                                         JobOptions(retention={"rule": "keep_last", "keep_last": 3})))
     response = _post({"kind": "prune", "estimate_job": dry.pk, "rule": "keep_last", "keep_last": 1}, pruner)
     assert response.status_code == 400 and response.json()["code"] == "retention_mismatch"
 
@@ -196,7 +196,7 @@ def test_the_confirmation_page_of_a_job_that_is_no_prune_dry_run_is_409(delta_rt
 
 def test_the_tree_shows_the_dry_runs_marks_escaped(delta_rt, migrated, pruner, pruner_client):
     dry = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": [THREAD]},
-                                         retention={"rule": "keep_last", "keep_last": 2}))
+                                         JobOptions(retention={"rule": "keep_last", "keep_last": 2})))
     row = dry.results.get()
     html = pruner_client.get(f"/history/{THREAD}/?prune_job={dry.pk}&limit=500",
                              headers={"HX-Request": "true"}).content.decode()
@@ -277,7 +277,7 @@ def test_policies_are_off_by_default_and_edited_by_retention_managers(pruner_cli
 def test_retry_and_cancel_of_a_prune_job_need_the_retention_permission(delta_rt, migrated, pruner, pruner_client,
                                                                        manager_client):
     dry = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": ["no-such-thread", THREAD]},
-                                         retention={"rule": "safe_only", "protect": ["x1"]}))
+                                         JobOptions(retention={"rule": "safe_only", "protect": ["x1"]})))
     assert dry.state == "partially_failed"
     assert dict(dry.results.values_list("thread_id", "status"))["no-such-thread"] == "not_found"
     refused = manager_client.post(f"/jobs/{dry.pk}/action", {"action": "retry"})
@@ -295,7 +295,7 @@ def test_retry_and_cancel_of_a_prune_job_need_the_retention_permission(delta_rt,
 def test_a_full_mode_worker_refuses_prune_rows(runtime_for, small_db, pruner):
     runtime_for(small_db, "full")
     job = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": [FULL]},
-                                         retention={"rule": "keep_last", "keep_last": 1}))
+                                         JobOptions(retention={"rule": "keep_last", "keep_last": 1})))
     (row,) = job.results.all()
     assert row.status == "refused" and "checkpoints.delta" in row.hint and row.worker_mode == "full"
 
@@ -380,7 +380,7 @@ def test_the_preview_shows_the_chain_kept_for_a_reader_disagreement(runtime_for,
         pass
     runtime_for(database, "delta")
     dry = run_inline(services.create_job(pruner, "prune_dry_run", {"thread_ids": [thread]},
-                                         retention={"rule": "keep_last", "keep_last": 5}))
+                                         services.JobOptions(retention={"rule": "keep_last", "keep_last": 5})))
     row = dry.results.get()
     chain = [p for p in row.prune["protected"] if p["reason"] == "reader_disagreement"]
     assert len(chain) >= 5, row.prune["protected"]

@@ -48,8 +48,8 @@ import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "prune_dry_run", {"thread_ids": %s}, launched_by="test_prune_worker",
-                              retention={"rule": "keep_last", "keep_last": 3})
+    job = services.create_job(None, "prune_dry_run", {"thread_ids": %s}, services.JobOptions(
+        launched_by="test_prune_worker", retention={"rule": "keep_last", "keep_last": 3}))
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
 """
@@ -60,8 +60,9 @@ from django.db import transaction
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
 with transaction.atomic():
-    job = services.create_job(None, "prune", source_job=ConversionJob.objects.get(pk=%d), confirmed=True,
-                              launched_by="test_prune_worker", retention={"backup": True}, max_in_flight=2)
+    job = services.create_job(None, "prune", None, services.JobOptions(
+        source_job=ConversionJob.objects.get(pk=%d), confirmed=True, launched_by="test_prune_worker",
+        retention={"backup": True}, max_in_flight=2))
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
 """

@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from dashboard.jobs import resolving, services
-from dashboard.jobs.errors import (
+from dashboard.errors.jobs import (
     WORKER_FULL_MODE_HINT,
     EstimateRequired,
     InvalidSelection,
@@ -18,8 +17,12 @@ from dashboard.jobs.errors import (
     SizeLimitExceeded,
     TransientDatabaseError,
 )
+from dashboard.jobs import resolving, services
+from dashboard.jobs.kinds import Outcome
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
+from dashboard.jobs.running import record_outcome
+from dashboard.jobs.services import JobOptions
 from deerflow import convert
 from deerflow.errors import MISMATCH_MESSAGE
 from tests import fixtures_real
@@ -70,7 +73,8 @@ def test_a_filter_without_mode_means_delta_and_dates_bound_it(delta_rt):
 
 
 def test_the_command_resolves_a_filter_in_its_own_process(delta_rt):
-    job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}}, runner="inline", launched_by="cli:t")
+    job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}},
+                              JobOptions(runner="inline", launched_by="cli:t"))
     assert job.state == "queued" and sorted(_statuses(job)) == sorted(t for t in DELTA_SMALL if "f10" in t)
 
 
@@ -101,12 +105,12 @@ def test_a_dry_run_reports_estimates_and_integrity(finished_job):
 def test_a_conversion_needs_an_estimate_or_a_confirmation(delta_rt):
     with pytest.raises(EstimateRequired):
         services.create_job(None, "convert", {"thread_ids": THREE})
-    assert services.create_job(None, "convert", {"thread_ids": THREE}, confirmed=True).estimate == {}
+    assert services.create_job(None, "convert", {"thread_ids": THREE}, JobOptions(confirmed=True)).estimate == {}
 
 
 def test_a_conversion_from_a_dry_run_takes_its_convertible_threads_and_totals(finished_job):
     dry = finished_job("dry_run", {"thread_ids": [*THREE, "full-short-3t", "nope"]})
-    job = services.create_job(None, "convert", source_job=dry)
+    job = services.create_job(None, "convert", None, JobOptions(source_job=dry))
 
     assert job.selection == {"thread_ids": THREE}
     rows = dry.results.filter(thread_id__in=THREE)
@@ -119,15 +123,15 @@ def test_a_conversion_from_a_dry_run_takes_its_convertible_threads_and_totals(fi
 def test_the_size_limit_refuses_unless_confirmed(finished_job):
     dry = finished_job("dry_run", {"thread_ids": THREE})
     with pytest.raises(SizeLimitExceeded) as caught:
-        services.create_job(None, "convert", source_job=dry, size_limit_bytes=1000)
+        services.create_job(None, "convert", None, JobOptions(source_job=dry, size_limit_bytes=1000))
     assert caught.value.status == 409 and "size limit of 1,000 bytes" in caught.value.detail
-    job = services.create_job(None, "convert", source_job=dry, size_limit_bytes=1000, confirmed=True)
+    job = services.create_job(None, "convert", None, JobOptions(source_job=dry, size_limit_bytes=1000, confirmed=True))
     assert job.confirmed and job.size_limit_bytes == 1000
 
 
 def test_a_conversion_converts_and_a_full_mode_reader_sees_the_manifest(finished_job, runtime_for, small_db):
     dry = finished_job("dry_run", {"thread_ids": THREE})
-    job = services.run_inline(services.create_job(None, "convert", source_job=dry))
+    job = services.run_inline(services.create_job(None, "convert", None, JobOptions(source_job=dry)))
 
     assert job.state == "succeeded", _statuses(job)
     for r in job.results.all():
@@ -193,7 +197,7 @@ def test_cancel_takes_effect_between_threads(delta_rt):
 
 
 def test_cancel_of_a_job_with_a_running_thread_waits_for_it(delta_rt):
-    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, max_in_flight=2)
+    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, JobOptions(max_in_flight=2))
     batch = services.claim_batch(job.pk)
     ThreadResult.objects.filter(pk=batch.sends[0][0]).update(status="running")
     job = services.cancel(job)
@@ -208,7 +212,7 @@ def _killed_mid_thread(result_id: int) -> None:
 
 
 def test_a_thread_killed_while_its_job_was_paused_is_finished_by_the_redelivery(delta_rt):
-    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, max_in_flight=1)
+    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, JobOptions(max_in_flight=1))
     (result_id, _), = services.claim_batch(job.pk).sends
     _killed_mid_thread(result_id)
     services.pause(job)
@@ -226,7 +230,7 @@ def test_a_thread_killed_while_its_job_was_paused_is_finished_by_the_redelivery(
 
 
 def test_a_thread_killed_while_its_job_was_cancelling_is_finished_and_the_job_ends(delta_rt):
-    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, max_in_flight=1)
+    job = services.create_job(None, "dry_run", {"thread_ids": THREE}, JobOptions(max_in_flight=1))
     (result_id, _), = services.claim_batch(job.pk).sends
     _killed_mid_thread(result_id)
     assert services.cancel(job).state == "cancelling"  # waits for the started thread
@@ -311,7 +315,7 @@ def test_a_row_whose_local_worker_died_is_reclaimed_without_redelivery_flag(delt
 
 
 def test_a_conversion_committed_by_a_killed_attempt_is_recorded_with_its_backup(delta_rt, small_db):
-    job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-9t"]}, confirmed=True)
+    job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-9t"]}, JobOptions(confirmed=True))
     (result_id, _), = services.claim_batch(job.pk).sends
     # The first attempt committed its conversion, then its worker died before recording it.
     committed = convert.convert_thread(small_db, "delta-f10-9t", note=f"dashboard job {job.pk}")
@@ -327,7 +331,8 @@ def test_a_time_limit_past_the_commit_records_the_conversion_and_one_before_it_r
     recording: the row then says ``converted`` with the backup the transaction wrote, never a failure."""
     from celery.exceptions import TimeLimitExceeded
 
-    job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-9t", "delta-f10-10t"]}, confirmed=True)
+    job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-9t", "delta-f10-10t"]},
+                              JobOptions(confirmed=True))
     ids = dict(ThreadResult.objects.filter(job=job).values_list("thread_id", "pk"))
     committed = convert.convert_thread(small_db, "delta-f10-9t", note=f"dashboard job {job.pk}")
     ThreadResult.objects.filter(job=job).update(status="running", attempts=1)
@@ -348,7 +353,7 @@ def test_a_superseded_attempt_does_not_overwrite_the_newer_one(delta_rt):
     (result_id, _), = services.claim_batch(job.pk).sends
     ThreadResult.objects.filter(pk=result_id).update(status="running", attempts=5)
     report = convert.ThreadReport(thread_id="delta-f10-1t", status="blocked")
-    assert not services._record(result_id, 4, services._Outcome(report))
+    assert not record_outcome(result_id, 4, Outcome(report))
     assert ThreadResult.objects.get(pk=result_id).status == "running"
 
 
@@ -378,8 +383,8 @@ def test_an_unexpected_error_is_recorded_as_data(delta_rt, monkeypatch):
 
 
 def test_dispatch_respects_max_in_flight_and_staggers_by_the_throttle(delta_rt):
-    job = services.create_job(None, "dry_run", {"thread_ids": THREE + ["delta-f10-1t"]}, max_in_flight=2,
-                              throttle_delay_s=1.5)
+    job = services.create_job(None, "dry_run", {"thread_ids": THREE + ["delta-f10-1t"]}, JobOptions(max_in_flight=2,
+                              throttle_delay_s=1.5))
     first = services.claim_batch(job.pk)
     assert [c for _, c in first.sends] == [0.0, 1.5] and first.state == "running"
     assert services.claim_batch(job.pk).sends == []  # both slots taken

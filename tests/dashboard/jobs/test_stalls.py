@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from dashboard.jobs import services, stalls
 from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs.services import JobOptions
 from tests.dashboard.jobs.conftest import DELTA_SMALL
 
 pytestmark = pytest.mark.django_db
@@ -25,8 +26,9 @@ pytestmark = pytest.mark.django_db
 
 def _queued_job(*, throttle_delay_s: float = 0.0, max_in_flight: int = 2, runner: str = "celery") -> ConversionJob:
     """A running dry-run job whose first ``max_in_flight`` rows were claimed (``queued``) and never taken."""
-    job = services.create_job(None, ConversionJob.Kind.DRY_RUN, {"thread_ids": DELTA_SMALL[:3]}, runner=runner,
-                              throttle_delay_s=throttle_delay_s, max_in_flight=max_in_flight, launched_by="test")
+    job = services.create_job(None, ConversionJob.Kind.DRY_RUN, {"thread_ids": DELTA_SMALL[:3]},
+                              JobOptions(runner=runner,
+                              throttle_delay_s=throttle_delay_s, max_in_flight=max_in_flight, launched_by="test"))
     services.claim_batch(job.pk)
     job.refresh_from_db()
     return job

@@ -13,9 +13,10 @@ import pytest
 from django.db.utils import OperationalError as DjangoOperationalError
 
 from dashboard.celery import app
+from dashboard.errors.jobs import TransientDatabaseError, is_transient
 from dashboard.jobs import services, tasks
-from dashboard.jobs.errors import TransientDatabaseError, is_transient
 from dashboard.jobs.models import ThreadResult
+from dashboard.jobs.services import JobOptions
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +70,7 @@ def test_wrapped_transient_errors_are_recognised():
 
 def test_dispatch_sends_up_to_max_in_flight_to_the_delta_queue(delta_rt, sent):
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t", "delta-f10-9t", "delta-f10-10t"]},
-                              max_in_flight=2, throttle_delay_s=3)
+                              JobOptions(max_in_flight=2, throttle_delay_s=3))
     assert tasks.dispatch.run(job.pk) == {"job_id": job.pk, "state": "running", "sent": 2}
     assert [(c["args"], c["queue"], c["countdown"]) for c in sent] == [
         ((job.results.all()[0].pk,), "checkpoints.delta", None),
@@ -77,7 +78,8 @@ def test_dispatch_sends_up_to_max_in_flight_to_the_delta_queue(delta_rt, sent):
 
 
 def test_a_thread_task_runs_its_row_then_sends_the_next_after_the_throttle(delta_rt, sent):
-    job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t", "delta-f10-9t"]}, throttle_delay_s=2)
+    job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t", "delta-f10-9t"]},
+                              JobOptions(throttle_delay_s=2))
     tasks.dispatch.run(job.pk)
     first = sent.pop()["args"][0]
 
@@ -88,7 +90,7 @@ def test_a_thread_task_runs_its_row_then_sends_the_next_after_the_throttle(delta
 
 def test_eager_launch_runs_the_whole_job(delta_rt, eager, django_capture_on_commit_callbacks):
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t", "delta-f10-9t", "nope"]},
-                              max_in_flight=2)
+                              JobOptions(max_in_flight=2))
     with django_capture_on_commit_callbacks(execute=True):
         services.launch(job)
     job.refresh_from_db()

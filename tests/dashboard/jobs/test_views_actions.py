@@ -9,6 +9,7 @@ from django.test import Client
 
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
+from dashboard.jobs.services import JobOptions
 from tests.dashboard.jobs.pages import tags
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +92,7 @@ def test_a_reverted_conversion_no_longer_offers_revert(finished_job, manager_cli
 def test_revert_restores_only_the_backups_still_active(finished_job, manager_client, small_db):
     job = finished_job("convert", {"thread_ids": ["delta-f10-1t", "delta-f10-fork"]}, confirmed=True)
     first = job.results.get(thread_id="delta-f10-1t").backup_id
-    services.run_inline(services.create_job(None, "revert", {"backup_ids": [first]}, source_job=job))
+    services.run_inline(services.create_job(None, "revert", {"backup_ids": [first]}, JobOptions(source_job=job)))
     assert tags(manager_client.get(f"/jobs/{job.pk}/").content, "a", id="revert-job")  # delta-f10-fork's is active
     confirm = manager_client.get(f"/jobs/{job.pk}/revert").content
     assert [a["data-thread-id"] for a in tags(confirm, "tr") if "data-thread-id" in a] == ["delta-f10-fork"]

@@ -7,8 +7,8 @@ import re
 import pytest
 from django.test import Client
 
+from dashboard.errors.jobs import NotADryRun
 from dashboard.jobs import services
-from dashboard.jobs.errors import NotADryRun
 from dashboard.jobs.models import ConversionJob
 from tests.dashboard.jobs.pages import form_inputs, tags
 

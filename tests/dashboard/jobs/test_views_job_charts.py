@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from dashboard.jobs import charts
 from dashboard.jobs.models import ConversionJob, ThreadResult
-from dashboard.jobs.services import create_job
+from dashboard.jobs.services import JobOptions, create_job
 from tests.dashboard.html import parse
 
 pytestmark = pytest.mark.django_db
@@ -115,7 +115,7 @@ def test_twenty_threads_are_drawn_and_the_rest_counted(staff_client):
 
 
 def test_a_job_with_no_finished_rows_shows_a_sentence(delta_rt, staff_client):
-    job = create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]}, launched_by="test")
+    job = create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]}, JobOptions(launched_by="test"))
     doc = parse(staff_client.get(f"/jobs/{job.pk}/").content)
     assert doc.find_all("svg", id="throughput-chart") == []
     assert doc.find("p", id="throughput-none").text.startswith("No thread has finished yet")

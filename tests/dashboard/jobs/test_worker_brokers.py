@@ -51,8 +51,8 @@ from dashboard.jobs import services
 from dashboard.jobs.workers import check_delta_workers
 check = check_delta_workers(timeout=2.0)
 with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": %s}, confirmed=True, max_in_flight=2,
-                              throttle_delay_s=0.2, launched_by="test_worker_brokers")
+    job = services.create_job(None, "convert", {"thread_ids": %s}, services.JobOptions(
+        confirmed=True, max_in_flight=2, throttle_delay_s=0.2, launched_by="test_worker_brokers"))
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk, "check": check.state, "workers": check.workers}))
 """
@@ -160,7 +160,8 @@ import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": [%r]}, confirmed=True, launched_by="kill-test")
+    job = services.create_job(None, "convert", {"thread_ids": [%r]},
+                              services.JobOptions(confirmed=True, launched_by="kill-test"))
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
 """
@@ -401,7 +402,8 @@ import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "dry_run", {"filter": {"q": %r}}, max_in_flight=2, launched_by="filter-test")
+    job = services.create_job(None, "dry_run", {"filter": {"q": %r}},
+                              services.JobOptions(max_in_flight=2, launched_by="filter-test"))
     services.launch(job)
     # counted before the commit: the worker cannot see the job yet, so every row counted is this process's
     rows = job.results.count()

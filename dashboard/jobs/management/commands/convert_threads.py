@@ -35,11 +35,12 @@ from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import DashboardCommand, require_delta_mode
+from dashboard.errors.jobs import JobError
 from dashboard.jobs import services
 from dashboard.jobs.compact_command import CompactCommand
-from dashboard.jobs.errors import JobError
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import progress
+from dashboard.jobs.services import JobOptions
 from dashboard.runtime import get_runtime
 
 
@@ -115,7 +116,7 @@ class Command(DashboardCommand):
 
     def _create(self, kind: str, selection, **options) -> ConversionJob:
         try:
-            return services.create_job(None, kind, selection, **options)
+            return services.create_job(None, kind, selection, JobOptions(**options))
         except JobError as exc:
             raise CommandError(f"{exc.detail}\n{exc.hint}", returncode=2) from exc
 

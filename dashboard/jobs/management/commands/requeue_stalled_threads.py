@@ -22,9 +22,10 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from dashboard.commands import DashboardCommand
+from dashboard.errors.outages import OUTAGES, describe_outage, is_outage
 from dashboard.jobs import reservations, stalls
 from dashboard.jobs.models import ThreadResult
-from dashboard.outages import OUTAGES, describe_outage, is_outage
+from dashboard.jobs.tasks import send_again
 
 
 class Command(DashboardCommand):
@@ -45,7 +46,7 @@ class Command(DashboardCommand):
             self.stdout.write(f"{count} thread task(s) queued for more than {threshold:g} s past their due time.")
             return
         from dashboard.jobs.batches import claim_batch
-        from dashboard.jobs.tasks import send_again, send_batch
+        from dashboard.jobs.tasks import send_batch
 
         sent: list[int] = []
 

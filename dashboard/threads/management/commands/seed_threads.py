@@ -33,7 +33,7 @@ from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import MEMORY_BACKEND_MESSAGE, DashboardCommand
 from dashboard.errors import describe
-from dashboard.outages import postgres_where
+from dashboard.errors.outages import postgres_where
 from dashboard.runtime import startup
 from deerflow.config import DatabaseConfig, LoadedConfig, load_config
 from deerflow.inventory import summary
@@ -138,7 +138,7 @@ class Command(DashboardCommand):
                 ``sqlite_dir``.
             psycopg.OperationalError: the server is unreachable (described by ``DashboardCommand``).
         """
-        # Like the web and worker processes: outage messages (dashboard.outages) name this config.yaml.
+        # Like the web and worker processes: outage messages (dashboard.errors.outages) name this config.yaml.
         startup(settings.DEER_FLOW_CONFIG_PATH)
         self.config = load_config(settings.DEER_FLOW_CONFIG_PATH)
         database = self.config.database

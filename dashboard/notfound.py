@@ -1,6 +1,0 @@
-"""Moved to :mod:`dashboard.errors.handlers`; this old path is the same module object (every name, private ones too)."""
-
-import importlib
-import sys
-
-sys.modules[__name__] = importlib.import_module("dashboard.errors.handlers")
