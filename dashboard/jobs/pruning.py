@@ -14,16 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from dashboard.errors.jobs import InvalidRetention
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.runtime import DashboardRuntime, get_runtime
-from deerflow import convert
+from deerflow import convert, inventory
 from deerflow.convert import ThreadReport
+from deerflow.inventory import deerflow_tables
 from deerflow.retention import PruneReport, delete_thread, prune_thread, revert_prune
+from deerflow.storage import reader_for
 
-__all__ = ["CAP_CODE", "MARK_WORDS", "MAX_KEEP_LAST", "REASON_WORDS", "RULES", "cap_outcome", "cap_report",
-           "checkpoint_marks", "is_prune_backup", "normalize_retention", "revert_one", "run_one",
-           "to_thread_report"]
+__all__ = ["CAP_CODE", "MARK_WORDS", "MAX_KEEP_LAST", "NOT_ORPHANED_CODE", "REASON_WORDS", "RULES", "cap_outcome",
+           "cap_report", "checkpoint_marks", "is_prune_backup", "normalize_retention", "orphan_refusal", "revert_one",
+           "run_one", "to_thread_report"]
 
 #: The largest N of ``keep_last`` a job or policy takes (a thread with more checkpoints keeps them all anyway).
 MAX_KEEP_LAST = 1_000_000
@@ -31,6 +35,8 @@ MAX_KEEP_LAST = 1_000_000
 #: The rules a prune job may carry (the ``prune_threads`` command's ``--keep-last``, ``--safe-only``,
 #: ``--delete-threads``).
 RULES = ("keep_last", "safe_only", "delete_threads")
+#: The error code of an orphan not deleted because it is no orphan any more (:func:`orphan_refusal`).
+NOT_ORPHANED_CODE = "not_orphaned"
 #: Most checkpoint ids one job may protect.
 MAX_PROTECT = 1000
 #: Why a checkpoint the rule would delete is kept, in words (``PruneReport.protected[*].reason``).
@@ -131,8 +137,6 @@ def cap_outcome(result: Any) -> ThreadReport | None:
     cap = (job.retention or {}).get("max_delete_per_run")
     if cap is None or job.kind not in _CAPPED:
         return None
-    from dashboard.jobs.models import ThreadResult
-
     others = job.results.exclude(pk=result.pk)
     taken = others.filter(status__in=(*_CAPPED[job.kind], ThreadResult.RUNNING)).count()
     if taken < cap:
@@ -140,6 +144,34 @@ def cap_outcome(result: Any) -> ThreadReport | None:
     return ThreadReport(thread_id=result.thread_id, status=ThreadResult.SKIPPED,
                         error=f"Not pruned: the job reached its max_delete_per_run of {cap} thread(s).",
                         hint="The cap bounds each run; the next run of the policy (or a new job) continues.")
+
+
+def _selected_orphans(job: ConversionJob | None) -> bool:
+    """Whether ``job`` (or the dry run it was confirmed from, and so on) selected threads as orphans."""
+    while job is not None:
+        if ((job.selection or {}).get("filter") or {}).get("thread_class") == inventory.ORPHANED:
+            return True
+        job = job.source_job
+    return False
+
+
+def orphan_refusal(rt: DashboardRuntime, result: ThreadResult) -> ThreadReport | None:
+    """The ``skipped`` report of an orphan about to be deleted that is no orphan any more, else ``None``.
+
+    A job that selected orphans (its filter, or its dry run's) deletes a thread only if it still has no
+    DeerFlow ``threads_meta`` row and no checkpoint newer than ``DASHBOARD_ORPHAN_MIN_IDLE_S``
+    (:func:`deerflow.inventory.deerflow_tables.still_orphaned`), asked inside DeerFlow's reservation just
+    before the deletion: a thread DeerFlow adopted since the selection is left as it is.
+    """
+    if result.job.retention.get("rule") != "delete_threads" or not _selected_orphans(result.job):
+        return None
+    floor = deerflow_tables.orphan_floor(settings.DASHBOARD_ORPHAN_MIN_IDLE_S)
+    if deerflow_tables.still_orphaned(reader_for(rt.saver), result.thread_id, floor):
+        return None
+    return ThreadReport(thread_id=result.thread_id, status=ThreadResult.SKIPPED,
+                        error=f"Thread {result.thread_id} is no orphan any more (DeerFlow has its threads_meta row, "
+                              "or it was written since it was selected); not deleted.",
+                        hint="Nothing to do: the thread is in use. Run the orphan dry run again to see today's.")
 
 
 def _prune(rt: DashboardRuntime, thread_id: str, retention: dict[str, Any], *, dry_run: bool,

@@ -163,7 +163,8 @@ FACES = {
         "ABSENT", "ACTIVE_RUN_STATUSES", "DEFAULT_ORPHAN_MIN_IDLE_S", "MAX_OWNER_LENGTH", "OrphanTotals", "Presence",
         "RUNS_SHOWN", "RunRecord", "RunStatus", "ThreadFacts", "ThreadMeta", "ThreadOperationKind", "annotate",
         "list_conditions", "live_filter", "metadata_without_checkpoints", "orphan_floor", "orphan_totals",
-        "orphaned_thread_ids", "presence", "thread_facts", "thread_meta", "thread_runs", "validate_owner"],
+        "orphaned_thread_ids", "presence", "still_orphaned", "thread_facts", "thread_meta", "thread_runs",
+        "validate_owner"],
     "deerflow.inventory.summary": [
         "Freshness", "MIGRATIONS", "QUANTILES", "RefreshReport", "access", "depth_quantiles", "ensure_fresh",
         "ensure_schema", "freshness", "id_floor", "is_denied", "is_summary_table_missing", "readable", "refresh",

@@ -24,6 +24,8 @@ __all__ = ["PRUNE", "PRUNE_DRY_RUN"]
 
 
 def _prune(rt: DashboardRuntime, result: ThreadResult, note: str, *, dry_run: bool = False) -> Outcome:
+    if not dry_run and (adopted := pruning.orphan_refusal(rt, result)) is not None:
+        return Outcome(adopted, pruning.NOT_ORPHANED_CODE)
     report, lists = pruning.run_one(rt, result.thread_id, result.job.retention, dry_run=dry_run, note=note,
                                     retried=result.attempts > 1)
     return Outcome(report, prune=lists)

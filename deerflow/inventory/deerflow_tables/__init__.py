@@ -36,6 +36,7 @@ from deerflow.inventory.deerflow_tables.orphans import (
     orphan_floor,
     orphan_totals,
     orphaned_thread_ids,
+    still_orphaned,
 )
 from deerflow.inventory.deerflow_tables.runs import (
     RunRecord,
@@ -84,6 +85,7 @@ __all__ = [
     "orphan_totals",
     "orphaned_thread_ids",
     "presence",
+    "still_orphaned",
     "thread_facts",
     "thread_meta",
     "thread_runs",

@@ -118,6 +118,24 @@ def orphaned_thread_ids(db: Any, floor: str | None, *, tables: Presence | None =
     return [str(r["thread_id"]) for r in rows]
 
 
+def still_orphaned(db: Any, thread_id: str, floor: str | None, *, tables: Presence | None = None) -> bool:
+    """Whether ``thread_id`` is, now, an orphan idle past ``floor``: the one-thread twin of
+    :func:`orphaned_thread_ids`, asked again just before an orphan is deleted (since it was selected, DeerFlow
+    may have written its ``threads_meta`` row, or a process a new checkpoint).
+
+    Returns:
+        ``False`` without ``threads_meta``, when ``floor`` is ``None``, when the thread has a ``threads_meta``
+        row or no checkpoint, or when its newest checkpoint is not older than ``floor``.
+    """
+    tables = presence(db) if tables is None else tables
+    if not tables.has_threads_meta or floor is None:
+        return False
+    rows = db.query("SELECT MAX(c.checkpoint_id) AS newest FROM checkpoints c WHERE c.thread_id = ? "
+                    "AND NOT EXISTS (SELECT 1 FROM threads_meta m WHERE m.thread_id = c.thread_id)", [thread_id])
+    newest = rows[0]["newest"] if rows else None
+    return newest is not None and str(newest) < floor
+
+
 def metadata_without_checkpoints(db: Any, *, limit: int = 50, tables: Presence | None = None,
                                  summary: bool = False) -> tuple[int, list[ThreadMeta]]:
     """``threads_meta`` rows with no checkpoint at all: DeerFlow threads whose history is gone (never touched).

@@ -138,6 +138,25 @@ def test_the_api_filter_orphaned_deletes_through_a_job_and_the_job_reverts(orpha
     assert all_rows(orphan_db) == everything
 
 
+def test_an_orphan_deerflow_adopts_after_the_dry_run_is_not_deleted(orphan_db, pruner):
+    """The delete asks again, inside DeerFlow's reservation: a thread that gained its ``threads_meta`` row since
+    the dry run selected it is skipped (``not_orphaned``), rows untouched; the other orphan is deleted."""
+    adopted, still = ORPHANS
+    kept = raw_rows(orphan_db, adopted)
+    dry = services.create_job(pruner, "prune_dry_run", {"filter": {"thread_class": "orphaned"}},
+                              services.JobOptions(runner="inline", retention={"rule": "delete_threads"}))
+    dry = run_inline(dry)
+    assert sorted(dry.results.values_list("thread_id", flat=True)) == ORPHANS
+    insert_thread_meta(orphan_db, adopted, user_id="erin")  # DeerFlow adopts it between preview and delete
+
+    job = run_inline(services.create_job(pruner, "prune", None, services.JobOptions(source_job=dry, runner="inline")))
+    rows = {r.thread_id: r for r in job.results.all()}
+    assert (rows[adopted].status, rows[adopted].error_code) == ("skipped", "not_orphaned")
+    assert "no orphan any more" in rows[adopted].error
+    assert raw_rows(orphan_db, adopted) == kept
+    assert rows[still].status == "deleted" and all(not v for v in raw_rows(orphan_db, still).values())
+
+
 def test_the_list_launch_carries_the_orphan_and_owner_filters(orphan_db, pruner):
     client = Client()
     client.force_login(pruner)
