@@ -40,7 +40,7 @@ from django.template.defaultfilters import filesizeformat
 from dashboard.commands import DashboardCommand, require_delta_mode
 from dashboard.runtime import get_runtime
 from deerflow.convert import reclaim_space
-from deerflow.retention import PruneReport, delete_thread, prune_thread, select_threads
+from deerflow.retention import PruneReport, delete_thread, prune_threads, select_threads
 
 JSON_KEYS = ("thread_id", "status", "deleted_checkpoint_ids", "kept_checkpoint_ids", "protected_checkpoint_ids",
              "rebased_checkpoint_ids", "bytes_before", "bytes_after")
@@ -106,15 +106,20 @@ class Command(DashboardCommand):
         database = get_runtime().config.database
         threads = opts["thread"] or select_threads(database, idle_days=opts["idle_days"])
         threads = list(dict.fromkeys(threads))
-        preview = [self._one(database, t, opts, dry_run=True) for t in threads]
-        todo = [r for r in preview if r.status in ("would_prune", "would_delete")]
-        results = preview
-        if not opts["dry_run"] and todo:
-            if not self._confirmed(todo, opts):
-                self._emit(preview, None, opts, final=False)
-                raise CommandError("Not confirmed; nothing was pruned.", returncode=2)
-            done = {r.thread_id: self._one(database, r.thread_id, opts, dry_run=False) for r in todo}
-            results = [done.get(r.thread_id, r) for r in preview]
+        if opts["yes"] and not opts["dry_run"]:
+            # confirmed in advance: the prune itself plans each thread, no preview pass first
+            results = self._run(database, threads, opts, dry_run=False)
+        else:
+            preview = self._run(database, threads, opts, dry_run=True)
+            todo = [r for r in preview if r.status in ("would_prune", "would_delete")]
+            results = preview
+            if not opts["dry_run"] and todo:
+                if not self._confirmed(todo, opts):
+                    self._emit(preview, None, opts, final=False)
+                    raise CommandError("Not confirmed; nothing was pruned.", returncode=2)
+                done = {r.thread_id: r for r in self._run(database, [r.thread_id for r in todo], opts,
+                                                          dry_run=False)}
+                results = [done.get(r.thread_id, r) for r in preview]
         reclaimed = None
         if opts["reclaim"] and not opts["dry_run"]:
             space = reclaim_space(database)
@@ -125,13 +130,13 @@ class Command(DashboardCommand):
             raise CommandError(f"{len(failed)} thread(s) failed; nothing was written to them (see above).",
                                returncode=1)
 
-    def _one(self, database: Any, thread_id: str, opts: dict[str, Any], *, dry_run: bool) -> PruneReport:
+    def _run(self, database: Any, threads: list[str], opts: dict[str, Any], *, dry_run: bool) -> list[PruneReport]:
         common = {"dry_run": dry_run, "backup": not opts["no_backup"], "protect": opts["protect"],
                   "note": "cli:prune_threads"}
         if opts["delete_threads"]:
-            return delete_thread(database, thread_id, **common)
+            return [delete_thread(database, thread_id, **common) for thread_id in threads]
         rule = "keep_last" if opts["keep_last"] else "safe_only"
-        return prune_thread(database, thread_id, rule, n=opts["keep_last"], **common)
+        return prune_threads(database, threads, rule, n=opts["keep_last"], **common)
 
     def _confirmed(self, todo: list[PruneReport], opts: dict[str, Any]) -> bool:
         if opts["yes"]:

@@ -1,0 +1,176 @@
+"""One thread's prune on the set-based path (:mod:`deerflow.retention.setbased`), verified before commit.
+
+The steps are the general path's (:mod:`deerflow.retention.prune`) without
+the walk of every checkpoint:
+
+1. the watermark and the plan from the rows' columns; the chain starts read
+   through the saver (none may need a rebase);
+2. the kept checkpoints (and a head the rule deletes) read through
+   LangGraph's reader;
+3. the deletes (moving the rows into the backup when asked), one statement
+   per table;
+4. verification: every kept checkpoint reads as before through LangGraph's
+   reader and through our one-pass walk (of the kept checkpoints: all that is
+   left), no writes row of a deleted checkpoint and no garbage blob remains,
+   each namespace head is the planned one and reads as the old head did, the
+   watermark holds; then commit.
+
+:func:`prune_set_based` answers ``False`` (having written nothing) when the
+thread is not for this path, and raises :class:`GeneralPathNeeded` when our
+walk and LangGraph's reader disagree about a kept checkpoint (a shape whose
+reading only the general path's rules settle); the caller rolls back and
+takes the general path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from deerflow.convert.encoding import MessageDigester
+from deerflow.convert.report import ThreadReport
+from deerflow.convert.walk import Walk
+from deerflow.digest import messages_sha256
+from deerflow.retention.plan import Plan, plan_keep_last, plan_safe_only
+from deerflow.retention.reading import read_through_langgraph
+from deerflow.retention.report import PruneReport, RetentionAbort
+from deerflow.retention.setbased import (
+    delete_planned,
+    garbage_blobs,
+    has_delta_evidence,
+    read_bytes_digest,
+    read_nodes,
+    seeds,
+)
+
+__all__ = ["GeneralPathNeeded", "prune_set_based"]
+
+_Key = tuple[str, str]
+_EMPTY_DIGEST = messages_sha256([])
+
+
+class GeneralPathNeeded(Exception):
+    """Our walk and LangGraph's reader read a kept checkpoint differently: prune it on the general path."""
+
+
+def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, *, n: int | None,
+                    protect: set[str], dry_run: bool, backup: bool, note: str,
+                    before_commit: Callable[[Any], None] | None) -> bool:
+    """Prune (or preview) one thread of a Postgres :class:`~deerflow.retention.store.SqlStore`.
+
+    Returns:
+        ``True`` when done (``report`` filled, committed unless a dry run or nothing to prune);
+        ``False`` when the thread needs the general path (nothing was written).
+
+    Raises:
+        RetentionAbort: as the general path (``not_found``, ``changed_during_prune``, ``verification_failed``).
+        GeneralPathNeeded: the two readers disagree about a kept checkpoint (roll back, take the general path).
+    """
+    mark = store.watermark(thread_id)
+    if mark[0] == 0:
+        raise RetentionAbort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
+    nodes = read_nodes(store.session, thread_id, store.writes_owners(thread_id))
+    if nodes is None:
+        return False
+    plan = plan_keep_last(nodes, n or 1, protect) if rule == "keep_last" else plan_safe_only(nodes, protect)
+    if seeds(store.session, thread_id, plan.chain_starts) != plan.chain_starts:
+        return False  # a chain start to rebase: its value is read by walking its ancestors
+    report.bytes_before = store.stored_bytes(thread_id)
+    report.describe(plan, [])
+    if not plan.deleted:
+        report.status, report.bytes_after = "nothing_to_prune", report.bytes_before
+        return True
+    garbage = garbage_blobs(nodes, plan, store.blob_keys(thread_id))
+    if dry_run:
+        rows, writes, blobs = store.sizes(thread_id)
+        freed = sum(rows.get(k, 0) + writes.get(k, 0) for k in plan.deleted) + sum(blobs.get(g, 0) for g in garbage)
+        report.bytes_after, report.status = report.bytes_before - freed, "would_prune"
+        return True
+    old_heads = _heads(node.key for node in nodes)
+    new_heads = _heads(plan.kept)
+    # Without delta evidence and with the heads kept, every kept checkpoint reads only its own stored rows
+    # (chain starts store their value): identical bytes are an identical reading. Otherwise read them.
+    by_bytes = not has_delta_evidence(nodes) and old_heads == new_heads
+    digest = MessageDigester()
+    if by_bytes:
+        before: Any = read_bytes_digest(store.session, thread_id, nodes, plan.kept)
+    else:
+        before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept | set(old_heads.items())), digest)
+    if backup and store.persistent:
+        report.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    delete_planned(store.session, thread_id, plan, garbage, backup_id=report.backup_id,
+                   note=note or f"prune:{rule}", size=report.bytes_before)
+    _check_watermark(store, thread_id, mark, plan)
+    if by_bytes:
+        if read_bytes_digest(store.session, thread_id, nodes, plan.kept) != before:
+            raise _fail("a kept checkpoint's stored rows changed during the prune", {})
+    else:
+        _verify_readings(store, thread_id, plan, before, digest, old_heads)
+    _verify_rows(store, thread_id, plan, garbage, new_heads)
+    if before_commit is not None:
+        before_commit(store)
+    _check_watermark(store, thread_id, mark, plan)
+    report.bytes_after = store.stored_bytes(thread_id)
+    report.status = "pruned"
+    store.session.commit()
+    return True
+
+
+def _heads(keys: Any) -> dict[str, str]:
+    heads: dict[str, str] = {}
+    for ns, cid in keys:
+        heads[ns] = max(heads.get(ns, cid), cid)
+    return heads
+
+
+def _check_watermark(store: Any, thread_id: str, mark: tuple[int, str | None], plan: Plan) -> None:
+    count, newest = store.watermark(thread_id)
+    if count != len(plan.kept) or (newest is not None and mark[1] is not None and newest > mark[1]):
+        raise RetentionAbort("changed_during_prune", "new checkpoints were written while pruning",
+                             "Retried automatically; if it keeps happening, prune when the thread is idle.")
+
+
+def _fail(error: str, difference: dict[str, Any]) -> RetentionAbort:
+    return RetentionAbort("verification_failed", error, "Nothing was changed (rolled back). Report the thread shape.",
+                          difference)
+
+
+def _verify_readings(store: Any, thread_id: str, plan: Plan, before: dict[_Key, Any], digest: Any,
+                     old_heads: dict[str, str]) -> None:
+    """Every kept checkpoint reads as before through LangGraph's reader and our walk; new heads as old ones."""
+    kept = sorted(plan.kept)
+    after = read_through_langgraph(store.saver, thread_id, kept, digest)
+    for k in kept:
+        if after[k] != before[k]:
+            raise _fail(f"checkpoint {k[1]} reads differently after the prune (LangGraph's reader)",
+                        {"checkpoint_ns": k[0], "checkpoint_id": k[1], "before": list(before[k]),
+                         "after": list(after[k])})
+    walked = {(e.ns, e.checkpoint_id): e for e in Walk(store.session, thread_id, ThreadReport(thread_id=thread_id),
+                                                       lambda _tup, _value: False)}
+    for k in kept:
+        got = walked[k].digest if k in walked else _EMPTY_DIGEST
+        if got != before[k][0]:
+            raise GeneralPathNeeded(k)
+    for (ns, cid), reason in plan.protected.items():
+        if reason == "head" and before[(ns, cid)][0] != before[(ns, old_heads[ns])][0]:
+            raise _fail(f"the new head {cid} reads differently from the deleted head {old_heads[ns]}",
+                        {"checkpoint_ns": ns, "checkpoint_id": cid})
+
+
+def _verify_rows(store: Any, thread_id: str, plan: Plan, garbage: set[tuple[str, str, str]],
+                 new_heads: dict[str, str]) -> None:
+    """No writes row of a deleted checkpoint, no garbage blob left; each namespace head the planned one."""
+    orphans = store.writes_owners(thread_id) & plan.deleted
+    if orphans:
+        k = min(orphans)
+        raise _fail(f"writes rows of deleted checkpoint {k[1]} remain", {"checkpoint_ns": k[0], "checkpoint_id": k[1]})
+    left = store.blob_keys(thread_id) & garbage
+    if left:
+        ns, channel, version = min(left)
+        raise _fail(f"blob {channel}@{version} only deleted checkpoints used remains",
+                    {"checkpoint_ns": ns, "channel": channel, "version": version})
+    for (ns, cid), reason in plan.protected.items():
+        if reason == "head" and new_heads.get(ns) != cid:
+            raise _fail(f"namespace head {cid} is no longer the head", {"checkpoint_ns": ns, "checkpoint_id": cid})
