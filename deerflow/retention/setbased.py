@@ -165,13 +165,18 @@ def read_bytes_digests(session: ConversionSession,
     return out
 
 
-def garbage_blobs(nodes: Iterable[Node], plan: Plan, blob_keys: set[_BlobKey]) -> set[_BlobKey]:
-    """Blobs a deleted checkpoint used and no kept one does (LangGraph ``prune``'s rule)."""
+def garbage_blobs(nodes: Iterable[Node], plan: Plan, blob_keys: set[_BlobKey],
+                  overrides: dict[_Key, dict[str, Any]] | None = None) -> set[_BlobKey]:
+    """Blobs a deleted checkpoint used and no kept one does (LangGraph ``prune``'s rule).
+
+    ``overrides``: channel versions a kept checkpoint will have after the prune (a rebase's own version).
+    """
     kept: set[_BlobKey] = set()
     freed: set[_BlobKey] = set()
     for node in nodes:
         into = kept if node.key in plan.kept else freed
-        into.update((node.ns, channel, str(version)) for channel, version in node.versions.items())
+        versions = {**node.versions, **(overrides or {}).get(node.key, {})} if node.key in plan.kept else node.versions
+        into.update((node.ns, channel, str(version)) for channel, version in versions.items())
     return (freed - kept) & blob_keys
 
 

@@ -29,12 +29,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from deerflow._langgraph_compat import _DeltaSnapshot
+from deerflow.addressing import config_for
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.report import ThreadReport
 from deerflow.convert.walk import Walk
 from deerflow.digest import messages_sha256
 from deerflow.retention.plan import Plan, plan_keep_last, plan_safe_only
-from deerflow.retention.reading import read_through_langgraph
+from deerflow.retention.reading import langgraph_reader, read_through_langgraph
+from deerflow.retention.rebase import RebasePlan, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.setbased import (
     delete_planned,
@@ -75,33 +78,44 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     if nodes is None:
         return False
     plan = plan_keep_last(nodes, n or 1, protect) if rule == "keep_last" else plan_safe_only(nodes, protect)
-    if seeds(store.session, thread_id, plan.chain_starts) != plan.chain_starts:
-        return False  # a chain start to rebase: its value is read by walking its ancestors
+    to_rebase = sorted(plan.chain_starts - seeds(store.session, thread_id, plan.chain_starts))
+    values = _chain_start_values(store, thread_id, to_rebase)
+    if values is None:
+        return False  # LangGraph's reader cannot read a chain start: the walk's findings say why
     report.bytes_before = store.stored_bytes(thread_id)
-    report.describe(plan, [])
+    report.describe(plan, to_rebase)
     if not plan.deleted:
         report.status, report.bytes_after = "nothing_to_prune", report.bytes_before
         return True
-    garbage = garbage_blobs(nodes, plan, store.blob_keys(thread_id))
+    old_heads = _heads(node.key for node in nodes)
+    new_heads = _heads(plan.kept)
+    # Without delta evidence, with the heads kept and nothing to rebase, every kept checkpoint reads only its
+    # own stored rows (chain starts store their value): identical bytes are an identical reading.
+    by_bytes = not has_delta_evidence(nodes) and old_heads == new_heads and not to_rebase
+    digest = MessageDigester()
+    before: Any = None
+    targets: dict[_Key, Any] = {}
+    if to_rebase:
+        before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept | set(old_heads.items())), digest)
+        targets = _versions(store, thread_id, nodes, plan, before, to_rebase)
+    blob_keys = store.blob_keys(thread_id)
+    garbage = garbage_blobs(nodes, plan, blob_keys, {k: {"messages": v} for k, v in targets.items()})
     if dry_run:
         rows, writes, blobs = store.sizes(thread_id)
         freed = sum(rows.get(k, 0) + writes.get(k, 0) for k in plan.deleted) + sum(blobs.get(g, 0) for g in garbage)
-        report.bytes_after, report.status = report.bytes_before - freed, "would_prune"
+        added = sum(len(store.saver.serde.dumps_typed(_DeltaSnapshot(list(values[k][1])))[1]) for k in to_rebase)
+        report.bytes_after, report.status = report.bytes_before - freed + added, "would_prune"
         return True
-    old_heads = _heads(node.key for node in nodes)
-    new_heads = _heads(plan.kept)
-    # Without delta evidence and with the heads kept, every kept checkpoint reads only its own stored rows
-    # (chain starts store their value): identical bytes are an identical reading. Otherwise read them.
-    by_bytes = not has_delta_evidence(nodes) and old_heads == new_heads
-    digest = MessageDigester()
     if by_bytes:
-        before: Any = read_bytes_digest(store.session, thread_id, nodes, plan.kept)
-    else:
+        before = read_bytes_digest(store.session, thread_id, nodes, plan.kept)
+    elif before is None:
         before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept | set(old_heads.items())), digest)
     if backup and store.persistent:
         report.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     delete_planned(store.session, thread_id, plan, garbage, backup_id=report.backup_id,
                    note=note or f"prune:{rule}", size=report.bytes_before)
+    for k in to_rebase:  # after the backup copied the kept rows as they were
+        rebase(store, thread_id, k, values[k][0], values[k][1], targets[k])
     _check_watermark(store, thread_id, mark, plan)
     if by_bytes:
         if read_bytes_digest(store.session, thread_id, nodes, plan.kept) != before:
@@ -116,6 +130,32 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     report.status = "pruned"
     store.session.commit()
     return True
+
+
+def _chain_start_values(store: Any, thread_id: str, keys: list[_Key]) -> dict[_Key, tuple[Any, list[Any]]] | None:
+    """``{key: (CheckpointTuple, messages)}`` of the chain starts to rebase, read through LangGraph's reader
+    (it replays from the nearest snapshot: what the kept checkpoints cost); ``None`` when one cannot be read."""
+    reader = langgraph_reader(store.saver)
+    out = {}
+    for ns, cid in keys:
+        try:
+            tup = store.saver.get_tuple(config_for(thread_id, ns, cid))
+            messages = reader.get(config_for(thread_id, ns, cid)).values.get("messages")
+        except Exception:  # noqa: BLE001 - an unreadable chain start goes to the general path, which reports it
+            return None
+        if tup is None:
+            return None
+        out[(ns, cid)] = (tup, list(messages or []))
+    return out
+
+
+def _versions(store: Any, thread_id: str, nodes: list[Any], plan: Plan, before: dict[_Key, Any],
+              to_rebase: list[_Key]) -> dict[_Key, Any]:
+    """The ``messages`` version each rebased chain start stores its snapshot under (:class:`RebasePlan`)."""
+    versions = {node.key: node.versions.get("messages") for node in nodes if node.key in plan.kept}
+    vplan = RebasePlan(store.shared_versions, {k: (versions[k], before[k][0]) for k in plan.kept},
+                       store.blob_keys(thread_id))
+    return {k: vplan.version_for(k[0], versions[k], before[k][0]) for k in to_rebase}
 
 
 def _heads(keys: Any) -> dict[str, str]:

@@ -109,14 +109,26 @@ def test_a_trailing_duration_stamp_goes_and_the_new_head_reads_as_the_old(pg, ge
     assert read(pg, "t")[("", new_head)][:2] == head_before[("", stamp)][:2]
 
 
-def test_a_delta_chain_start_to_rebase_takes_the_general_path(pg, general_calls):
-    turns(pg, "t", 6, mode="delta")  # snapshot every 4th update: the head's parent stores no value
-    report = keep_last(pg, "t", 2)
-    assert report.status == "pruned" and report.rebased_checkpoint_ids and general_calls == ["t"]
+@pytest.mark.parametrize("keep", [2, 3])
+def test_a_delta_thread_is_rebased_as_the_general_path_rebases_it(pg, monkeypatch, general_calls, keep):
+    turns(pg, "t", 6, mode="delta")  # a snapshot every 4th update: keep 2 rebases the head's parent, 3 does not
+    original, readings = raw_rows(pg, "t"), read(pg, "t")
+    with general_path_only(monkeypatch):
+        general = keep_last(pg, "t", keep)
+    general_rows = raw_rows(pg, "t")
+    assert general.status == "pruned" and revert_prune(pg, general.backup_id).status == "reverted"
+    report = keep_last(pg, "t", keep)
+    assert report.status == "pruned" and general_calls == ["t"], report.error
+    assert report.rebased_checkpoint_ids == general.rebased_checkpoint_ids
+    assert bool(report.rebased_checkpoint_ids) == (keep == 2)
+    assert raw_rows(pg, "t") == general_rows
+    assert read(pg, "t") == {k: v for k, v in readings.items() if k[1] in report.kept_checkpoint_ids}
+    assert revert_prune(pg, report.backup_id).status == "reverted" and raw_rows(pg, "t") == original
 
 
-def test_a_dry_run_plans_alike_and_writes_nothing(pg, monkeypatch, general_calls):
-    branched(pg, "t", mode="full")
+@pytest.mark.parametrize("mode", ["full", "delta"])
+def test_a_dry_run_plans_alike_and_writes_nothing(pg, monkeypatch, general_calls, mode):
+    branched(pg, "t", mode=mode)
     before = all_rows(pg)
     with general_path_only(monkeypatch):
         general = keep_last(pg, "t", 2, dry_run=True)
