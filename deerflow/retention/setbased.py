@@ -130,22 +130,25 @@ def has_delta_evidence(nodes: Iterable[Node]) -> bool:
                for n in nodes)
 
 
-def read_bytes_digest(session: ConversionSession, thread_id: str, nodes: Iterable[Node], kept: set[_Key]) -> str:
+def read_bytes_digest(session: ConversionSession, thread_id: str, nodes: Iterable[Node], kept: set[_Key],
+                      skip_blobs: set[_BlobKey] = frozenset()) -> str:  # type: ignore[assignment]
     """A digest of every stored byte the kept checkpoints are read from.
 
     Their ``checkpoints`` rows without the parent link (type, checkpoint, metadata), the blobs their
-    channel versions name, and the writes rows stored under them. When it is unchanged and every
-    chain start stores its own value, each kept checkpoint reads exactly as before.
+    channel versions name (but ``skip_blobs``: ``(ns, channel, version)`` a rebase writes), and the writes
+    rows stored under them. When it is unchanged and every chain start stores its own value, each kept
+    checkpoint reads exactly as before.
     """
-    return read_bytes_digests(session, {thread_id: (nodes, kept)})[thread_id]
+    return read_bytes_digests(session, {thread_id: (nodes, kept)}, skip_blobs)[thread_id]
 
 
-def read_bytes_digests(session: ConversionSession,
-                       threads: dict[str, tuple[Iterable[Node], set[_Key]]]) -> dict[str, str]:
+def read_bytes_digests(session: ConversionSession, threads: dict[str, tuple[Iterable[Node], set[_Key]]],
+                       skip_blobs: set[_BlobKey] = frozenset()) -> dict[str, str]:  # type: ignore[assignment]
     """:func:`read_bytes_digest` of several threads in one statement: ``{thread_id: digest}``."""
     keys = sorted((t, *k) for t, (_nodes, kept) in threads.items() for k in kept)
     blobs = sorted({(t, n.ns, channel, str(version)) for t, (nodes, kept) in threads.items() for n in nodes
-                    if n.key in kept for channel, version in n.versions.items()})
+                    if n.key in kept for channel, version in n.versions.items()
+                    if (n.ns, channel, str(version)) not in skip_blobs})
     ck = [list(col) for col in zip(*keys, strict=True)] if keys else [[], [], []]
     bk = [list(col) for col in zip(*blobs, strict=True)] if blobs else [[], [], [], []]
     writes = session.dialect.writes_table

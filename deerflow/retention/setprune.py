@@ -34,7 +34,7 @@ from deerflow.addressing import config_for
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.report import ThreadReport
 from deerflow.convert.walk import Walk
-from deerflow.digest import messages_sha256
+from deerflow.digest import channels_sha256, messages_sha256
 from deerflow.retention.plan import Plan, plan_keep_last, plan_safe_only
 from deerflow.retention.reading import langgraph_reader, read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, rebase
@@ -79,9 +79,7 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
         return False
     plan = plan_keep_last(nodes, n or 1, protect) if rule == "keep_last" else plan_safe_only(nodes, protect)
     to_rebase = sorted(plan.chain_starts - seeds(store.session, thread_id, plan.chain_starts))
-    values = _chain_start_values(store, thread_id, to_rebase)
-    if values is None:
-        return False  # LangGraph's reader cannot read a chain start: the walk's findings say why
+    tuples = {k: store.saver.get_tuple(config_for(thread_id, *k)) for k in to_rebase}
     report.bytes_before = store.stored_bytes(thread_id)
     report.describe(plan, to_rebase)
     if not plan.deleted:
@@ -89,37 +87,44 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
         return True
     old_heads = _heads(node.key for node in nodes)
     new_heads = _heads(plan.kept)
-    # Without delta evidence, with the heads kept and nothing to rebase, every kept checkpoint reads only its
-    # own stored rows (chain starts store their value): identical bytes are an identical reading.
-    by_bytes = not has_delta_evidence(nodes) and old_heads == new_heads and not to_rebase
     digest = MessageDigester()
-    before: Any = None
-    targets: dict[_Key, Any] = {}
-    if to_rebase:
-        before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept | set(old_heads.items())), digest)
-        targets = _versions(store, thread_id, nodes, plan, before, to_rebase)
-    blob_keys = store.blob_keys(thread_id)
-    garbage = garbage_blobs(nodes, plan, blob_keys, {k: {"messages": v} for k, v in targets.items()})
+    # With the heads kept, a kept checkpoint reads its own rows, the writes of its kept ancestors and its chain
+    # start's value: so the kept rows' bytes, unchanged, and the chain starts, read the same through LangGraph's
+    # reader, prove every kept checkpoint reads as before. Full-mode chain starts store their value in their
+    # rows; delta ones are read (all channels) before and after, with the kept checkpoints that share a rebased
+    # one's ``messages`` version (the split-version rule needs their readings).
+    by_bytes = old_heads == new_heads
+    if by_bytes:
+        read_keys = sorted((plan.chain_starts if has_delta_evidence(nodes) else set()) | set(to_rebase)
+                           | _sharing_version(nodes, plan, to_rebase))
+        rows_keys = plan.kept - set(to_rebase)
+    else:
+        read_keys, rows_keys = sorted(plan.kept | set(old_heads.items())), set()
+    before, messages = _read(store, thread_id, read_keys, digest, set(to_rebase))
+    if any(tuples[k] is None or k not in messages for k in to_rebase):
+        return False  # LangGraph's reader cannot read a chain start: the walk's findings say why
+    targets = _versions(store, thread_id, nodes, before, to_rebase) if to_rebase else {}
+    garbage = garbage_blobs(nodes, plan, store.blob_keys(thread_id), {k: {"messages": v} for k, v in targets.items()})
     if dry_run:
         rows, writes, blobs = store.sizes(thread_id)
         freed = sum(rows.get(k, 0) + writes.get(k, 0) for k in plan.deleted) + sum(blobs.get(g, 0) for g in garbage)
-        added = sum(len(store.saver.serde.dumps_typed(_DeltaSnapshot(list(values[k][1])))[1]) for k in to_rebase)
+        added = sum(len(store.saver.serde.dumps_typed(_DeltaSnapshot(messages[k]))[1]) for k in to_rebase)
         report.bytes_after, report.status = report.bytes_before - freed + added, "would_prune"
         return True
-    if by_bytes:
-        before = read_bytes_digest(store.session, thread_id, nodes, plan.kept)
-    elif before is None:
-        before = read_through_langgraph(store.saver, thread_id, sorted(plan.kept | set(old_heads.items())), digest)
+    written = {(k[0], "messages", str(v)) for k, v in targets.items()}  # the rebases' snapshots (read below)
+    rows_digest = read_bytes_digest(store.session, thread_id, nodes, rows_keys, written) if by_bytes else ""
     if backup and store.persistent:
         report.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     delete_planned(store.session, thread_id, plan, garbage, backup_id=report.backup_id,
                    note=note or f"prune:{rule}", size=report.bytes_before)
     for k in to_rebase:  # after the backup copied the kept rows as they were
-        rebase(store, thread_id, k, values[k][0], values[k][1], targets[k])
+        rebase(store, thread_id, k, tuples[k], messages[k], targets[k])
     _check_watermark(store, thread_id, mark, plan)
     if by_bytes:
-        if read_bytes_digest(store.session, thread_id, nodes, plan.kept) != before:
+        if read_bytes_digest(store.session, thread_id, nodes, rows_keys, written) != rows_digest:
             raise _fail("a kept checkpoint's stored rows changed during the prune", {})
+        if read_keys and read_through_langgraph(store.saver, thread_id, read_keys, digest) != before:
+            raise GeneralPathNeeded(read_keys)  # a chain start reads differently: the general path's rules decide
     else:
         _verify_readings(store, thread_id, plan, before, digest, old_heads)
     _verify_rows(store, thread_id, plan, garbage, new_heads)
@@ -132,28 +137,40 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     return True
 
 
-def _chain_start_values(store: Any, thread_id: str, keys: list[_Key]) -> dict[_Key, tuple[Any, list[Any]]] | None:
-    """``{key: (CheckpointTuple, messages)}`` of the chain starts to rebase, read through LangGraph's reader
-    (it replays from the nearest snapshot: what the kept checkpoints cost); ``None`` when one cannot be read."""
+def _read(store: Any, thread_id: str, keys: list[_Key], digest: Any,
+          keep: set[_Key]) -> tuple[dict[_Key, Any], dict[_Key, list[Any]]]:
+    """Readings through LangGraph's reader (as :func:`read_through_langgraph`) and the ``messages`` read at the
+    ``keep`` keys (the chain starts to rebase; absent where the reader failed)."""
     reader = langgraph_reader(store.saver)
-    out = {}
+    readings: dict[_Key, Any] = {}
+    messages: dict[_Key, list[Any]] = {}
     for ns, cid in keys:
         try:
-            tup = store.saver.get_tuple(config_for(thread_id, ns, cid))
-            messages = reader.get(config_for(thread_id, ns, cid)).values.get("messages")
-        except Exception:  # noqa: BLE001 - an unreadable chain start goes to the general path, which reports it
-            return None
-        if tup is None:
-            return None
-        out[(ns, cid)] = (tup, list(messages or []))
-    return out
+            values = reader.get(config_for(thread_id, ns, cid)).values
+        except Exception as exc:  # noqa: BLE001 - a reader failure is a difference (and no rebase)
+            readings[(ns, cid)] = (f"error: {type(exc).__name__}: {exc}", "")
+            continue
+        listed = list(values.get("messages") or [])
+        readings[(ns, cid)] = (digest(listed), channels_sha256(values))
+        if (ns, cid) in keep:
+            messages[(ns, cid)] = listed
+    return readings, messages
 
 
-def _versions(store: Any, thread_id: str, nodes: list[Any], plan: Plan, before: dict[_Key, Any],
+def _sharing_version(nodes: list[Any], plan: Plan, to_rebase: list[_Key]) -> set[_Key]:
+    """Kept checkpoints with the ``messages`` version of a chain start to rebase (same namespace)."""
+    wanted = {(node.ns, str(node.versions.get("messages"))) for node in nodes
+              if node.key in to_rebase and node.versions.get("messages") is not None}
+    return {node.key for node in nodes if node.key in plan.kept
+            and (node.ns, str(node.versions.get("messages"))) in wanted}
+
+
+def _versions(store: Any, thread_id: str, nodes: list[Any], before: dict[_Key, Any],
               to_rebase: list[_Key]) -> dict[_Key, Any]:
-    """The ``messages`` version each rebased chain start stores its snapshot under (:class:`RebasePlan`)."""
-    versions = {node.key: node.versions.get("messages") for node in nodes if node.key in plan.kept}
-    vplan = RebasePlan(store.shared_versions, {k: (versions[k], before[k][0]) for k in plan.kept},
+    """The ``messages`` version each rebased chain start stores its snapshot under (:class:`RebasePlan`); the
+    kept checkpoints read (``before``) include every one sharing such a version."""
+    versions = {node.key: node.versions.get("messages") for node in nodes if node.key in before}
+    vplan = RebasePlan(store.shared_versions, {k: (versions[k], before[k][0]) for k in before},
                        store.blob_keys(thread_id))
     return {k: vplan.version_for(k[0], versions[k], before[k][0]) for k in to_rebase}
 
