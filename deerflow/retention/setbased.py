@@ -30,7 +30,9 @@ chain start that needs a rebase; the caller then takes the general path.
 from __future__ import annotations
 
 import datetime as dt
+import weakref
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from deerflow.convert import backups
@@ -38,6 +40,8 @@ from deerflow.convert.storage import ConversionSession
 from deerflow.retention.plan import Node, Plan
 
 __all__ = [
+    "ThreadFacts",
+    "backup_tables_committed",
     "delete_planned",
     "garbage_blobs",
     "has_delta_evidence",
@@ -46,6 +50,8 @@ __all__ = [
     "read_nodes",
     "read_nodes_many",
     "seeds",
+    "stored_bytes",
+    "thread_facts",
     "writes_owners_many",
 ]
 
@@ -92,6 +98,50 @@ def _nodes(rows: list[list[Any]], owners: set[_Key]) -> list[Node] | None:
             return None
         nodes.append(Node(ns, cid, parent, metadata or {}, versions or {}, (ns, cid) in owners))
     return nodes
+
+
+@dataclass
+class ThreadFacts:
+    """What the set-based path reads of one thread in one statement.
+
+    Attributes:
+        count, newest: the watermark (checkpoint count, newest id).
+        nodes: the plan's nodes (:func:`read_nodes`'s rule: ``None`` when a parent link does not resolve);
+            ``[]`` when not asked for.
+        owners: ``{(checkpoint_ns, checkpoint_id)}`` with writes rows.
+        blob_keys: ``{(checkpoint_ns, channel, version)}`` of the thread's blobs.
+        stored_bytes: bytes in LangGraph's three tables.
+    """
+
+    count: int
+    newest: str | None
+    nodes: list[Node] | None
+    owners: set[_Key]
+    blob_keys: set[_BlobKey]
+    stored_bytes: int
+
+
+def thread_facts(session: ConversionSession, thread_id: str, *, with_nodes: bool) -> ThreadFacts:
+    """:class:`ThreadFacts` of one thread, in one statement (one round trip)."""
+    d = session.dialect
+    nodes_sql = ("(SELECT jsonb_agg(jsonb_build_array(checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, "
+                 "checkpoint -> 'channel_versions')) FROM checkpoints WHERE thread_id = ?)") if with_nodes else "NULL"
+    row = session.query(
+        "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?) AS n, "
+        "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?) AS newest, "
+        f"{nodes_sql} AS nodes, "
+        "(SELECT jsonb_agg(DISTINCT jsonb_build_array(checkpoint_ns, checkpoint_id)) "
+        f"FROM {d.writes_table} WHERE thread_id = ?) AS owners, "
+        "(SELECT jsonb_agg(jsonb_build_array(checkpoint_ns, channel, version)) FROM checkpoint_blobs "
+        "WHERE thread_id = ?) AS blobs, "
+        f"(SELECT COALESCE(SUM({d.checkpoint_bytes(None)}), 0) FROM checkpoints WHERE thread_id = ?) + "
+        f"(SELECT COALESCE(SUM({d.write_bytes(None)}), 0) FROM {d.writes_table} WHERE thread_id = ?) + "
+        f"(SELECT COALESCE(SUM({d.blob_bytes()}), 0) FROM checkpoint_blobs WHERE thread_id = ?) AS b",
+        [thread_id] * (8 if with_nodes else 7))[0]
+    owners = {(ns, cid) for ns, cid in row["owners"] or []}
+    nodes = _nodes(row["nodes"] or [], owners) if with_nodes else []
+    return ThreadFacts(int(row["n"]), row["newest"], nodes, owners,
+                       {(ns, ch, v) for ns, ch, v in row["blobs"] or []}, int(row["b"]))
 
 
 def writes_owners_many(session: ConversionSession, thread_ids: list[str]) -> dict[str, set[_Key]]:
@@ -213,10 +263,30 @@ def delete_planned(session: ConversionSession, thread_id: str, plan: Plan, garba
                         [thread_id, [k[0] for k in starts], [k[1] for k in starts]])
 
 
+#: Connections that committed a transaction with the backup tables (asked once per connection, not per thread).
+_HAS_BACKUP_TABLES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def backup_tables_committed(session: ConversionSession) -> None:
+    """Record that the session's connection committed with the backup tables present (after a backup's commit)."""
+    _HAS_BACKUP_TABLES.add(session.conn)
+
+
+def stored_bytes(session: ConversionSession, thread_id: str) -> int:
+    """Bytes of the thread in LangGraph's three tables, in one statement (as ``ConversionSession.stored_bytes``)."""
+    d = session.dialect
+    return int(session.query(
+        f"SELECT (SELECT COALESCE(SUM({d.checkpoint_bytes(None)}), 0) FROM checkpoints WHERE thread_id = ?) + "
+        f"(SELECT COALESCE(SUM({d.write_bytes(None)}), 0) FROM {d.writes_table} WHERE thread_id = ?) + "
+        f"(SELECT COALESCE(SUM({d.blob_bytes()}), 0) FROM checkpoint_blobs WHERE thread_id = ?) AS b",
+        [thread_id] * 3)[0]["b"])
+
+
 def _move(session: ConversionSession, thread_id: str, statements: list[tuple[str, str, str, list[Any], str]],
           backup_id: str, note: str, size: int) -> None:
     """Move the deleted rows into the backup (one statement per table), then copy the kept ones."""
-    backups.ensure_whole_thread_tables(session)
+    if session.conn not in _HAS_BACKUP_TABLES:
+        backups.ensure_whole_thread_tables(session)
     counts = {}
     for table, cols, where, params, into in statements:
         moved = 0

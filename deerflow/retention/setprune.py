@@ -40,12 +40,14 @@ from deerflow.retention.reading import langgraph_reader, read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.setbased import (
+    ThreadFacts,
+    backup_tables_committed,
     delete_planned,
     garbage_blobs,
     has_delta_evidence,
     read_bytes_digest,
-    read_nodes,
     seeds,
+    thread_facts,
 )
 
 __all__ = ["GeneralPathNeeded", "prune_set_based"]
@@ -71,16 +73,19 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
         RetentionAbort: as the general path (``not_found``, ``changed_during_prune``, ``verification_failed``).
         GeneralPathNeeded: the two readers disagree about a kept checkpoint (roll back, take the general path).
     """
-    mark = store.watermark(thread_id)
+    facts = thread_facts(store.session, thread_id, with_nodes=True)
+    mark = (facts.count, facts.newest)
     if mark[0] == 0:
         raise RetentionAbort("not_found", f"Thread {thread_id!r} has no checkpoints.", "Check the thread id.")
-    nodes = read_nodes(store.session, thread_id, store.writes_owners(thread_id))
+    nodes = facts.nodes
     if nodes is None:
         return False
     plan = plan_keep_last(nodes, n or 1, protect) if rule == "keep_last" else plan_safe_only(nodes, protect)
     to_rebase = sorted(plan.chain_starts - seeds(store.session, thread_id, plan.chain_starts))
+    if to_rebase and _inputs_after_pending_writes(nodes):
+        return False  # the replay rule and LangGraph's reader may differ there: the walk decides the rebase value
     tuples = {k: store.saver.get_tuple(config_for(thread_id, *k)) for k in to_rebase}
-    report.bytes_before = store.stored_bytes(thread_id)
+    report.bytes_before = facts.stored_bytes
     report.describe(plan, to_rebase)
     if not plan.deleted:
         report.status, report.bytes_after = "nothing_to_prune", report.bytes_before
@@ -103,8 +108,8 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     before, messages = _read(store, thread_id, read_keys, digest, set(to_rebase))
     if any(tuples[k] is None or k not in messages for k in to_rebase):
         return False  # LangGraph's reader cannot read a chain start: the walk's findings say why
-    targets = _versions(store, thread_id, nodes, before, to_rebase) if to_rebase else {}
-    garbage = garbage_blobs(nodes, plan, store.blob_keys(thread_id), {k: {"messages": v} for k, v in targets.items()})
+    targets = _versions(store, facts, nodes, before, to_rebase) if to_rebase else {}
+    garbage = garbage_blobs(nodes, plan, facts.blob_keys, {k: {"messages": v} for k, v in targets.items()})
     if dry_run:
         rows, writes, blobs = store.sizes(thread_id)
         freed = sum(rows.get(k, 0) + writes.get(k, 0) for k in plan.deleted) + sum(blobs.get(g, 0) for g in garbage)
@@ -119,7 +124,8 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
                    note=note or f"prune:{rule}", size=report.bytes_before)
     for k in to_rebase:  # after the backup copied the kept rows as they were
         rebase(store, thread_id, k, tuples[k], messages[k], targets[k])
-    _check_watermark(store, thread_id, mark, plan)
+    after = thread_facts(store.session, thread_id, with_nodes=False)
+    _check_watermark((after.count, after.newest), mark, plan)
     if by_bytes:
         if read_bytes_digest(store.session, thread_id, nodes, rows_keys, written) != rows_digest:
             raise _fail("a kept checkpoint's stored rows changed during the prune", {})
@@ -127,13 +133,15 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
             raise GeneralPathNeeded(read_keys)  # a chain start reads differently: the general path's rules decide
     else:
         _verify_readings(store, thread_id, plan, before, digest, old_heads)
-    _verify_rows(store, thread_id, plan, garbage, new_heads)
+    _verify_rows(after, plan, garbage, new_heads)
     if before_commit is not None:
         before_commit(store)
-    _check_watermark(store, thread_id, mark, plan)
-    report.bytes_after = store.stored_bytes(thread_id)
+    _check_watermark(store.watermark(thread_id), mark, plan)
+    report.bytes_after = after.stored_bytes
     report.status = "pruned"
     store.session.commit()
+    if report.backup_id:
+        backup_tables_committed(store.session)
     return True
 
 
@@ -157,6 +165,15 @@ def _read(store: Any, thread_id: str, keys: list[_Key], digest: Any,
     return readings, messages
 
 
+def _inputs_after_pending_writes(nodes: list[Any]) -> bool:
+    """True when an ``input`` checkpoint's parent stores writes rows (a turn started over pending tasks, e.g. a
+    fork from an interrupted step): there the one-pass replay rule reads without those writes, LangGraph's
+    reader with them, and only the general path's walk knows the value a rebase must store."""
+    owners = {node.key for node in nodes if node.owns_writes}
+    return any(node.metadata.get("source") == "input" and node.parent_id is not None
+               and (node.ns, node.parent_id) in owners for node in nodes)
+
+
 def _sharing_version(nodes: list[Any], plan: Plan, to_rebase: list[_Key]) -> set[_Key]:
     """Kept checkpoints with the ``messages`` version of a chain start to rebase (same namespace)."""
     wanted = {(node.ns, str(node.versions.get("messages"))) for node in nodes
@@ -165,13 +182,12 @@ def _sharing_version(nodes: list[Any], plan: Plan, to_rebase: list[_Key]) -> set
             and (node.ns, str(node.versions.get("messages"))) in wanted}
 
 
-def _versions(store: Any, thread_id: str, nodes: list[Any], before: dict[_Key, Any],
+def _versions(store: Any, facts: ThreadFacts, nodes: list[Any], before: dict[_Key, Any],
               to_rebase: list[_Key]) -> dict[_Key, Any]:
     """The ``messages`` version each rebased chain start stores its snapshot under (:class:`RebasePlan`); the
     kept checkpoints read (``before``) include every one sharing such a version."""
     versions = {node.key: node.versions.get("messages") for node in nodes if node.key in before}
-    vplan = RebasePlan(store.shared_versions, {k: (versions[k], before[k][0]) for k in before},
-                       store.blob_keys(thread_id))
+    vplan = RebasePlan(store.shared_versions, {k: (versions[k], before[k][0]) for k in before}, facts.blob_keys)
     return {k: vplan.version_for(k[0], versions[k], before[k][0]) for k in to_rebase}
 
 
@@ -182,8 +198,8 @@ def _heads(keys: Any) -> dict[str, str]:
     return heads
 
 
-def _check_watermark(store: Any, thread_id: str, mark: tuple[int, str | None], plan: Plan) -> None:
-    count, newest = store.watermark(thread_id)
+def _check_watermark(now: tuple[int, str | None], mark: tuple[int, str | None], plan: Plan) -> None:
+    count, newest = now
     if count != len(plan.kept) or (newest is not None and mark[1] is not None and newest > mark[1]):
         raise RetentionAbort("changed_during_prune", "new checkpoints were written while pruning",
                              "Retried automatically; if it keeps happening, prune when the thread is idle.")
@@ -216,14 +232,14 @@ def _verify_readings(store: Any, thread_id: str, plan: Plan, before: dict[_Key, 
                         {"checkpoint_ns": ns, "checkpoint_id": cid})
 
 
-def _verify_rows(store: Any, thread_id: str, plan: Plan, garbage: set[tuple[str, str, str]],
+def _verify_rows(after: ThreadFacts, plan: Plan, garbage: set[tuple[str, str, str]],
                  new_heads: dict[str, str]) -> None:
     """No writes row of a deleted checkpoint, no garbage blob left; each namespace head the planned one."""
-    orphans = store.writes_owners(thread_id) & plan.deleted
+    orphans = after.owners & plan.deleted
     if orphans:
         k = min(orphans)
         raise _fail(f"writes rows of deleted checkpoint {k[1]} remain", {"checkpoint_ns": k[0], "checkpoint_id": k[1]})
-    left = store.blob_keys(thread_id) & garbage
+    left = after.blob_keys & garbage
     if left:
         ns, channel, version = min(left)
         raise _fail(f"blob {channel}@{version} only deleted checkpoints used remains",
