@@ -133,7 +133,9 @@ def test_a_dry_run_plans_alike_and_writes_nothing(pg, monkeypatch, general_calls
     with general_path_only(monkeypatch):
         general = keep_last(pg, "t", 2, dry_run=True)
     report = keep_last(pg, "t", 2, dry_run=True)
-    assert general_calls == ["t"] and report.status == general.status == "would_prune"
+    # the delta fork starts a turn over a checkpoint with pending writes: its rebase is the general path's
+    assert general_calls == (["t"] if mode == "full" else ["t", "t"])
+    assert report.status == general.status == "would_prune"
     assert report.as_dict() | {"duration_s": 0} == general.as_dict() | {"duration_s": 0}
     assert all_rows(pg) == before
 
