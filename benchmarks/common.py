@@ -31,7 +31,8 @@ import yaml
 
 from deerflow.config.database_config import DatabaseConfig
 
-__all__ = ["Context", "machine", "median_ms", "runtime_for", "scratch_database", "served", "served_ms", "timed"]
+__all__ = ["Context", "copy_database", "machine", "median_ms", "runtime_for", "scratch_database", "served", "served_ms",
+           "timed"]
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -69,6 +70,24 @@ def scratch_database(ctx: Context, prefix: str) -> Iterator[DatabaseConfig]:
     url = psycopg.conninfo.make_conninfo(ctx.admin_url, dbname=name)
     try:
         yield DatabaseConfig(backend="postgres", postgres_url=url)
+    finally:
+        with psycopg.connect(ctx.admin_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                         "AND pid <> pg_backend_pid()", (name,))
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+@contextmanager
+def copy_database(ctx: Context, database: DatabaseConfig, prefix: str) -> Iterator[DatabaseConfig]:
+    """A byte-identical copy of a scratch database (``CREATE DATABASE ... TEMPLATE``), dropped afterwards."""
+    source = psycopg.conninfo.conninfo_to_dict(database.postgres_url or "")["dbname"]
+    name = f"dfa_bench_{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ctx.admin_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (source,))
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+    try:
+        yield DatabaseConfig(backend="postgres", postgres_url=psycopg.conninfo.make_conninfo(ctx.admin_url,
+                                                                                             dbname=name))
     finally:
         with psycopg.connect(ctx.admin_url, autocommit=True) as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "

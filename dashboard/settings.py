@@ -254,8 +254,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, DASHBOARD_MAX_JSON_BODY_BYTES)  # D
 DASHBOARD_HEARTBEAT_S = float(env_int("DASHBOARD_HEARTBEAT_S", 15, minimum=1))
 # Fleet audit: window (hours) of recent checkpoints used to infer what writers write.
 DASHBOARD_WRITER_WINDOW_H = env_int("DASHBOARD_WRITER_WINDOW_H", 24, minimum=1)
-# The audit page shows the newest live check (a 1 s Celery broadcast) while it is younger than this; an older
-# one is refreshed in the background (dashboard.fleet.control.recent_live_check). 0: a new check on every page.
+# Pages (audit, GET /api/audit, /metrics, /jobs/workers) show the newest live check (a 1 s Celery broadcast), never
+# waiting for one; one older than this is refreshed in the background (dashboard.fleet.recent). 0: a new check on
+# every page.
 DASHBOARD_LIVE_CHECK_MAX_AGE_S = env_int("DASHBOARD_LIVE_CHECK_MAX_AGE_S", 10, minimum=0)
 # Beside a live DeerFlow: a checkpoint thread without DeerFlow's threads_meta row is an orphan once its newest
 # checkpoint is this many seconds old (DeerFlow writes the row before the first checkpoint). Default one day.

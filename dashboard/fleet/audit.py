@@ -25,7 +25,7 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.fleet.control import LiveCheck, live_check
+from dashboard.fleet.control import LiveCheck, recent_live_check
 from dashboard.fleet.estimates import LegacyEstimate, legacy_estimate
 from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.findings import (
@@ -311,7 +311,8 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
 
     Args:
         rt: the frozen runtime (its saver is the checkpoint database).
-        live: a finished live check (default: broadcast one now).
+        live: a finished live check (default: the newest one, :func:`~dashboard.fleet.control.recent_live_check`,
+            never waited for; ``audit_modes`` passes one it broadcast now).
         hours: the recent-writes window (default ``DASHBOARD_WRITER_WINDOW_H``; hours).
         with_threads: also list every thread with its inferred cadence (``threads`` and
             ``cadences.by_thread``): one row per thread, for ``GET /api/audit?threads=1`` and
@@ -320,7 +321,7 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
     now = timezone.now()
     hours = hours or settings.DASHBOARD_WRITER_WINDOW_H
     rows = process_rows(now)
-    live = live if live is not None else live_check()
+    live = live if live is not None else recent_live_check(settings.DASHBOARD_LIVE_CHECK_MAX_AGE_S)
     live_only = live_only_rows(live, rows) if live.supported else []
     serving = rows + live_only
     # Snapshots the supersteps bound may have caused prove no cadence: use the smallest bound in the fleet.

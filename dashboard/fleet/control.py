@@ -6,9 +6,10 @@ would leak every setting. :func:`live_check` broadcasts it and collects the
 replies; a broker that cannot broadcast is reported, not raised.
 
 The broadcast waits its whole timeout (1 s) for replies, which would hold
-every refresh of the audit page; the page reads :func:`recent_live_check`
-instead: the newest check this process made, refreshed in the background
-once it is older than ``DASHBOARD_LIVE_CHECK_MAX_AGE_S``.
+every page that shows it; pages (the audit page, ``GET /api/audit``,
+``/metrics``) read :func:`recent_live_check` instead: the newest check,
+refreshed in the background once it is older than
+``DASHBOARD_LIVE_CHECK_MAX_AGE_S``, never waited for.
 """
 
 from __future__ import annotations
@@ -16,23 +17,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.cache import cache
-
 from dashboard.fleet.control_command import deerflow_facts
+from dashboard.fleet.recent import recent
 
 log = logging.getLogger("dashboard.fleet")
 
-__all__ = ["LIVE_CHECK_KEY", "LiveCheck", "deerflow_facts", "live_check", "recent_live_check"]
+__all__ = ["LIVE_CHECK_KEY", "PENDING", "LiveCheck", "deerflow_facts", "live_check", "recent_live_check"]
 
-#: Cache keys of the newest live check and of the refresh under way (so one refresh runs at a time).
-LIVE_CHECK_KEY, _REFRESHING_KEY = "fleet:live_check", "fleet:live_check:refreshing"
-#: A cached check older than this many times its maximum age is not shown at all (the next page waits for a new one).
-_STALE_LIMIT = 10
-_refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-check")
+#: Cache key of the newest live check (:mod:`dashboard.fleet.recent`).
+LIVE_CHECK_KEY = "fleet:live_check"
 
 
 @dataclass
@@ -82,39 +78,23 @@ def live_check(app=None, timeout_s: float = 1.0) -> LiveCheck:
     return LiveCheck(True, merged, timeout_s=timeout_s, checked_at=started)
 
 
-def _refresh(check: Callable[[], LiveCheck], max_age_s: float) -> LiveCheck:
-    try:
-        result = check()
-        cache.set(LIVE_CHECK_KEY, result, timeout=max_age_s * _STALE_LIMIT)
-        return result
-    finally:
-        cache.delete(_REFRESHING_KEY)
+#: What a page shows before the first live check of this deployment answered (it runs in the background).
+PENDING = ("no live check has answered yet (the first one is running in the background); "
+           "these figures are from heartbeats until it does")
 
 
 def recent_live_check(max_age_s: float, check: Callable[[], LiveCheck] = live_check, *,
                       background: bool = True) -> LiveCheck:
-    """The newest live check of this process (Django's cache), for pages that refresh every few seconds.
+    """The newest live check (Django's cache), for pages: never waits for a broadcast.
 
-    No check cached (the first page, or the last one is over ``10 * max_age_s`` seconds old): ``check()`` runs
-    now and the page waits for it (about 1 s). One younger than ``max_age_s`` seconds: returned as it is. One
-    in between: returned, and one refresh is started in a background thread (or run now when ``background``
-    is false), so the next page shows the new one. Its :attr:`LiveCheck.checked_at` says when it was made.
+    A check younger than ``max_age_s`` seconds is returned as it is; an older one is returned and one refresh
+    is started in a background thread (or run now when ``background`` is false), so the next page shows the new
+    one. Before any check exists, a :data:`PENDING` answer (``supported=False``, ``checked_at=0``) is returned and
+    the first check runs in the background. :attr:`LiveCheck.checked_at` says when the answer was made.
 
     Args:
         max_age_s: seconds a check stays fresh (``DASHBOARD_LIVE_CHECK_MAX_AGE_S``; 0 checks on every call).
         check: what makes a new check (default :func:`live_check`).
-        background: refresh a stale check in a background thread (default) or in this call.
+        background: refresh in a background thread (default) or in this call (a first check is then waited for).
     """
-    if max_age_s <= 0:
-        return check()
-    cached = cache.get(LIVE_CHECK_KEY)
-    if cached is None:
-        if cache.add(_REFRESHING_KEY, 1, timeout=60):
-            return _refresh(check, max_age_s)
-        return check()  # another request is making the first one: do not wait for its result, make ours
-    if time.time() - cached.checked_at >= max_age_s and cache.add(_REFRESHING_KEY, 1, timeout=60):
-        if background:
-            _refresher.submit(_refresh, check, max_age_s)
-        else:
-            _refresh(check, max_age_s)
-    return replace(cached)
+    return recent(LIVE_CHECK_KEY, check, max_age_s, lambda: LiveCheck(False, error=PENDING), background=background)

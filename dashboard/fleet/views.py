@@ -34,7 +34,8 @@ def audit_page(request: HttpRequest) -> HttpResponse:
 
     The live check is the newest one this process made (:func:`dashboard.fleet.control.recent_live_check`,
     at most ``DASHBOARD_LIVE_CHECK_MAX_AGE_S`` old before a background refresh), so a refresh does not wait
-    the broadcast's 1 s; the page says when it was made. ``GET /api/audit`` and ``audit_modes`` check anew.
+    the broadcast's 1 s; the page says when it was made. ``GET /api/audit`` and ``/metrics`` read it too;
+    ``audit_modes`` checks anew.
     """
     live = recent_live_check(settings.DASHBOARD_LIVE_CHECK_MAX_AGE_S)
     audit = run_audit(get_runtime(), live=live)

@@ -8,6 +8,7 @@ function of :mod:`dashboard.jobs.services`, and render or redirect.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from functools import wraps
 
@@ -37,7 +38,7 @@ from dashboard.jobs.models import ConversionJob
 from dashboard.jobs.progress import progress
 from dashboard.jobs.pruning import REASON_WORDS
 from dashboard.jobs.selection import check_threads_exist
-from dashboard.jobs.workers import check_delta_workers, job_runnability
+from dashboard.jobs.workers import job_runnability, recent_worker_check
 from dashboard.runtime import get_runtime
 from deerflow.convert import list_backups
 
@@ -189,9 +190,12 @@ def job_progress(request: HttpRequest, job_id: int) -> HttpResponse:
 @require_GET
 @staff_required
 def worker_status(request: HttpRequest) -> HttpResponse:
-    """Fragment: is a delta-mode worker alive to run jobs? (asks the workers, about 1 s)"""
+    """Fragment: is a delta-mode worker alive to run jobs? (the workers' newest answer, never waited for)"""
     fragment = wants_fragment(request)
-    return render(request, "jobs/_workers.html" if fragment else "jobs/workers.html", {"check": check_delta_workers()})
+    check = recent_worker_check(settings.DASHBOARD_LIVE_CHECK_MAX_AGE_S)
+    checked_at = dt.datetime.fromtimestamp(check.checked_at, dt.UTC) if check.checked_at else None
+    return render(request, "jobs/_workers.html" if fragment else "jobs/workers.html",
+                  {"check": check, "checked_at": checked_at})
 
 
 @require_POST

@@ -9,19 +9,28 @@ short timeout. Three answers: ``ok`` (these workers consume the queue),
 ``none`` (workers answered, none consumes it, or nobody answered on a broker
 that always delivers broadcasts), ``unknown`` (the broker cannot be reached,
 or it is the filesystem broker, whose broadcasts are best effort: a silent
-broker is not proof that no worker runs). Never raises.
+broker is not proof that no worker runs). Never raises. Pages read
+:func:`recent_worker_check`, its newest answer, refreshed in the background.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dashboard.errors.jobs import DELTA_WORKER_COMMAND
 from dashboard.fleet.processes import process_rows
+from dashboard.fleet.recent import recent
 from dashboard.jobs.tasks import THREAD_QUEUE
 
-__all__ = ["WorkerCheck", "check_delta_workers", "job_runnability", "registry_check"]
+__all__ = [
+    "WORKER_CHECK_KEY",
+    "WorkerCheck",
+    "check_delta_workers",
+    "job_runnability",
+    "recent_worker_check",
+    "registry_check",
+]
 
 log = logging.getLogger("dashboard.jobs")
 
@@ -39,6 +48,8 @@ class WorkerCheck:
     others: list[str] = field(default_factory=list)
     detail: str = ""
     hint: str = ""
+    #: When the answer was made (Unix time, seconds; 0 for an answer from heartbeats only).
+    checked_at: float = field(default=0.0, compare=False)
 
 
 def check_delta_workers(timeout: float = 1.0, app=None) -> WorkerCheck:
@@ -62,6 +73,25 @@ def check_delta_workers(timeout: float = 1.0, app=None) -> WorkerCheck:
     seen = (f" Workers answering ({', '.join(others)}) do not consume {THREAD_QUEUE} (full-mode workers)."
             if others else "")
     return WorkerCheck("none", [], others, detail=f"No live worker can run this job.{seen}", hint=START_HINT)
+
+
+#: Cache key of the newest broadcast answer (:mod:`dashboard.fleet.recent`).
+WORKER_CHECK_KEY = "jobs:worker_check"
+
+
+def recent_worker_check(max_age_s: float) -> WorkerCheck:
+    """The newest :func:`check_delta_workers` answer, for pages: never waits for the broadcast.
+
+    An answer older than ``max_age_s`` seconds is returned and refreshed in the background; before the first
+    answer the heartbeats' (:func:`registry_check`) is returned, saying that the workers are being asked.
+    """
+    return recent(WORKER_CHECK_KEY, check_delta_workers, max_age_s, _from_heartbeats)
+
+
+def _from_heartbeats() -> WorkerCheck:
+    check = registry_check()
+    return replace(check, detail=f"{check.detail} (From heartbeats: the workers are being asked now; "
+                   "refresh in a moment for their answer.)")
 
 
 def registry_check(now=None) -> WorkerCheck:

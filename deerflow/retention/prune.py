@@ -48,6 +48,7 @@ from deerflow.retention.plan import Node, Plan, plan_keep_last, plan_safe_only
 from deerflow.retention.reading import langgraph_values, read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, needs_rebase, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
+from deerflow.retention.setprune import GeneralPathNeeded, prune_set_based
 from deerflow.retention.store import MemoryStore, SqlStore
 from deerflow.storage.savers import sqlite_checkpoint_path
 from deerflow.storage.sessions import open_session
@@ -57,7 +58,7 @@ def _no_rewrite(_tup: Any, _value: Any) -> bool:
     """The walk's ``needs_rewrite``: retention rewrites no checkpoint the walk hands on (it only reads values)."""
     return False
 
-__all__ = ["RULES", "keep_last", "prune_thread", "safe_only"]
+__all__ = ["RULES", "check_rule", "keep_last", "prune_thread", "safe_only"]
 
 _Key = tuple[str, str]
 RULES = ("keep_last", "safe_only")
@@ -75,6 +76,14 @@ def safe_only(target: Any, thread_id: str, **options: Any) -> PruneReport:
     return prune_thread(target, thread_id, "safe_only", **options)
 
 
+def check_rule(rule: str, n: int | None) -> None:
+    """Raise ``ValueError`` for an unknown rule or, for ``keep_last``, an ``n`` that is not an integer >= 1."""
+    if rule not in RULES:
+        raise ValueError(f"unknown retention rule {rule!r}; use one of {', '.join(RULES)}")
+    if rule == "keep_last" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise ValueError(f"keep_last needs n >= 1 (the head is always kept), got {n!r}")
+
+
 def prune_thread(
     target: DatabaseConfig | Any,
     thread_id: str,
@@ -87,6 +96,7 @@ def prune_thread(
     max_attempts: int = 3,
     note: str = "",
     before_commit: Callable[[Any], None] | None = None,
+    shared: Any = None,
 ) -> PruneReport:
     """Prune one thread by ``rule``, verified, in one transaction.
 
@@ -102,6 +112,8 @@ def prune_thread(
         max_attempts: transactions to try when new checkpoints arrive meanwhile (count).
         note: stored with the backup (e.g. the job id).
         before_commit: test hook called with the store just before commit.
+        shared: a :class:`deerflow.retention.batch.SharedConnection` to run the transaction on (Postgres;
+            :func:`deerflow.retention.batch.prune_threads` passes one), instead of a new connection.
 
     Returns:
         A :class:`PruneReport`: ``pruned``, ``would_prune`` (dry run), ``nothing_to_prune``, or a
@@ -111,32 +123,41 @@ def prune_thread(
     Raises:
         ValueError: an unknown rule or a bad ``n`` (before anything is read).
     """
-    if rule not in RULES:
-        raise ValueError(f"unknown retention rule {rule!r}; use one of {', '.join(RULES)}")
-    if rule == "keep_last" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-        raise ValueError(f"keep_last needs n >= 1 (the head is always kept), got {n!r}")
+    check_rule(rule, n)
     started = time.monotonic()
     options: dict[str, Any] = {"n": n, "protect": set(protect), "dry_run": dry_run, "backup": backup, "note": note,
                "before_commit": before_commit}
     report = PruneReport(thread_id=thread_id, rule=rule)
-    for attempt in range(1, max_attempts + 1):
+    set_based, attempt = True, 1
+    while True:
         report = PruneReport(thread_id=thread_id, rule=rule, attempts=attempt)
         try:
-            with _store(target, thread_id, write=not dry_run) as store:
-                _prune_once(store, thread_id, report, rule, **options)
+            with _store(target, thread_id, write=not dry_run, shared=shared) as store:
+                if not (set_based and _has_set_based_path(store)
+                        and prune_set_based(store, thread_id, report, rule, **options)):
+                    _prune_once(store, thread_id, report, rule, **options)
+        except GeneralPathNeeded:
+            set_based = False  # rolled back; the general path's readings decide (not a new attempt)
+            continue
         except RetentionAbort as exc:
             report.fail(exc)
-        if report.status != "changed_during_prune":
+        if report.status != "changed_during_prune" or attempt >= max_attempts:
             break
+        attempt += 1
     report.duration_s = round(time.monotonic() - started, 3)
     return report
+
+
+def _has_set_based_path(store: Any) -> bool:
+    """Postgres (jsonb columns, one blob row per version): the plan can be read from the rows' columns."""
+    return isinstance(store, SqlStore) and store.dialect.has_blob_table
 
 
 class _store:  # noqa: N801 - a context manager used like a function
     """A :class:`SqlStore` on a new session, or a :class:`MemoryStore` on an ``InMemorySaver``."""
 
-    def __init__(self, target: Any, thread_id: str, *, write: bool):
-        self.target, self.thread_id, self.write = target, thread_id, write
+    def __init__(self, target: Any, thread_id: str, *, write: bool, shared: Any = None):
+        self.target, self.thread_id, self.write, self.shared = target, thread_id, write, shared
         self._cm: Any = None
 
     def __enter__(self) -> Any:
@@ -144,7 +165,8 @@ class _store:  # noqa: N801 - a context manager used like a function
             if self.target.backend == "sqlite" and not sqlite_checkpoint_path(self.target).exists():
                 raise RetentionAbort("not_found", f"SQLite checkpoint file {sqlite_checkpoint_path(self.target)} "
                                      "does not exist.", "Point database.sqlite_dir at DeerFlow's deerflow.db.")
-            self._cm = open_session(self.target, write=self.write)
+            self._cm = (self.shared.session(write=self.write) if self.shared is not None
+                        else open_session(self.target, write=self.write))
             store = SqlStore(self._cm.__enter__())
             if self.write:
                 store.session.lock_thread(self.thread_id)

@@ -86,8 +86,9 @@ def _registered(fleet: Fleet) -> dict[str, dict]:
     return helpers.wait_until(rows, timeout=30, what="three registry rows")
 
 
-def _live_audit(fetch, names) -> tuple[int, dict]:
-    """The first ``fetch()`` result ``(status, audit)`` in which every process in ``names`` is live.
+def _live_audit(fetch, names, answered=()) -> tuple[int, dict]:
+    """The first ``fetch()`` result ``(status, audit)`` in which every process in ``names`` is live (and every
+    worker in ``answered`` answered the live check: pages serve the newest check, made in the background).
 
     Heartbeats here are 1 s apart and the audit shows a process stale after three
     missed beats, so on a loaded machine an audit can rightly leave a late process
@@ -96,7 +97,9 @@ def _live_audit(fetch, names) -> tuple[int, dict]:
     def attempt():
         status, audit = fetch()
         states = {p["name"]: p["state"] for p in audit["processes"]}
-        return (status, audit) if all(states.get(n) == "live" for n in names) else None
+        heard = set(audit["live"]["answered"])
+        ok = all(states.get(n) == "live" for n in names) and heard >= set(answered)
+        return (status, audit) if ok else None
 
     return helpers.wait_until(attempt, timeout=30, what="an audit with every process live")
 
@@ -173,7 +176,8 @@ def test_live_check_replies_carry_only_the_facts(fleet):
 
 def test_web_process_serves_the_audit_api(fleet):
     rows = _registered(fleet)
-    status, audit = _live_audit(lambda: _http(fleet, "/api/audit?threads=1"), [r["name"] for r in rows.values()])
+    status, audit = _live_audit(lambda: _http(fleet, "/api/audit?threads=1"), [r["name"] for r in rows.values()],
+                                [fleet.w10.hostname, fleet.w25.hostname])
     assert status == 200
     assert [f["message"] for f in findings(audit, "cadence_mismatch")] == [
         f"{rows['w25']['name']} differs from {rows['web']['name']} and {rows['w10']['name']} "

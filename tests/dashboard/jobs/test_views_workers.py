@@ -65,6 +65,37 @@ def test_an_unreachable_broker_is_unknown_not_a_crash():
 
 
 def test_the_fragment_shows_the_check(monkeypatch, viewer_client):
-    monkeypatch.setattr(views, "check_delta_workers", lambda: check_delta_workers(app=_answering({})))
+    monkeypatch.setattr(views, "recent_worker_check", lambda _age: check_delta_workers(app=_answering({})))
     body = viewer_client.get("/jobs/workers").content.decode()
     assert 'class="card workers workers-none"' in body and "No live worker can run this job." in body
+
+
+@pytest.mark.django_db
+def test_the_page_never_waits_for_the_workers(monkeypatch, viewer_client, settings):
+    """Before any answer: the heartbeats' answer at once, the workers asked in the background; then theirs,
+    with when it was made."""
+    import time
+
+    from django.core.cache import cache
+
+    from dashboard.jobs import workers
+
+    settings.DASHBOARD_LIVE_CHECK_MAX_AGE_S = 10
+    asked: list[float] = []
+
+    def slow_answer(timeout: float = 1.0, app=None) -> workers.WorkerCheck:
+        asked.append(time.monotonic())
+        time.sleep(0.5)
+        return check_delta_workers(app=_answering({"d@h": [DASHBOARD, DELTA]}))
+
+    monkeypatch.setattr(workers, "check_delta_workers", slow_answer)
+    started = time.monotonic()
+    body = viewer_client.get("/jobs/workers").content.decode()
+    assert time.monotonic() - started < 0.45
+    assert "From heartbeats: the workers are being asked now" in body
+    deadline = time.monotonic() + 5
+    while cache.get(workers.WORKER_CHECK_KEY) is None:
+        assert time.monotonic() < deadline, "the background check never landed"
+        time.sleep(0.02)
+    body = viewer_client.get("/jobs/workers").content.decode()
+    assert "workers-ok" in body and "d@h" in body and 'id="workers-checked-at"' in body and len(asked) == 1

@@ -60,8 +60,8 @@ def test_fragment_urls_opened_on_their_own_are_full_pages(sqlite_fixture_db, run
     from dashboard.jobs import views
     from dashboard.jobs.workers import WorkerCheck
 
-    monkeypatch.setattr(views, "check_delta_workers",
-                        lambda: WorkerCheck("none", detail="No live worker can run this job.", hint="Start one."))
+    monkeypatch.setattr(views, "recent_worker_check",
+                        lambda _age: WorkerCheck("none", detail="No live worker can run this job.", hint="Start one."))
     full = staff_client.get("/jobs/workers").content.decode()
     assert "<html" in full and 'id="workers"' in full and "No live worker" in full
     fragment = staff_client.get("/jobs/workers", headers={"HX-Request": "true"}).content.decode()

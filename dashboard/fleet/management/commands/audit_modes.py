@@ -12,6 +12,7 @@ import sys
 
 from dashboard.commands import DashboardCommand
 from dashboard.fleet.audit import run_audit
+from dashboard.fleet.control import live_check
 from dashboard.runtime import get_runtime
 from deerflow.inventory import CadenceInference
 
@@ -25,7 +26,7 @@ class Command(DashboardCommand):
         parser.add_argument("--threads", action="store_true", help="include per-thread class and cadence")
 
     def handle(self, *args, json: bool = False, threads: bool = False, **options):
-        audit = run_audit(get_runtime(), with_threads=threads)
+        audit = run_audit(get_runtime(), live=live_check(), with_threads=threads)  # a command may wait: ask now
         if json:
             self.stdout.write(_dumps(audit.as_dict(with_threads=threads)))
         else:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import ExitStack
 from typing import Any
 
 from django.conf import settings
@@ -58,8 +59,11 @@ from dashboard.jobs import reservations
 from dashboard.runtime import get_runtime
 from deerflow.convert import reclaim_space
 from deerflow.inventory import deerflow_tables
-from deerflow.retention import PruneReport, delete_thread, prune_thread, select_threads
-from deerflow.storage import RunInFlightError
+from deerflow.retention import PruneReport, delete_thread, prune_threads, select_threads
+from deerflow.storage import Reservation, RunInFlightError
+
+#: Threads a prune holds DeerFlow's reservation on at once (one chunk of the run, pruned together).
+RESERVED_AT_ONCE = 50
 
 JSON_KEYS = ("thread_id", "status", "deleted_checkpoint_ids", "kept_checkpoint_ids", "protected_checkpoint_ids",
              "rebased_checkpoint_ids", "bytes_before", "bytes_after")
@@ -161,23 +165,28 @@ class Command(DashboardCommand):
         else:
             threads = opts["thread"] or select_threads(database, idle_days=opts["idle_days"])
         threads = list(dict.fromkeys(threads))
-        preview = [self._one(database, t, opts, dry_run=True) for t in threads]
-        todo = [r for r in preview if r.status in ("would_prune", "would_delete")]
         cap = opts["max_delete_per_run"]
-        if cap is not None and len(todo) > cap:
-            for r in todo[cap:]:
-                r.status, r.hint = "skipped", f"--max-delete-per-run {cap} reached; left for the next run"
-            todo = todo[:cap]
-        results = preview
-        if not opts["dry_run"] and todo:
-            if not self._confirmed(todo, opts):
-                self._emit(preview, None, opts, final=False)
-                raise CommandError("Not confirmed; nothing was pruned.", returncode=2)
-            if opts["orphaned"]:  # a thread that gained a DeerFlow row while we asked is no orphan any more
-                still = set(_orphans(database))
-                todo = [r for r in todo if r.thread_id in still]
-            done = {r.thread_id: self._one(database, r.thread_id, opts, dry_run=False) for r in todo}
-            results = [done.get(r.thread_id, r) for r in preview]
+        if opts["yes"] and not opts["dry_run"] and cap is None and not opts["orphaned"]:
+            # confirmed in advance, nothing to count or check again: the prune itself plans each thread
+            results = self._run(database, threads, opts, dry_run=False)
+        else:
+            preview = self._run(database, threads, opts, dry_run=True)
+            todo = [r for r in preview if r.status in ("would_prune", "would_delete")]
+            if cap is not None and len(todo) > cap:
+                for r in todo[cap:]:
+                    r.status, r.hint = "skipped", f"--max-delete-per-run {cap} reached; left for the next run"
+                todo = todo[:cap]
+            results = preview
+            if not opts["dry_run"] and todo:
+                if not self._confirmed(todo, opts):
+                    self._emit(preview, None, opts, final=False)
+                    raise CommandError("Not confirmed; nothing was pruned.", returncode=2)
+                if opts["orphaned"]:  # a thread that gained a DeerFlow row while we asked is no orphan any more
+                    still = set(_orphans(database))
+                    todo = [r for r in todo if r.thread_id in still]
+                done = {r.thread_id: r for r in self._run(database, [r.thread_id for r in todo], opts,
+                                                          dry_run=False)}
+                results = [done.get(r.thread_id, r) for r in preview]
         reclaimed = None
         if opts["reclaim"] and not opts["dry_run"]:
             space = reclaim_space(database)
@@ -188,27 +197,44 @@ class Command(DashboardCommand):
             raise CommandError(f"{len(failed)} thread(s) failed; nothing was written to them (see above).",
                                returncode=1)
 
-    def _one(self, database: Any, thread_id: str, opts: dict[str, Any], *, dry_run: bool) -> PruneReport:
-        if dry_run:  # reads take no reservation
-            return self._rewrite(database, thread_id, opts, dry_run=True)
-        rt = get_runtime()
-        try:
-            with reservations.hold_thread(rt, thread_id, node="cli:prune_threads",
-                                          metadata={"checkpoint_admin": {"command": "prune_threads"}}) as held:
-                report = self._rewrite(database, thread_id, opts, dry_run=False)
-        except RunInFlightError as exc:
-            return PruneReport(thread_id=thread_id, status=reservations.RUN_IN_FLIGHT, error=str(exc),
-                               hint=reservations.IN_FLIGHT_HINT)
-        reservations.after_rewrite(rt, thread_id, report.status, held)
-        return report
+    def _run(self, database: Any, threads: list[str], opts: dict[str, Any], *, dry_run: bool) -> list[PruneReport]:
+        """Each thread's report, in order; a prune holds DeerFlow's reservation on every thread of a chunk of
+        :data:`RESERVED_AT_ONCE` while that chunk is pruned (a dry run reads and takes none)."""
+        if dry_run:
+            return self._rewrite(database, threads, opts, dry_run=True)
+        reports: dict[str, PruneReport] = {}
+        for i in range(0, len(threads), RESERVED_AT_ONCE):
+            reports.update(self._reserved(database, threads[i:i + RESERVED_AT_ONCE], opts))
+        return [reports[t] for t in threads]
 
-    def _rewrite(self, database: Any, thread_id: str, opts: dict[str, Any], *, dry_run: bool) -> PruneReport:
+    def _reserved(self, database: Any, chunk: list[str], opts: dict[str, Any]) -> dict[str, PruneReport]:
+        """Prune ``chunk`` inside DeerFlow's reservation of each of its threads; a thread DeerFlow holds is
+        reported ``run_in_flight``, untouched. The history cache is purged before the reservation goes."""
+        rt = get_runtime()
+        reports: dict[str, PruneReport] = {}
+        with ExitStack() as stack:
+            held: dict[str, Reservation | None] = {}
+            for thread_id in chunk:
+                try:
+                    held[thread_id] = stack.enter_context(reservations.hold_thread(
+                        rt, thread_id, node="cli:prune_threads",
+                        metadata={"checkpoint_admin": {"command": "prune_threads"}}))
+                except RunInFlightError as exc:
+                    reports[thread_id] = PruneReport(thread_id=thread_id, status=reservations.RUN_IN_FLIGHT,
+                                                     error=str(exc), hint=reservations.IN_FLIGHT_HINT)
+            for report in self._rewrite(database, list(held), opts, dry_run=False):
+                reports[report.thread_id] = report
+                reservations.after_rewrite(rt, report.thread_id, report.status, held[report.thread_id])
+        return reports
+
+    def _rewrite(self, database: Any, threads: list[str], opts: dict[str, Any], *,
+                 dry_run: bool) -> list[PruneReport]:
         common = {"dry_run": dry_run, "backup": not opts["no_backup"], "protect": opts["protect"],
                   "note": "cli:prune_threads"}
         if opts["delete_threads"]:
-            return delete_thread(database, thread_id, **common)
+            return [delete_thread(database, thread_id, **common) for thread_id in threads]
         rule = "keep_last" if opts["keep_last"] else "safe_only"
-        return prune_thread(database, thread_id, rule, n=opts["keep_last"], **common)
+        return prune_threads(database, threads, rule, n=opts["keep_last"], **common)
 
     def _confirmed(self, todo: list[PruneReport], opts: dict[str, Any]) -> bool:
         if opts["yes"]:

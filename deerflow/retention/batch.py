@@ -1,0 +1,112 @@
+"""Prune many threads at once: one connection for the batch, LangGraph's own ``prune`` where it does the job.
+
+:func:`prune_threads` gives one :class:`PruneReport` per thread, as
+:func:`~deerflow.retention.prune.prune_thread` would, with the per-thread
+start-up paid once:
+
+* on Postgres every thread's transaction runs on one connection
+  (:class:`SharedConnection`) instead of a new one per thread;
+* a keep-last-1 prune without backup, protected ids or dry run, of threads
+  LangGraph's ``PostgresSaver.prune(thread_ids, strategy="keep_latest")``
+  prunes exactly as planned (:mod:`deerflow.retention.delegate`), is handed
+  to that ``prune`` inside our transaction and verified before commit;
+* every other thread takes :func:`prune_thread`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from deerflow.config.database_config import DatabaseConfig
+from deerflow.convert.storage import ConversionSession
+from deerflow.dialect import Dialect
+from deerflow.retention.report import PruneReport
+from deerflow.storage_errors import translated
+
+__all__ = ["SharedConnection", "prune_threads"]
+
+
+class SharedConnection:
+    """One Postgres connection whose sessions (one transaction each) prune thread after thread.
+
+    Use as a context manager (the connection is closed on exit). A connection
+    that broke is replaced by the next :meth:`session`.
+
+    Args:
+        database: a Postgres :class:`DatabaseConfig`.
+    """
+
+    def __init__(self, database: DatabaseConfig):
+        self.database = database
+        self._conn: Any = None
+        self._saver: Any = None
+
+    def __enter__(self) -> SharedConnection:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+
+    @contextmanager
+    def session(self, *, write: bool, repeatable_read: bool = False) -> Iterator[ConversionSession]:
+        """A :class:`ConversionSession` in a new transaction, rolled back on exit unless committed.
+
+        Args:
+            write: as :func:`deerflow.convert.storage.open_session` (``False``: read only, one snapshot).
+            repeatable_read: a writing transaction on one snapshot (what LangGraph's ``prune`` runs in).
+
+        Raises:
+            StorageError: connecting or beginning failed.
+        """
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with translated():
+            if self._conn is None or self._conn.closed:
+                self._conn = Dialect.POSTGRES.connect(self.database, autocommit=False)
+                self._saver = PostgresSaver(self._conn)
+            conn = self._conn
+            conn.rollback()
+            conn.read_only = False
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if repeatable_read and write else None
+            Dialect.POSTGRES.begin(conn, write=write)
+        session = ConversionSession(Dialect.POSTGRES, conn, self._saver)
+        try:
+            yield session
+        finally:
+            if not conn.closed:
+                session.rollback()
+
+
+def prune_threads(target: DatabaseConfig | Any, thread_ids: Iterable[str], rule: str, *, n: int | None = None,
+                  protect: Iterable[str] = (), dry_run: bool = False, backup: bool = True, note: str = "",
+                  max_attempts: int = 3) -> list[PruneReport]:
+    """Prune each of ``thread_ids`` by ``rule``; see :func:`deerflow.retention.prune.prune_thread`.
+
+    Returns:
+        One report per distinct thread id, in the order given.
+
+    Raises:
+        ValueError: an unknown rule or a bad ``n`` (before anything is read).
+    """
+    from deerflow.retention.delegate import keep_latest_with_langgraph
+    from deerflow.retention.prune import check_rule, prune_thread
+
+    check_rule(rule, n)
+    ids = list(dict.fromkeys(thread_ids))
+    protect = set(protect)
+    options: dict[str, Any] = {"n": n, "protect": protect, "dry_run": dry_run, "backup": backup, "note": note,
+                               "max_attempts": max_attempts}
+    if not (isinstance(target, DatabaseConfig) and target.backend == "postgres"):
+        return [prune_thread(target, t, rule, **options) for t in ids]
+    reports: dict[str, PruneReport] = {}
+    with SharedConnection(target) as shared:
+        if rule == "keep_last" and n == 1 and not protect and not dry_run and not backup:
+            reports.update(keep_latest_with_langgraph(shared, ids))
+        for t in ids:
+            if t not in reports:
+                reports[t] = prune_thread(target, t, rule, shared=shared, **options)
+    return [reports[t] for t in ids]
