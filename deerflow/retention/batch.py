@@ -20,10 +20,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.convert.storage import ConversionSession
-from deerflow.dialect import Dialect
+from deerflow.retention.delegate import keep_latest_with_langgraph
+from deerflow.retention.prune import check_rule, prune_thread
 from deerflow.retention.report import PruneReport
-from deerflow.storage_errors import translated
+from deerflow.storage.dialect import Dialect
+from deerflow.storage.driver_errors import translated
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["SharedConnection", "prune_threads"]
 
@@ -55,7 +57,7 @@ class SharedConnection:
         """A :class:`ConversionSession` in a new transaction, rolled back on exit unless committed.
 
         Args:
-            write: as :func:`deerflow.convert.storage.open_session` (``False``: read only, one snapshot).
+            write: as :func:`deerflow.storage.sessions.open_session` (``False``: read only, one snapshot).
             repeatable_read: a writing transaction on one snapshot (what LangGraph's ``prune`` runs in).
 
         Raises:
@@ -92,9 +94,6 @@ def prune_threads(target: DatabaseConfig | Any, thread_ids: Iterable[str], rule:
     Raises:
         ValueError: an unknown rule or a bad ``n`` (before anything is read).
     """
-    from deerflow.retention.delegate import keep_latest_with_langgraph
-    from deerflow.retention.prune import check_rule, prune_thread
-
     check_rule(rule, n)
     ids = list(dict.fromkeys(thread_ids))
     protect = set(protect)

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from deerflow.convert import backups
-from deerflow.convert.storage import ConversionSession
 from deerflow.retention.plan import Node, Plan
+from deerflow.storage.sessions import ConversionSession
 
 __all__ = [
     "ThreadFacts",

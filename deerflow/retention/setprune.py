@@ -30,11 +30,10 @@ from collections.abc import Callable
 from typing import Any
 
 from deerflow._langgraph_compat import _DeltaSnapshot
-from deerflow.addressing import config_for
+from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.report import ThreadReport
 from deerflow.convert.walk import Walk
-from deerflow.digest import channels_sha256, messages_sha256
 from deerflow.retention.plan import Plan, plan_keep_last, plan_safe_only
 from deerflow.retention.reading import langgraph_reader, read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, rebase
@@ -49,6 +48,7 @@ from deerflow.retention.setbased import (
     seeds,
     thread_facts,
 )
+from deerflow.storage.addressing import config_for
 
 __all__ = ["GeneralPathNeeded", "prune_set_based"]
 
