@@ -79,11 +79,10 @@ def compact(rt: DashboardRuntime, thread_ids: Iterable[str], *, integrity: bool 
                                           metadata={"checkpoint_admin": {"command": "convert_threads"}}) as held:
                 report = compact_thread(rt.config.database, thread_id, snapshot_frequency=rt.snapshot_frequency,
                                         integrity=integrity, note=note)
+                reservations.after_rewrite(rt, thread_id, report.status, held)  # the cache goes first
         except RunInFlightError as exc:
             report = ThreadReport(thread_id=thread_id, status=reservations.RUN_IN_FLIGHT, error=str(exc),
                                   hint=reservations.IN_FLIGHT_HINT)
-        else:
-            reservations.after_rewrite(rt, thread_id, report.status, held)
         reports.append(report)
         if on_report is not None:
             on_report(report)

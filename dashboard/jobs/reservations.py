@@ -12,7 +12,8 @@ take :func:`hold_thread` the same way):
 * a thread DeerFlow holds (a run pending or running) is tried :data:`TRIES` times a few seconds apart, then
   recorded ``run_in_flight`` with the run's id and age (:func:`in_flight`), rows untouched; retrying the
   job runs it once DeerFlow's run has finished;
-* after a committed rewrite, the thread's Redis history-cache entries are purged
+* after a committed rewrite, while the reservation still holds the thread, its Redis history-cache entries
+  are purged
   (:func:`deerflow.runtime.checkpoint_cache.purge_thread`) and what was done is recorded on the row
   (``ThreadResult.deerflow``).
 

@@ -135,10 +135,11 @@ def _execute_reserved(rt: DashboardRuntime, result: ThreadResult) -> Outcome:
     try:
         with reservations.hold(rt, result) as held:
             outcome = _execute(rt, result)
+            # the history cache goes before the reservation does: DeerFlow admits no run on the thread meanwhile
+            outcome.deerflow = reservations.after_rewrite(rt, result.thread_id, outcome.report.status, held)
     except RunInFlightError as exc:
         report, deerflow = reservations.in_flight(result.thread_id, exc)
         return Outcome(report, reservations.RUN_IN_FLIGHT, deerflow=deerflow)
-    outcome.deerflow = reservations.after_rewrite(rt, result.thread_id, outcome.report.status, held)
     return outcome
 
 

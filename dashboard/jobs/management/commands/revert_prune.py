@@ -61,8 +61,8 @@ class Command(DashboardCommand):
             with reservations.hold_thread(rt, info.thread_id, node="cli:revert_prune",
                                           metadata={"checkpoint_admin": {"command": "revert_prune"}}) as held:
                 report = revert_prune(database, backup_id)
+                reservations.after_rewrite(rt, info.thread_id, report.status, held)  # the cache goes first
         except RunInFlightError as exc:
             return PruneReport(thread_id=info.thread_id, status=reservations.RUN_IN_FLIGHT, backup_id=backup_id,
                                error=str(exc), hint=reservations.IN_FLIGHT_HINT)
-        reservations.after_rewrite(rt, info.thread_id, report.status, held)
         return report
