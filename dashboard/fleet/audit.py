@@ -30,15 +30,18 @@ from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.findings import (
     SEVERITIES,
     Finding,
+    is_maintenance,
     live_findings,
     live_only_rows,
     readability_findings,
     registry_findings,
 )
 from dashboard.fleet.processes import process_rows
+from dashboard.formatting import plural
 from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads.fragments import fragment_key
+from dashboard.threads.links import thread_url
 from deerflow import census as census_mod
 from deerflow import inventory
 from deerflow import summary as summary_table
@@ -109,32 +112,57 @@ def thread_census(
     return counts, summaries
 
 
+def _agents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The live DeerFlow processes (not the dashboard's maintenance workers)."""
+    return [r for r in rows if r["state"] == "live" and not is_maintenance(r)]
+
+
 def _fleet_cadence(rows: list[dict[str, Any]]) -> int | None:
-    cadences = Counter(r["snapshot_frequency"] for r in rows if r["state"] == "live" and r["mode"] == "delta")
+    """The cadence most live delta DeerFlow processes froze; without one, the maintenance workers'."""
+    live = [r for r in rows if r["state"] == "live" and r["mode"] == "delta"]
+    cadences = Counter(r["snapshot_frequency"] for r in live if not is_maintenance(r)) or Counter(
+        r["snapshot_frequency"] for r in live)
     return cadences.most_common(1)[0][0] if cadences else None
 
 
-def _cadence_findings(outliers: census_mod.CadenceOutliers, fleet: int | None) -> list[Finding]:
+def _proof(rt: DashboardRuntime, examples: list[census_mod.CadenceInference]) -> tuple[dict[str, Any], ...]:
+    """The threads that prove a cadence finding, linked, with their last write (the stored summary's
+    ``updated_at``; one primary-key read each, at most the outliers' example limit)."""
+    out = []
+    for c in examples:
+        summary = inventory.stored_summary(rt.saver, c.thread_id)
+        out.append({"thread_id": c.thread_id, "url": thread_url("threads:detail", c.thread_id),
+                    "cadences": list(c.exact),
+                    "last_write": summary.updated_at.isoformat() if summary and summary.updated_at else None})
+    return tuple(out)
+
+
+def _cadence_findings(rt: DashboardRuntime, outliers: census_mod.CadenceOutliers, fleet: int | None) -> list[Finding]:
     findings = []
     if outliers.multiple:
         findings.append(Finding(
-            "warning", "thread_multiple_cadences", f"{outliers.multiple} thread(s) were written at several cadences",
+            "warning", "thread_multiple_cadences", f"{plural(outliers.multiple, 'thread was,threads were')} "
+            "written at several cadences",
             ", ".join(f"{c.thread_id}: {c.exact}" + (f", then ≥{c.lower_bound}" if c.lower_bound else "")
                       for c in outliers.multiple_examples),
-            "Processes with different snapshot_frequency wrote these threads; align config.yaml everywhere."))
+            "Processes with different snapshot_frequency wrote these threads; align config.yaml everywhere.",
+            _proof(rt, outliers.multiple_examples)))
     if fleet is not None and outliers.differs:
         findings.append(Finding(
             "warning", "thread_cadence_differs",
-            f"{outliers.differs} thread(s) were written at a cadence other than the fleet's {fleet}",
+            f"{plural(outliers.differs, 'thread was,threads were')} written at a cadence other than "
+            f"the fleet's {fleet}",
             ", ".join(f"{c.thread_id}: {c.exact}" for c in outliers.differs_examples),
             "A writer with another snapshot_frequency shares this database (the mismatch the runtime "
-            "cannot see). Find it with the writers section below."))
+            "cannot see). The threads listed prove it: their last writes say when that writer ran; look for "
+            "the process that ran then with another config.yaml.",
+            _proof(rt, outliers.differs_examples)))
     return findings
 
 
 def _writer_findings(writers: census_mod.WriterFacts, rows: list[dict[str, Any]], hours: int) -> list[Finding]:
     findings = []
-    live_modes = {r["mode"] for r in rows if r["state"] == "live"}
+    live_modes = {r["mode"] for r in _agents(rows)}
     delta_written = writers.delta_marked + writers.counters_only
     if delta_written and live_modes == {"full"}:
         findings.append(Finding(
@@ -174,7 +202,7 @@ def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
 
 def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: census_mod.WriterFacts,
                legacy: LegacyEstimate | None = None) -> dict:
-    live = [r for r in rows if r["state"] == "live"]
+    live = _agents(rows)
     to_convert = census["delta"] + census["delta_counters_only"] + census["migrated"] + census["inconsistent"]
     delta_procs = [r["name"] for r in live if r["mode"] == "delta"]
     full_procs = [r["name"] for r in live if r["mode"] == "full"]
@@ -270,10 +298,10 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         counts, summaries = thread_census(rt, with_threads=with_threads)
     writers = census_mod.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
     storage = inventory.mode_totals(by_class) if by_class is not None else {}
-    full_procs = [r["name"] for r in serving if r["state"] == "live" and r["mode"] == "full"]
+    full_procs = [r["name"] for r in _agents(serving) if r["mode"] == "full"]
     findings = (registry_findings(serving) + live_findings(live, rows, live_only)
                 + readability_findings(full_procs, storage.get("delta", {}).get("threads", 0))
-                + _cadence_findings(outliers, fleet) + _writer_findings(writers, serving, hours))
+                + _cadence_findings(rt, outliers, fleet) + _writer_findings(writers, serving, hours))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     cadences: dict[str, Any] = {"fleet": fleet, "threads_with_several": outliers.multiple,
                                 "threads_differing_from_fleet": outliers.differs}

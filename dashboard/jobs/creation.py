@@ -11,6 +11,7 @@ from django.db.models import Count, Sum
 
 from dashboard.jobs import compaction, pruning, resolving
 from dashboard.jobs import selection as sel
+from dashboard.jobs.admission import admit_launch
 from dashboard.jobs.errors import (
     EstimateRequired,
     FullModeFleet,
@@ -67,7 +68,9 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None, *,
         FullModeFleet: a ``compact`` job while a live registered process is in full mode (unless forced).
         ReadOnlyDatabase: a job that writes (not a dry run) on a database this process may only read.
         NotADryRun: a conversion whose ``source_job`` is not a finished dry run.
+        NoLiveWorker, LaunchDuringDrift: see :func:`dashboard.jobs.admission.admit_launch`.
     """
+    admit_launch(runner)
     if throttle_delay_s < 0 or max_in_flight < 1:
         raise InvalidSelection("throttle_delay_s must be >= 0 and max_in_flight >= 1.")
     limits = settings.BROKER_LIMITS
