@@ -150,3 +150,19 @@ def reason_words(reason: str) -> str:
 def freed(result) -> int:
     """Bytes a row frees: ``bytes_before - bytes_after`` (0 when it grows)."""
     return max(result.bytes_before - result.bytes_after, 0)
+
+
+@register.filter
+def totals_words(job, checkpoints: int) -> str:
+    """``{{ job|totals_words:n }}``: see :func:`dashboard.jobs.words.totals_text`."""
+    from dashboard.jobs.words import totals_text
+
+    return totals_text(job.kind, checkpoints)
+
+
+@register.simple_tag
+def nothing_found(job, found: Any, noun: str) -> str:
+    """``{% nothing_found job convertible "conversion" %}``: see :func:`dashboard.jobs.words.outcome_sentence`."""
+    from dashboard.jobs.words import outcome_sentence
+
+    return outcome_sentence(job, len(found or ()), noun)
