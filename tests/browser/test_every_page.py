@@ -36,10 +36,11 @@ ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 BARE_COUNT = re.compile(r"(?<![\w.,:/#@×-])\d{4,}(?![\w.,:/-])")
 #: The page's prose: its text without identifiers and machine values.
 PROSE_JS = """() => {
+  const labels = [...document.querySelectorAll('svg text')].map(t => t.textContent);  // one label a line
   const body = document.body.cloneNode(true);
-  body.querySelectorAll('code, pre, time, textarea, input, select, script, style, svg title, '
-                        + '.message .line, .message .content, .tool-call').forEach(e => e.remove());
-  return body.innerText;
+  body.querySelectorAll('code, pre, time, textarea, input, select, script, style, svg, '
+                        + '.message .line, .message .content, .message .meta, .tool-call').forEach(e => e.remove());
+  return body.innerText + '\\n' + labels.join('\\n');
 }"""
 
 
