@@ -20,7 +20,7 @@ from typing import Any
 
 from dashboard.celery import mode_queue
 from dashboard.fleet.control import LiveCheck
-from dashboard.formatting import when_text
+from dashboard.formatting import plural, when_text
 
 __all__ = ["MAINTENANCE_ROLES", "SEVERITIES", "Finding", "is_maintenance", "live_findings", "live_only_rows",
            "readability_findings", "registry_findings"]
@@ -309,8 +309,11 @@ def readability_findings(full_processes: list[str], delta_threads: int) -> list[
         return []
     names = (full_processes[0] if len(full_processes) == 1
              else f"{', '.join(full_processes[:-1])} and {full_processes[-1]}")
+    processes = plural(len(full_processes), "full-mode process,full-mode processes").split(" ", 1)[1]
     return [Finding(
         "error", "full_fleet_unreadable_threads",
-        f"{delta_threads:,} delta thread(s) cannot be read by the full-mode process(es) {names}: they answer 409",
-        f"{delta_threads:,} thread(s) stored in delta mode; {len(full_processes)} live full-mode process(es)",
+        f"{plural(delta_threads, 'delta thread')} cannot be read by the {processes} {names}: "
+        f"{'it answers' if len(full_processes) == 1 else 'they answer'} 409",
+        f"{plural(delta_threads, 'thread')} stored in delta mode; "
+        f"{plural(len(full_processes), 'live full-mode process,live full-mode processes')}",
         "Convert those threads to full (Threads, mode delta, Convert to full), or run every process in delta mode.")]

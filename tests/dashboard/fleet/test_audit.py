@@ -405,7 +405,8 @@ def test_as_dict_shape(runtime_for, sqlite_fixture_db, process_row):
     out = audit.as_dict()
     assert set(out) == {"generated_at", "processes", "live", "findings", "census", "cadences", "writers",
                         "readiness"}
-    assert set(out["findings"][0]) == {"severity", "code", "message", "evidence", "hint"}
+    # threads: the threads that prove it (cadence findings), empty for the others
+    assert set(out["findings"][0]) == {"severity", "code", "message", "evidence", "hint", "threads"}
     assert audit.as_dict(with_threads=True)["threads"] == []  # not computed unless asked for
     threads = run_audit(rt, live=NO_LIVE, with_threads=True).as_dict(with_threads=True)["threads"]
     assert len(threads) == 27
