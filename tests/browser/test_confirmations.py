@@ -78,7 +78,7 @@ def _finished_job(home: Home, kind: str, thread_ids: list[str]) -> dict:
     out = home.shell(
         "import json; from dashboard.jobs import services; "
         f"job = services.run_inline(services.create_job(None, {kind!r}, {{'thread_ids': {thread_ids!r}}}, "
-        "launched_by='test', confirmed=True)); "
+        "launched_by='test', confirmed=True, runner='inline')); "
         "print(json.dumps({'id': job.pk, "
         "'results': {r.thread_id: [r.status, r.backup_id] for r in job.results.all()}}))")
     return json.loads(out.strip().splitlines()[-1])
