@@ -57,12 +57,12 @@ def plural(n: Any, forms: str) -> str:
 
 def size(value: Any) -> str:
     """Bytes in the largest unit that keeps the number at least 1 (``978.5 KB``, 1 KB = 1,024 bytes), as
-    Django's ``filesizeformat`` writes them, with a plain space; ``—`` for a missing value."""
+    Django's ``filesizeformat`` writes them (a no-break space before the unit); ``—`` for a missing value."""
     from django.template.defaultfilters import filesizeformat
 
     if value is None or value == "":
         return "—"
-    return str(filesizeformat(value)).replace("\xa0", " ")
+    return str(filesizeformat(value))
 
 
 #: Characters that reorder or hide text: the bidirectional overrides, embeddings and isolates, and marks.

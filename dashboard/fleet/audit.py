@@ -21,7 +21,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
 
@@ -37,7 +36,7 @@ from dashboard.fleet.findings import (
     registry_findings,
 )
 from dashboard.fleet.processes import process_rows
-from dashboard.formatting import plural
+from dashboard.formatting import plural, size
 from dashboard.jobs.compaction import LegacyEstimate, legacy_estimate
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads.fragments import fragment_key
@@ -188,13 +187,13 @@ def _writer_findings(writers: census_mod.WriterFacts, rows: list[dict[str, Any]]
 def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
     """The "compact legacy threads" item of the delta checklist, with the bytes compaction would free."""
     text = (f"compact legacy threads: {legacy.threads} thread(s) in full storage (full and migrated) hold "
-            f"{filesizeformat(legacy.bytes_total)}")
+            f"{size(legacy.bytes_total)}")
     if not legacy.threads:
         text = "compact legacy threads: none left in full storage"
     elif legacy.bytes_freed is None:
         text += "; run a compaction dry run of them for the bytes it would free"
     else:
-        text += (f"; compacting them would free about {filesizeformat(legacy.bytes_freed)} "
+        text += (f"; compacting them would free about {size(legacy.bytes_freed)} "
                  f"({legacy.freed_ratio:.0%}, the share the {legacy.measured_threads} measured compaction(s) freed)")
     return {"ok": legacy.threads == 0, "text": text, "link": reverse("threads:list") + "?mode=full",
             "threads": legacy.threads, "bytes_total": legacy.bytes_total, "bytes_freed": legacy.bytes_freed}

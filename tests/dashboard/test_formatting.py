@@ -33,9 +33,9 @@ def test_counts_sizes_and_plurals():
     assert formatting.plural(0, "thread") == "0 threads"
     assert formatting.plural(["a"], "thread matches,threads match") == "1 thread matches"
     assert formatting.plural(2, "thread matches,threads match") == "2 threads match"
-    assert formatting.size(978_637) == "955.7 KB" and formatting.size(None) == "—"
+    assert formatting.size(978_637) == "955.7\xa0KB" and formatting.size(None) == "—"  # the unit never wraps
     assert render('{{ n|plural:"checkpoint" }} · {{ n|thousands }} · {{ b|size }}', n=2272, b=1024) == \
-        "2,272 checkpoints · 2,272 · 1.0 KB"
+        "2,272 checkpoints · 2,272 · 1.0\xa0KB"
 
 
 @pytest.mark.parametrize(("name", "shown"), [
