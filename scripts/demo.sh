@@ -17,7 +17,7 @@ export DJANGO_DEBUG="${DJANGO_DEBUG:-0}"
 export DJANGO_ALLOWED_HOSTS="${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost}"
 PORT="${PORT:-8000}"
 if ! $PY -c "import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', int(sys.argv[1])))" "$PORT" 2>/dev/null; then
-  echo "Port $PORT on 127.0.0.1 is in use (is the demo already running?). Stop it, or run: PORT=8001 make demo" >&2
+  echo "Port $PORT on 127.0.0.1 is in use (is the demo already running?). Stop it, or run: PORT=$((PORT + 1)) make demo" >&2
   exit 1
 fi
 mkdir -p "$DASHBOARD_VAR_DIR/static" "$DASHBOARD_VAR_DIR/celery/broker" "$DASHBOARD_VAR_DIR/celery/results" "$DASHBOARD_VAR_DIR/celery/processed" "$DASHBOARD_VAR_DIR/celery/control"

@@ -169,7 +169,7 @@ def test_launch_from_the_thread_page_then_confirm_and_redirect(delta_rt, migrate
 
     confirm = pruner_client.get(f"/jobs/{dry.pk}/prune/confirm").content.decode()
     row = dry.results.get()
-    assert f"<strong>{row.checkpoints_rewritten}</strong> checkpoint" in confirm
+    assert f"<strong>{row.checkpoints_rewritten:,} checkpoint" in confirm
     assert "cannot be undone" in confirm and tags(confirm, "form", id="confirm-prune")
 
     refused = pruner_client.post(f"/jobs/{dry.pk}/prune", {})  # "I have read" not ticked
