@@ -1,11 +1,18 @@
-"""The Celery app. Workers freeze mode and cadence from config.yaml at start-up.
+"""The Celery app. Workers are maintenance processes: they freeze delta mode at the fleet's cadence.
+
+The dashboard's workers are not DeerFlow agents: they dry-run, convert,
+compact, prune and revert stored threads, and every one of those reads a
+thread's whole history, which only a delta-mode reader may do (a full-mode
+reader refuses delta threads with the spec's 409). So a worker freezes
+``delta`` whatever ``checkpoint_channel_mode`` its config.yaml names, at the
+file's ``checkpoint_delta.snapshot_frequency`` (the cadence a compaction
+writes at). The fleet audit lists workers as maintenance: their mode is not
+compared with the DeerFlow processes', their cadence is.
 
 ``celeryd_after_setup`` runs in the worker's main process before the pool
 forks its children, so every child inherits the frozen values and never
 re-reads config.yaml (spec, "Cross-process invariant": the freeze is per OS
-process). The worker also consumes the queue named after its frozen mode
-(``checkpoints.full`` or ``checkpoints.delta``), so work that needs a delta
-reader is routed only to delta workers.
+process). The worker also consumes ``checkpoints.delta``, the queue of thread tasks.
 """
 
 from __future__ import annotations
@@ -39,14 +46,15 @@ def mode_queue(mode: str) -> str:
 
 @celeryd_after_setup.connect
 def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
-    """Freeze this worker from config.yaml (before forking) and subscribe to its mode queue."""
+    """Freeze this worker in delta mode at config.yaml's cadence (before forking), subscribe it to
+    ``checkpoints.delta`` and register it; its row is marked stopped on ``worker_shutdown``."""
     from django.conf import settings
 
     from dashboard.runtime import serving_startup
     from deerflow.errors import ConfigError
 
     try:
-        rt = serving_startup(settings.DEER_FLOW_CONFIG_PATH)
+        rt = serving_startup(settings.DEER_FLOW_CONFIG_PATH, maintenance=True)
     except ConfigError as exc:
         # Celery logs and ignores an exception raised by a signal handler, which would leave an
         # unfrozen worker consuming tasks; SystemExit is not caught: the worker stops with the message.
@@ -58,6 +66,8 @@ def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
         if callable(stop):
             worker_shutdown.connect(lambda stop=stop, **_: stop(), weak=False)
     log.warning(
-        "worker %s frozen: checkpoint_channel_mode=%s snapshot_frequency=%s config=%s sha256=%s queue=%s",
-        sender, rt.mode, rt.snapshot_frequency, rt.config.path, rt.config.sha256[:12], mode_queue(rt.mode),
+        "worker %s frozen (maintenance: delta whatever config.yaml's mode, here %s): checkpoint_channel_mode=%s "
+        "snapshot_frequency=%s config=%s sha256=%s queue=%s",
+        sender, rt.config.mode, rt.mode, rt.snapshot_frequency, rt.config.path, rt.config.sha256[:12],
+        mode_queue(rt.mode),
     )

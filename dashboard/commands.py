@@ -116,8 +116,10 @@ def require_delta_mode(doing: str, *, nothing_done: str = "Nothing was done.") -
         raise CommandError(
             f"This process froze checkpoint_channel_mode={rt.mode} from {rt.config.path}, and {doing} "
             f"reads each thread's delta history, which only a delta-mode process may read. {nothing_done}\n"
-            "What to do: run this command with DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml "
-            "(database.checkpoint_channel_mode: delta) for the same checkpoint database.",
+            "What to do: launch the job from the dashboard (its job workers freeze delta whatever config.yaml's "
+            "mode), or run this command with DEER_FLOW_CONFIG_PATH pointing at a delta-mode config.yaml "
+            "(database.checkpoint_channel_mode: delta) for the same checkpoint database: this one-off process is "
+            "maintenance, not a DeerFlow process of the fleet.",
             returncode=2,
         )
 

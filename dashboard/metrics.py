@@ -13,7 +13,7 @@ Gauges (``deerflow_`` prefix):
 * ``threads{thread_class}``: the census (full, delta, delta_counters_only, migrated, inconsistent);
 * ``threads_by_mode{mode}``, ``thread_bytes{mode}``: threads and stored bytes per mode;
 * ``jobs{kind, state}``: conversion jobs;
-* ``fleet_processes{role, mode, snapshot_frequency, state}``: the registry (live, stale, superseded, gone,
+* ``fleet_processes{role, mode, snapshot_frequency, state}``: the registry (live, superseded, gone,
   dismissed, stopped);
 * ``audit_findings{severity, code}``: the audit's findings (config drift and fleet disagreement among them);
 * ``config_drift{kind}``: processes per kind of config drift (``config_drift``: frozen mode or cadence

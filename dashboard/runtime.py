@@ -46,12 +46,16 @@ class DashboardRuntime:
         snapshot_frequency: the frozen cadence (updates per snapshot).
         pool_timeout_s: seconds a Postgres read waits for a connection; an
             unreachable server answers 503 after this (under gunicorn's 30 s worker timeout).
+        maintenance: a maintenance process (the dashboard's Celery workers): it froze ``delta``
+            (which reads every thread) at the file's cadence whatever mode the file names, so only a
+            cadence change on disk is a drift for it (:meth:`check_drift`).
     """
 
     config: LoadedConfig
     mode: str
     snapshot_frequency: int
     pool_timeout_s: float = 10.0
+    maintenance: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _stack: contextlib.ExitStack | None = field(default=None, repr=False)
     _saver: Any = field(default=None, repr=False)
@@ -61,13 +65,20 @@ class DashboardRuntime:
     _disk_error: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_config(cls, config: LoadedConfig, *, freeze: bool = True) -> DashboardRuntime:
+    def from_config(cls, config: LoadedConfig, *, freeze: bool = True, maintenance: bool = False) -> DashboardRuntime:
         """Build a runtime and (by default) freeze this process on ``config``.
+
+        Args:
+            config: the loaded config.yaml.
+            freeze: freeze this OS process's mode and cadence (``False``: tests and one-off readers).
+            maintenance: freeze ``delta`` at ``config``'s cadence whatever mode ``config`` names: the
+                dashboard's job workers read every thread (a full-mode reader refuses delta threads)
+                and write at the fleet's cadence (``checkpoint_delta.snapshot_frequency``).
 
         Raises:
             CheckpointModeReconfigurationError: the process already froze other values.
         """
-        mode = config.mode
+        mode = "delta" if maintenance else config.mode
         frequency = config.snapshot_frequency
         if freeze:
             mode = freeze_checkpoint_channel_mode(mode)
@@ -77,7 +88,8 @@ class DashboardRuntime:
             seen: tuple[int, ...] | None = (stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns)
         except OSError:
             seen = None
-        return cls(config=config, mode=mode, snapshot_frequency=frequency, _seen_stat=seen, _disk=config)
+        return cls(config=config, mode=mode, snapshot_frequency=frequency, maintenance=maintenance,
+                   _seen_stat=seen, _disk=config)
 
     # -- saver and accessor -----------------------------------------------
     @property
@@ -137,7 +149,9 @@ class DashboardRuntime:
         """Raise if config.yaml on disk now asks for another mode or cadence than frozen.
 
         A file that became unreadable or invalid is not a drift (the process
-        keeps serving with its frozen values); the audit reports it.
+        keeps serving with its frozen values); the audit reports it. A
+        :attr:`maintenance` process compares only the cadence: it froze delta
+        whatever mode the file names.
 
         Raises:
             CheckpointModeReconfigurationError: with ``frozen`` and ``requested`` set.
@@ -145,12 +159,12 @@ class DashboardRuntime:
         disk, _error = self.disk_config()
         if disk is None:
             return
-        if disk.mode != self.mode:
+        if disk.mode != self.mode and not self.maintenance:
             raise CheckpointModeReconfigurationError(
                 RECONFIGURATION_MESSAGE, setting="checkpoint_channel_mode",
                 frozen=self.mode, requested=disk.mode,
             )
-        if disk.mode == "delta" and disk.snapshot_frequency != self.snapshot_frequency:
+        if (disk.mode == "delta" or self.maintenance) and disk.snapshot_frequency != self.snapshot_frequency:
             raise CheckpointModeReconfigurationError(
                 SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE, setting="checkpoint_delta.snapshot_frequency",
                 frozen=self.snapshot_frequency, requested=disk.snapshot_frequency,
@@ -170,31 +184,33 @@ MEMORY_BACKEND_STARTUP = (
 )
 
 
-def startup(path: str | None = None) -> DashboardRuntime:
+def startup(path: str | None = None, *, maintenance: bool = False) -> DashboardRuntime:
     """Load config.yaml (``path`` or ``DEER_FLOW_CONFIG_PATH``), freeze, and install the runtime.
 
-    Idempotent within a process. Raises ``ConfigError`` for a bad file and
+    Idempotent within a process. ``maintenance`` freezes delta at the file's cadence
+    (:meth:`DashboardRuntime.from_config`). Raises ``ConfigError`` for a bad file and
     ``CheckpointModeReconfigurationError`` if the process froze other values.
     """
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = DashboardRuntime.from_config(load_config(path))
+            _runtime = DashboardRuntime.from_config(load_config(path), maintenance=maintenance)
         return _runtime
 
 
-def serving_startup(path: str | None = None) -> DashboardRuntime:
+def serving_startup(path: str | None = None, *, maintenance: bool = False) -> DashboardRuntime:
     """:func:`startup` for a process that serves pages or runs jobs: the web process and every worker.
 
     They refuse the ``memory`` backend, as the management commands that read checkpoint
     tables do (:data:`dashboard.commands.MEMORY_BACKEND_MESSAGE`): an in-memory saver has
     nothing to browse or convert. Nothing is registered or served before this returns.
+    Workers pass ``maintenance=True``: they freeze delta at the file's cadence.
 
     Raises:
         ConfigError: what :func:`startup` raises, or ``database.backend: memory``
             (:data:`MEMORY_BACKEND_STARTUP`, key ``database.backend``).
     """
-    rt = startup(path)
+    rt = startup(path, maintenance=maintenance)
     if rt.config.database.backend == "memory":
         raise ConfigError(MEMORY_BACKEND_STARTUP.format(path=rt.config.path), path=str(rt.config.path),
                           key="database.backend")

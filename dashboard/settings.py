@@ -98,6 +98,8 @@ TEMPLATES = [
                 "dashboard.context_processors.runtime",
                 "dashboard.context_processors.banners",
             ],
+            # when, thousands, plural, size, reveal: the one formatting layer, in every template.
+            "builtins": ["dashboard.templatetags.formatting"],
         },
     },
 ]

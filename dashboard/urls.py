@@ -2,7 +2,10 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.decorators.http import require_safe
 from django.views.generic import RedirectView
 
 from dashboard.accounts import tokens as token_views
@@ -11,7 +14,15 @@ from dashboard.health import healthz
 from dashboard.metrics import metrics
 from dashboard.threads import views as thread_views
 
+
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico`` (browsers ask for it whatever the page links): the static SVG icon, permanently."""
+    return HttpResponsePermanentRedirect(static("dashboard/favicon.svg"))
+
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     # Unauthenticated liveness (frozen mode only, no data): container health checks.
     path("healthz", healthz, name="healthz"),
     # Prometheus scrapes with DASHBOARD_METRICS_TOKEN (dashboard.metrics); no session.

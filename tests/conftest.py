@@ -72,6 +72,34 @@ def _fresh_cache() -> Iterator[None]:
     yield
 
 
+def register_live_worker(name: str = "worker@tests:1", **fields: Any) -> Any:
+    """A live dashboard worker's registry row (delta, consuming ``checkpoints.delta``), as its heartbeat leaves it."""
+    from django.utils import timezone
+
+    from dashboard.fleet.models import ProcessRecord
+
+    now = timezone.now()
+    values = {"role": "worker", "name": name, "host": "tests", "pid": 1, "started_at": now, "last_heartbeat": now,
+              "mode": "delta", "snapshot_frequency": 10, "queues": ["dashboard", "checkpoints.delta"], **fields}
+    return ProcessRecord.objects.update_or_create(instance_id=name, defaults=values)[0]
+
+
+@pytest.fixture(autouse=True)
+def live_maintenance_worker(request: pytest.FixtureRequest) -> Any:
+    """For a test that uses Django's database: a live dashboard worker is registered, as in a running deployment.
+
+    A Celery job is refused at launch while no live worker can run it (:mod:`dashboard.jobs.admission`);
+    the job tests run their jobs inline as such a worker would. A test about the registry itself overrides
+    this fixture (``tests/dashboard/fleet/conftest.py``), as does a test of the refusal.
+    """
+    uses_db = request.node.get_closest_marker("django_db") is not None or bool(
+        {"db", "transactional_db", "django_db_setup"} & set(request.fixturenames))
+    if not uses_db or "live_server" in request.fixturenames:
+        return None
+    request.getfixturevalue("_django_db_helper")
+    return register_live_worker()
+
+
 @pytest.fixture(scope="session")
 def manifest() -> dict:
     """The fixture manifest (the oracle)."""

@@ -14,6 +14,8 @@
     ├── EstimateRequired          a conversion without a dry-run estimate and without confirmation (400)
     ├── SizeLimitExceeded         the estimate is above the size limit and was not confirmed (409)
     ├── ReadOnlyDatabase          the checkpoint database role may only read; a writing job cannot run (409)
+    ├── NoLiveWorker              a Celery job launched while no live worker can run it (503)
+    ├── LaunchDuringDrift         a job launched while config.yaml drifted under this process (503)
     └── InvalidTransition         pause/resume/cancel/retry/revert not possible in the job's state (409)
     TransientDatabaseError        a database hiccup worth retrying (Celery autoretries it)
 
@@ -40,6 +42,8 @@ __all__ = [
     "InvalidRetention",
     "InvalidTransition",
     "JobError",
+    "LaunchDuringDrift",
+    "NoLiveWorker",
     "NotADryRun",
     "NothingToConvert",
     "ReadOnlyDatabase",
@@ -57,13 +61,14 @@ __all__ = [
 #: How an operator starts a worker that can run conversions.
 DELTA_WORKER_COMMAND = "celery -A dashboard worker -Q dashboard"
 
-#: Recorded with the spec's 409 text when a full-mode worker receives a thread that needs a delta reader.
+#: Recorded with the spec's 409 text when a full-mode process (a command run inline in a full-mode
+#: process, or a worker started before workers froze delta) gets a thread that needs a delta reader.
 WORKER_FULL_MODE_HINT = (
-    "This worker is frozen in full mode. Converting (or dry-running, or reverting) a delta thread reads "
-    "its delta history, which only a delta-mode process may do, so these tasks are routed to the queue "
-    "checkpoints.delta. Start a worker whose config.yaml sets database.checkpoint_channel_mode: delta "
-    f"({DELTA_WORKER_COMMAND}; it also consumes checkpoints.delta), make sure no full-mode worker "
-    "consumes checkpoints.delta, then retry this job."
+    "This process is frozen in full mode. Converting (or dry-running, or reverting) a delta thread reads "
+    "its delta history, which only a delta-mode process may do. The dashboard's Celery workers always "
+    "freeze delta mode whatever config.yaml's mode (they are maintenance processes) and consume the queue "
+    f"checkpoints.delta: start one ({DELTA_WORKER_COMMAND}) with the deployment's config.yaml, "
+    "then retry this job on it."
 )
 
 #: Recorded when a thread failed with an exception nobody anticipated.
@@ -259,3 +264,19 @@ def is_transient(exc: BaseException) -> bool:
             return False
         exc = cause
     return False
+
+
+class NoLiveWorker(JobError):
+    """A Celery job was launched while no live worker consumes ``checkpoints.delta``: refused, never queued to
+    wait silently (:mod:`dashboard.jobs.admission`); ``detail`` says why, ``hint`` the command that fixes it."""
+
+    status = 503
+    code = "no_live_worker"
+
+
+class LaunchDuringDrift(JobError):
+    """A job was launched while this process's config.yaml asks for another mode or cadence than it froze:
+    refused with the thread pages' 503 code, detail and hint (:mod:`dashboard.jobs.admission`)."""
+
+    status = 503
+    code = "checkpoint_mode_reconfiguration"

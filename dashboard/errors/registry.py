@@ -57,8 +57,9 @@ class Code(NamedTuple):
 CODES: dict[str, Code] = {
     "checkpoint_mode_mismatch": Code(409, (
         "This dashboard process runs in full mode, and this thread was written in delta mode. "
-        "Open it from a delta-mode dashboard (database.checkpoint_channel_mode: delta), or convert "
-        "the thread to full mode with a materialize-and-convert job before serving it in full mode.")),
+        "Convert the thread to full mode with a materialize-and-convert job (\"Convert to full…\": a dry run, "
+        "then the conversion; the dashboard's workers run it, they read delta threads whatever config.yaml's "
+        "mode), or run every process of the fleet in delta mode, with one config.yaml.")),
     "thread_not_found": Code(404, "Check the thread id; the list shows every thread in the configured database."),
     "checkpoint_not_found": Code(404, "Check checkpoint_id and checkpoint_ns against the thread's history."),
     "checkpoint_undecodable": Code(422, (

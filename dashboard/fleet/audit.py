@@ -21,7 +21,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
 
@@ -31,6 +30,7 @@ from dashboard.fleet.facts import max_supersteps
 from dashboard.fleet.findings import (
     SEVERITIES,
     Finding,
+    is_maintenance,
     live_findings,
     live_only_rows,
     readability_findings,
@@ -38,8 +38,10 @@ from dashboard.fleet.findings import (
 )
 from dashboard.fleet.history_cache import history_cache
 from dashboard.fleet.processes import process_rows
+from dashboard.formatting import plural, size
 from dashboard.runtime import DashboardRuntime
 from dashboard.threads.fragments import fragment_key
+from dashboard.threads.links import thread_url
 from deerflow import inventory
 from deerflow.inventory import deerflow_tables
 from deerflow.inventory import summary as summary_table
@@ -118,32 +120,57 @@ def thread_census(
     return counts, summaries
 
 
+def _agents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The live DeerFlow processes (not the dashboard's maintenance workers)."""
+    return [r for r in rows if r["state"] == "live" and not is_maintenance(r)]
+
+
 def _fleet_cadence(rows: list[dict[str, Any]]) -> int | None:
-    cadences = Counter(r["snapshot_frequency"] for r in rows if r["state"] == "live" and r["mode"] == "delta")
+    """The cadence most live delta DeerFlow processes froze; without one, the maintenance workers'."""
+    live = [r for r in rows if r["state"] == "live" and r["mode"] == "delta"]
+    cadences = Counter(r["snapshot_frequency"] for r in live if not is_maintenance(r)) or Counter(
+        r["snapshot_frequency"] for r in live)
     return cadences.most_common(1)[0][0] if cadences else None
 
 
-def _cadence_findings(outliers: inventory.CadenceOutliers, fleet: int | None) -> list[Finding]:
+def _proof(rt: DashboardRuntime, examples: list[inventory.CadenceInference]) -> tuple[dict[str, Any], ...]:
+    """The threads that prove a cadence finding, linked, with their last write (the stored summary's
+    ``updated_at``; one primary-key read each, at most the outliers' example limit)."""
+    out = []
+    for c in examples:
+        summary = inventory.stored_summary(rt.saver, c.thread_id)
+        out.append({"thread_id": c.thread_id, "url": thread_url("threads:detail", c.thread_id),
+                    "cadences": list(c.exact),
+                    "last_write": summary.updated_at.isoformat() if summary and summary.updated_at else None})
+    return tuple(out)
+
+
+def _cadence_findings(rt: DashboardRuntime, outliers: inventory.CadenceOutliers, fleet: int | None) -> list[Finding]:
     findings = []
     if outliers.multiple:
         findings.append(Finding(
-            "warning", "thread_multiple_cadences", f"{outliers.multiple} thread(s) were written at several cadences",
+            "warning", "thread_multiple_cadences", f"{plural(outliers.multiple, 'thread was,threads were')} "
+            "written at several cadences",
             ", ".join(f"{c.thread_id}: {c.exact}" + (f", then ≥{c.lower_bound}" if c.lower_bound else "")
                       for c in outliers.multiple_examples),
-            "Processes with different snapshot_frequency wrote these threads; align config.yaml everywhere."))
+            "Processes with different snapshot_frequency wrote these threads; align config.yaml everywhere.",
+            _proof(rt, outliers.multiple_examples)))
     if fleet is not None and outliers.differs:
         findings.append(Finding(
             "warning", "thread_cadence_differs",
-            f"{outliers.differs} thread(s) were written at a cadence other than the fleet's {fleet}",
+            f"{plural(outliers.differs, 'thread was,threads were')} written at a cadence other than "
+            f"the fleet's {fleet}",
             ", ".join(f"{c.thread_id}: {c.exact}" for c in outliers.differs_examples),
             "A writer with another snapshot_frequency shares this database (the mismatch the runtime "
-            "cannot see). Find it with the writers section below."))
+            "cannot see). The threads listed prove it: their last writes say when that writer ran; look for "
+            "the process that ran then with another config.yaml.",
+            _proof(rt, outliers.differs_examples)))
     return findings
 
 
 def _writer_findings(writers: inventory.WriterFacts, rows: list[dict[str, Any]], hours: int) -> list[Finding]:
     findings = []
-    live_modes = {r["mode"] for r in rows if r["state"] == "live"}
+    live_modes = {r["mode"] for r in _agents(rows)}
     delta_written = writers.delta_marked + writers.counters_only
     if delta_written and live_modes == {"full"}:
         findings.append(Finding(
@@ -169,13 +196,13 @@ def _writer_findings(writers: inventory.WriterFacts, rows: list[dict[str, Any]],
 def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
     """The "compact legacy threads" item of the delta checklist, with the bytes compaction would free."""
     text = (f"compact legacy threads: {legacy.threads} thread(s) in full storage (full and migrated) hold "
-            f"{filesizeformat(legacy.bytes_total)}")
+            f"{size(legacy.bytes_total)}")
     if not legacy.threads:
         text = "compact legacy threads: none left in full storage"
     elif legacy.bytes_freed is None:
         text += "; run a compaction dry run of them for the bytes it would free"
     else:
-        text += (f"; compacting them would free about {filesizeformat(legacy.bytes_freed)} "
+        text += (f"; compacting them would free about {size(legacy.bytes_freed)} "
                  f"({legacy.freed_ratio:.0%}, the share the {legacy.measured_threads} measured compaction(s) freed)")
     return {"ok": legacy.threads == 0, "text": text, "link": reverse("threads:list") + "?mode=full",
             "threads": legacy.threads, "bytes_total": legacy.bytes_total, "bytes_freed": legacy.bytes_freed}
@@ -183,7 +210,7 @@ def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
 
 def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: inventory.WriterFacts,
                legacy: LegacyEstimate | None = None) -> dict:
-    live = [r for r in rows if r["state"] == "live"]
+    live = _agents(rows)
     to_convert = census["delta"] + census["delta_counters_only"] + census["migrated"] + census["inconsistent"]
     delta_procs = [r["name"] for r in live if r["mode"] == "delta"]
     full_procs = [r["name"] for r in live if r["mode"] == "full"]
@@ -336,10 +363,10 @@ def run_audit(rt: DashboardRuntime, *, live: LiveCheck | None = None, hours: int
         counts, summaries = thread_census(rt, with_threads=with_threads)
     writers = inventory.recent_writer_facts(rt.saver, _window_start(hours), max_supersteps=bound)
     storage = inventory.mode_totals(by_class) if by_class is not None else {}
-    full_procs = [r["name"] for r in serving if r["state"] == "live" and r["mode"] == "full"]
+    full_procs = [r["name"] for r in _agents(serving) if r["mode"] == "full"]
     findings = (registry_findings(serving) + live_findings(live, rows, live_only)
                 + readability_findings(full_procs, storage.get("delta", {}).get("threads", 0))
-                + _cadence_findings(outliers, fleet) + _writer_findings(writers, serving, hours))
+                + _cadence_findings(rt, outliers, fleet) + _writer_findings(writers, serving, hours))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     cadences: dict[str, Any] = {"fleet": fleet, "threads_with_several": outliers.multiple,
                                 "threads_differing_from_fleet": outliers.differs}

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from django.core.cache import cache
 
 from dashboard.fleet.audit import Finding, readability_findings, registry_findings
+from dashboard.fleet.findings import is_maintenance
 from dashboard.fleet.processes import process_rows
 from dashboard.runtime import DashboardRuntime
 from deerflow import inventory
@@ -80,7 +81,7 @@ def _delta_threads(rt: DashboardRuntime) -> int:
 def _compute_fleet(rt: DashboardRuntime) -> list[Banner]:
     rows = process_rows()
     findings = [f for f in registry_findings(rows) if f.code in BANNER_CODES]
-    full = sorted({r["name"] for r in rows if r["state"] == "live" and r["mode"] == "full"})
+    full = sorted({r["name"] for r in rows if r["state"] == "live" and r["mode"] == "full" and not is_maintenance(r)})
     if rt.mode == "full" and not full:
         full = ["this dashboard process"]  # not registered (e.g. runserver): it still refuses delta threads
     findings += readability_findings(full, _delta_threads(rt) if full else 0)

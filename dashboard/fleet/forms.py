@@ -64,6 +64,6 @@ class ExternalHeartbeatForm(forms.Form):
 
 
 class DismissProcessForm(forms.Form):
-    """``POST /audit/dismiss``: the registry row (``instance_id``) of a stale, restarted or gone process."""
+    """``POST /audit/dismiss``: the registry row (``instance_id``) of a restarted or gone process."""
 
     instance_id = forms.CharField(max_length=64)

@@ -1,10 +1,12 @@
 """The registry's rows as the audit shows them: each process's state, and the old process of a restart.
 
-States: ``live`` (heartbeats arrive), ``stale`` (three missed beats), ``gone``
-(silent for :data:`GONE_AFTER_S`), ``superseded`` (stale or gone, and a
-process with the same host, role and config started after it: the old
-process of a restart), ``dismissed`` (an operator said it is gone), ``stopped``
-(clean shutdown). :func:`dismiss` records an operator's dismissal.
+States: ``live`` (heartbeats arrive within the lease), ``gone`` (the lease,
+:data:`LEASE_BEATS` heartbeat intervals, passed without a beat and without a
+clean stop: killed, crashed, or its host lost), ``superseded`` (gone, and a
+process with the same host, role and config started after it: the old process
+of a restart), ``dismissed`` (an operator said it is gone), ``stopped`` (clean
+shutdown: it deregistered). Only a live process serves, so only a live one is
+compared for mode, cadence and drift. :func:`dismiss` records an operator's dismissal.
 """
 
 from __future__ import annotations
@@ -16,32 +18,30 @@ from django.utils import timezone
 
 from dashboard.fleet.models import ProcessRecord
 
-__all__ = ["DISMISSIBLE", "GONE_AFTER_S", "NotDismissible", "dismiss", "process_rows"]
+__all__ = ["DISMISSIBLE", "LEASE_BEATS", "NotDismissible", "dismiss", "lease_expired", "process_rows"]
+
+#: Heartbeat intervals a process's lease lasts: silent longer (and not stopped cleanly), it is gone.
+LEASE_BEATS = 3
 
 
-def _is_stale(p: ProcessRecord, now: dt.datetime) -> bool:
-    return p.stopped_at is None and (now - p.last_heartbeat).total_seconds() > 3 * p.heartbeat_interval_s
-
-
-#: Seconds of silence after which a stale process counts as gone (a process killed without a clean stop):
-#: still listed, no longer a warning on every audit.
-GONE_AFTER_S = 24 * 3600
+def lease_expired(last_heartbeat: dt.datetime, interval_s: float, now: dt.datetime) -> bool:
+    """Whether a heartbeat lease ran out: ``now`` is more than :data:`LEASE_BEATS` × ``interval_s``
+    seconds after ``last_heartbeat``."""
+    return (now - last_heartbeat).total_seconds() > LEASE_BEATS * interval_s
 
 
 def _state(p: ProcessRecord, now: dt.datetime) -> str:
-    """``stopped`` (clean shutdown), ``dismissed`` (an operator said it is gone), ``gone`` (silent for
-    :data:`GONE_AFTER_S`), ``stale`` (three missed beats) or ``live``; see also :func:`_mark_superseded`."""
+    """``stopped`` (clean shutdown), ``live`` (within its lease), ``dismissed`` (an operator said it is
+    gone) or ``gone`` (its lease ran out); see also :func:`_mark_superseded`."""
     if p.stopped_at:
         return "stopped"
-    if not _is_stale(p, now):
+    if not lease_expired(p.last_heartbeat, p.heartbeat_interval_s, now):
         return "live"
-    if p.dismissed_at:
-        return "dismissed"
-    return "gone" if (now - p.last_heartbeat).total_seconds() > GONE_AFTER_S else "stale"
+    return "dismissed" if p.dismissed_at else "gone"
 
 
 #: States an operator may dismiss (a process that stopped beating without a clean stop).
-DISMISSIBLE = ("stale", "superseded", "gone")
+DISMISSIBLE = ("superseded", "gone")
 
 
 def _restart_key(r: dict[str, Any]) -> tuple:
@@ -49,12 +49,12 @@ def _restart_key(r: dict[str, Any]) -> tuple:
 
 
 def _mark_superseded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A stale or gone row is ``superseded`` when a process with the same host, role and config (path and
+    """A gone row is ``superseded`` when a process with the same host, role and config (path and
     SHA-256) started after it: the old process of a restart, not a process that needs looking at.
     ``superseded_by`` names the newest such process."""
     for r in rows:
         r.setdefault("superseded_by", "")
-        if r["state"] not in ("stale", "gone"):
+        if r["state"] != "gone":
             continue
         newer = [o for o in rows if o is not r and _restart_key(o) == _restart_key(r)
                  and o["started_at"] > r["started_at"] and o["state"] != "dismissed"]
@@ -75,11 +75,12 @@ def _process_row(p: ProcessRecord, now: dt.datetime) -> dict[str, Any]:
         "disk_snapshot_frequency": p.disk_snapshot_frequency, "disk_error": p.disk_error,
         "dismissed_at": p.dismissed_at.isoformat() if p.dismissed_at else None, "dismissed_by": p.dismissed_by,
         "checkpoint_cache": p.checkpoint_cache,
+        "lease_s": LEASE_BEATS * p.heartbeat_interval_s, "maintenance": p.role == "worker",
     }
 
 
 def process_rows(now: dt.datetime | None = None) -> list[dict[str, Any]]:
-    """Every registry row as the audit shows it (``state``: live, stale, superseded, gone, stopped, dismissed)."""
+    """Every registry row as the audit shows it (``state``: live, superseded, gone, stopped, dismissed)."""
     now = now or timezone.now()
     return _mark_superseded([_process_row(p, now) for p in ProcessRecord.objects.all()])
 
@@ -89,12 +90,12 @@ class NotDismissible(Exception):
     """The process is live or stopped cleanly: there is nothing to dismiss (``state`` says which)."""
 
     def __init__(self, name: str, state: str):
-        super().__init__(f"{name} is {state}: only a stale, restarted or gone process can be dismissed.")
+        super().__init__(f"{name} is {state}: only a restarted or gone process can be dismissed.")
         self.state = state
 
 
 def dismiss(instance_id: str, username: str, now: dt.datetime | None = None) -> ProcessRecord:
-    """Mark a stale, superseded or gone process dismissed by ``username`` (it leaves the findings; a
+    """Mark a superseded or gone process dismissed by ``username`` (it leaves the findings; a
     heartbeat from it later brings it back).
 
     Raises:

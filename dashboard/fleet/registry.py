@@ -3,9 +3,16 @@
 Web processes register from ``dashboard/wsgi.py`` and Celery workers from the
 worker's main process (``dashboard/celery.py``), right after they freeze.
 A daemon thread refreshes the row every ``DASHBOARD_HEARTBEAT_S`` seconds
-(default 15); the audit shows a process stale after three missed beats. A beat
-that fails because Django's database is locked or unreachable logs one warning
-line and the next beat retries; any other failure logs its traceback.
+(default 15); a process silent for three beats (its lease) is gone
+(:mod:`dashboard.fleet.processes`). A beat that fails because Django's
+database is locked or unreachable logs one warning line and the next beat
+retries; any other failure logs its traceback.
+
+A process that stops cleanly deregisters (its row is marked stopped): at
+interpreter exit (``atexit``), on Celery's ``worker_shutdown``, and on
+SIGTERM for a process that left SIGTERM at its default (``runserver``, which
+would otherwise die without running ``atexit``; gunicorn and Celery install
+their own handlers and exit through ``atexit``).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import threading
 import uuid
 from collections.abc import Callable
@@ -107,6 +115,7 @@ class Registration:
         self._thread = threading.Thread(target=self._loop, name="fleet-heartbeat", daemon=True)
         self._thread.start()
         atexit.register(self.stop)
+        _exit_on_sigterm()
         return self
 
     def stop(self) -> None:
@@ -124,6 +133,19 @@ class Registration:
             log.exception("could not mark process stopped")
         finally:
             connection.close()
+
+
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM into ``SystemExit`` (so ``atexit`` deregisters) when SIGTERM is at its default and this
+    is the main thread; a handler someone else installed (gunicorn, Celery) is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_exit)
+
+
+def _raise_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def register(rt: DashboardRuntime, role: str, queues: list[str] | None = None,

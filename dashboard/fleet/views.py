@@ -1,5 +1,5 @@
 """The /audit/ page (one template; the body fragment is what htmx refreshes) and its one write: dismissing
-a stale or restarted process (``POST /audit/dismiss``, ``fleet.dismiss_process``; recorded in the audit log)."""
+a gone or restarted process (``POST /audit/dismiss``, ``fleet.dismiss_process``; recorded in the audit log)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def audit_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 @staff_required
 def dismiss_process(request: HttpRequest) -> HttpResponse:
-    """Dismiss one stale, restarted or gone process, then back to ``/audit/`` (303-style redirect, no POST URL left).
+    """Dismiss one restarted or gone process, then back to ``/audit/`` (303-style redirect, no POST URL left).
 
     Answers 403 without ``fleet.dismiss_process``, 400 without ``instance_id``, 404 for an unknown one,
     409 for a live or stopped process.

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
+from dashboard.jobs import policies
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import succeeded
 
@@ -74,6 +75,7 @@ def _finish_if_done(job: ConversionJob) -> None:
         return
     job.finished_at = timezone.now()
     job.save(update_fields=["state", "finished_at"])
+    policies.settle_run(job)  # a policy's run that pruned nothing keeps no job
 
 
 def _final_state(kind: str, counts: dict[str, int]) -> str:

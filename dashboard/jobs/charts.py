@@ -42,9 +42,11 @@ TOP = 20
 
 WIDTH, HEIGHT = 720, 180
 #: room for the y axis labels (left), the top, the x axis labels (bottom), SVG units.
-LEFT, TOP_PAD, BOTTOM = 56, 10, 34
+LEFT, TOP_PAD, BOTTOM = 56, 26, 40
 #: the growth chart's rows: label column, row height, room for the value text on the right.
-LABEL, ROW, VALUE = 190, 22, 200
+LABEL, ROW, VALUE = 210, 28, 230
+#: the least room between two growth-axis labels (SVG units): a closer one is left out (its line stays).
+TICK_GAP = 56
 FILL, OUTLIER_FILL, AXIS = "#4a78b5", "#c0392b", "#66707a"
 
 
@@ -178,6 +180,17 @@ class GrowthChart:
     ticks: list[Tick] = field(default_factory=list)
 
 
+def _spaced_ticks(usable: float, peak: float) -> list[Tick]:
+    """The growth axis's labels × 0, × peak and × 1, each kept only at least :data:`TICK_GAP` units from the
+    ones kept before it (× 1 sits near × 0 when the peak is large; the dashed line still marks it)."""
+    kept: list[Tick] = []
+    for f in dict.fromkeys((0.0, round(peak, 2), 1.0)):
+        pos = round(LABEL + usable * f / peak, 2)
+        if all(abs(pos - t.pos) >= TICK_GAP for t in kept):
+            kept.append(Tick(pos, f"× {f:g}"))
+    return sorted(kept, key=lambda t: t.pos)
+
+
 def growth_chart(results: list[ThreadResult], top: int = TOP) -> GrowthChart | None:
     """The factor (bytes after / bytes before) of each of ``results`` (the rows the dry run would rewrite), the
     ``top`` heaviest after first, or ``None`` when none has bytes before (nothing to divide by).
@@ -198,6 +211,6 @@ def growth_chart(results: list[ThreadResult], top: int = TOP) -> GrowthChart | N
         bars.append(GrowthBar(i * ROW, round(usable * r.growth / peak, 2), OUTLIER_FILL if r.outlier else FILL,
                               res.thread_id, r.growth, value, r.outlier))
     base = ROW * len(bars)
-    ticks = [Tick(round(LABEL + usable * f / peak, 2), f"× {f:g}") for f in sorted({0, 1, round(peak, 2)})]
-    return GrowthChart(WIDTH, base + 20, LABEL, bars, round(LABEL + usable / peak, 2), len(shown),
+    ticks = _spaced_ticks(usable, peak)
+    return GrowthChart(WIDTH, base + 24, LABEL, bars, round(LABEL + usable / peak, 2), len(shown),
                        len(rows) - len(shown), sum(r.outlier for r in rows), peak, base, ticks)

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from dashboard.fleet.findings import MAINTENANCE_ROLES
 from dashboard.fleet.models import ProcessRecord
+from dashboard.fleet.processes import lease_expired
 from dashboard.jobs import reservations
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.runtime import DashboardRuntime
@@ -34,10 +36,14 @@ FULL_MODE_409 = ("A compacted thread is stored in delta mode: a full-mode proces
 
 
 def full_mode_processes(now: dt.datetime | None = None) -> list[ProcessRecord]:
-    """Live registered processes (not stopped, heartbeat within three intervals) frozen in full mode."""
+    """Live registered DeerFlow processes (not stopped, within their heartbeat lease) frozen in full mode.
+
+    The dashboard's workers are maintenance processes (:data:`dashboard.fleet.findings.MAINTENANCE_ROLES`):
+    they never serve a thread to DeerFlow's users, so they never block a compaction.
+    """
     now = now or timezone.now()
-    return [p for p in ProcessRecord.objects.filter(stopped_at__isnull=True, mode="full").order_by("name")
-            if (now - p.last_heartbeat).total_seconds() <= 3 * p.heartbeat_interval_s]
+    rows = ProcessRecord.objects.filter(stopped_at__isnull=True, mode="full").exclude(role__in=MAINTENANCE_ROLES)
+    return [p for p in rows.order_by("name") if not lease_expired(p.last_heartbeat, p.heartbeat_interval_s, now)]
 
 
 def candidate_threads(rt: DashboardRuntime) -> list[str]:

@@ -21,6 +21,7 @@ from dashboard.errors.jobs import (
 )
 from dashboard.jobs import compaction, kinds, pruning, resolving
 from dashboard.jobs import selection as sel
+from dashboard.jobs.admission import admit_launch
 from dashboard.jobs.models import ConversionJob, State, ThreadResult
 from dashboard.jobs.writable import check_can_write
 from dashboard.runtime import get_runtime
@@ -91,7 +92,9 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None,
         FullModeFleet: a ``compact`` job while a live registered process is in full mode (unless forced).
         ReadOnlyDatabase: a job that writes (not a dry run) on a database this process may only read.
         NotADryRun: a writing job whose ``source_job`` is not a finished dry run of its kind.
+        NoLiveWorker, LaunchDuringDrift: see :func:`dashboard.jobs.admission.admit_launch`.
     """
+    admit_launch(options.runner)
     spec = kinds.get(kind)
     if spec.selects == kinds.Selects.DATABASE:
         raise InvalidSelection(f"A {kind} job is created by its own page or body, not from a selection.")

@@ -87,15 +87,48 @@ def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:
             job = services.create_job(None, Kind.PRUNE, policy_selection(policy),
                                       JobOptions(confirmed=True, runner="celery",
                                       launched_by=f"policy:{policy.name}", retention=retention))
+            # Recorded before the dispatch leaves (on commit): a job that finishes at once finds its policy.
+            type(policy).objects.filter(pk=policy.pk).update(last_run_at=now, last_job=job, last_error="")
             services.launch(job)
     except JobError as exc:
         error = f"{exc.detail} {exc.hint}".strip()
         log.warning("retention policy %s made no job: %s", policy.name, exc.detail)
-    type(policy).objects.filter(pk=policy.pk).update(last_run_at=now, last_job=job, last_error=error)
+        type(policy).objects.filter(pk=policy.pk).update(last_run_at=now, last_job=None, last_error=error)
     AuditEntry.objects.create(user=None, username=f"policy:{policy.name}"[:150], via="policy", method="RUN",
                               path=f"/jobs/policies/{policy.pk}/"[:2048], action="jobs:policy-run",
                               status=201 if job is not None else 400)
     return job
+
+
+#: Result statuses of a policy's prune thread that changed nothing.
+_NOTHING_DONE = ("nothing_to_prune",)
+
+
+def settle_run(job: Any) -> bool:
+    """A policy's prune job that finished having pruned nothing becomes a run on the policy, not a job.
+
+    A due policy whose threads hold nothing to prune would otherwise leave an empty job behind on every
+    tick (bytes before = bytes after). The job and its rows are deleted and the policy's last run keeps no
+    job and no error (the policies page reads that as "nothing to prune"). Any other job is left alone.
+
+    Args:
+        job: a just-finished :class:`~dashboard.jobs.models.ConversionJob`.
+
+    Returns:
+        Whether the job was folded into its policy's run.
+    """
+    from dashboard.jobs.models import RetentionPolicy
+
+    if job.kind != "prune" or job.state != "succeeded" or not job.launched_by.startswith("policy:"):
+        return False
+    if job.results.exclude(status__in=_NOTHING_DONE).exists():
+        return False
+    with transaction.atomic():
+        RetentionPolicy.objects.filter(last_job=job).update(last_job=None, last_error="")
+        job.delete()
+    log.info("retention policy run %s pruned nothing: recorded on the policy, job %s removed", job.launched_by,
+             job.pk)
+    return True
 
 
 def run_due_policies(now: dt.datetime | None = None) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import transaction
 
 from dashboard.errors.jobs import InvalidSelection
+from dashboard.jobs.admission import admit_launch
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.writable import check_can_write
 from dashboard.runtime import DashboardRuntime, get_runtime
@@ -98,7 +99,9 @@ def create_reclaim_job(user: Any, *, full: bool = False, source_job: ConversionJ
     Raises:
         InvalidSelection: ``full`` on SQLite, or the memory backend.
         ReadOnlyDatabase: this process may only read the checkpoint database.
+        NoLiveWorker, LaunchDuringDrift: see :func:`dashboard.jobs.admission.admit_launch`.
     """
+    admit_launch(runner)
     database = get_runtime().config.database
     if database.backend not in ("sqlite", "postgres"):
         raise InvalidSelection("Reclaiming space needs a persistent checkpoint database (sqlite or postgres).")

@@ -1,4 +1,9 @@
-"""Is there a live worker that can run conversions? (a delta-mode worker consuming ``checkpoints.delta``)
+"""Is there a live worker that can run jobs? (a worker consuming ``checkpoints.delta``)
+
+Every dashboard worker is a maintenance process: it freezes delta mode at the
+fleet's cadence whatever ``checkpoint_channel_mode`` its config.yaml names
+(:mod:`dashboard.celery`), so any worker started with :data:`DELTA_WORKER_COMMAND`
+runs every kind of job, in a full-mode fleet too.
 
 Two ways to ask. :func:`registry_check` reads the fleet registry's worker
 heartbeats (one query, cheap enough for the job page's 2 s poll);
@@ -34,9 +39,10 @@ __all__ = [
 
 log = logging.getLogger("dashboard.jobs")
 
-START_HINT = (f"Start one with `{DELTA_WORKER_COMMAND}` in an environment whose config.yaml (DEER_FLOW_CONFIG_PATH) "
-              "sets database.checkpoint_channel_mode: delta; it freezes delta mode at start-up and also consumes "
-              f"{THREAD_QUEUE}. The job stays queued until one does.")
+START_HINT = (f"Start a worker: `{DELTA_WORKER_COMMAND}`, with the same config.yaml (DEER_FLOW_CONFIG_PATH) "
+              "and DASHBOARD_DATABASE_URL as the web process. Workers are maintenance processes: they freeze "
+              "delta mode (which reads every thread) at the file's cadence whatever mode it names, and consume "
+              f"{THREAD_QUEUE}. Then launch the job again.")
 
 
 @dataclass(frozen=True)
@@ -110,8 +116,9 @@ def registry_check(now=None) -> WorkerCheck:
         return WorkerCheck("none", detail="No Celery worker has sent a heartbeat in the last three intervals: "
                            "no worker is running, or none reaches this dashboard's database.", hint=START_HINT)
     return WorkerCheck("none", [], others, detail=f"The only live workers, {', '.join(others)}, do not consume "
-                       f"{THREAD_QUEUE}: every thread task (dry run, conversion, compaction, revert) reads delta "
-                       "history and runs only on a delta-mode worker.", hint=START_HINT)
+                       f"{THREAD_QUEUE} in delta mode (started before workers always froze delta, or with another -Q): "
+                       "every thread task (dry run, conversion, compaction, prune, revert) reads a thread's whole "
+                       "history and runs only there.", hint="Restart them. " + START_HINT)
 
 
 def job_runnability(job) -> WorkerCheck | None:

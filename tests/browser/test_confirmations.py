@@ -4,8 +4,8 @@ stale process, and the drift banner on the list page.
 
 * a finished dry run over four delta threads links to its confirmation page; the page lists exactly the
   threads the dry run found convertible with their growth; its button starts the conversion and the
-  browser lands on the new job's page (a GET URL: a reload answers 200, not 405); no worker runs in this
-  test, and the job's page says so (no live worker can run it) instead of "Running" alone;
+  browser lands on the new job's page (a GET URL: a reload answers 200, not 405) once a worker is registered;
+  with no live worker the button is refused at launch (503) with the reason and the command that starts one;
 * a converted thread's backup has a Revert… link on the backups page; the confirmation names the thread;
   the button starts a revert job of that backup only and lands on its page; run, the backup is restored;
 * the old row of a restarted process (same host, role and config, newer start) shows as "restarted" on
@@ -78,10 +78,19 @@ def _finished_job(home: Home, kind: str, thread_ids: list[str]) -> dict:
     out = home.shell(
         "import json; from dashboard.jobs import services; "
         f"job = services.run_inline(services.create_job(None, {kind!r}, {{'thread_ids': {thread_ids!r}}}, "
-        "services.JobOptions(launched_by='test', confirmed=True))); "
+        "services.JobOptions(launched_by='test', confirmed=True, runner='inline'))); "
         "print(json.dumps({'id': job.pk, "
         "'results': {r.thread_id: [r.status, r.backup_id] for r in job.results.all()}}))")
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _register_worker(home: Home) -> None:
+    """A live worker's registry row (this module runs its jobs inline, as that worker would)."""
+    home.shell("from django.utils import timezone; from dashboard.fleet.models import ProcessRecord; "
+               "now = timezone.now(); ProcessRecord.objects.update_or_create(instance_id='inline-worker', defaults="
+               "dict(role='worker', name='celery@inline', host='h', pid=1, started_at=now, last_heartbeat=now, "
+               "heartbeat_interval_s=3600, mode='delta', snapshot_frequency=10, "
+               "queues=['dashboard', 'checkpoints.delta']))")
 
 
 def test_a_confirmation_page_before_a_bulk_conversion(home, page, tmp_path):
@@ -100,17 +109,25 @@ def test_a_confirmation_page_before_a_bulk_conversion(home, page, tmp_path):
     assert all(g.startswith("× ") for g in page.locator("#confirm-threads td:nth-child(5)").all_inner_texts())
     assert "until the backup is purged" in page.locator("#conversion-summary").inner_text()
     _shot(page, tmp_path, "convert-confirm")
-    page.click(f"#confirm-convert button:text('Convert {len(convertible)} threads to full')")
+    button = f"#confirm-convert button:text('Convert {len(convertible)} threads to full')"
+    # No worker runs here: refused at launch with the reason and the command, never queued to wait.
+    with page.expect_response(lambda r: r.request.method == "POST") as refused:
+        page.click(button)
+    assert refused.value.status == 503
+    text = page.locator("main").inner_text()
+    assert "No Celery worker has sent a heartbeat" in text and "celery -A dashboard worker -Q dashboard" in text
+    _register_worker(home)
+    page.goto(server.url(f"/jobs/{dry['id']}/confirm"))
+    page.click(button)
     page.wait_for_url(lambda url: url.rstrip("/").split("/")[-1].isdigit() and f"/{dry['id']}/" not in url)
     job_url = page.url
     assert page.locator("h1").inner_text().endswith("convert to full")
-    # No worker runs here: the job's page says so instead of "Running" for ever.
-    assert "No live worker can run this job." in page.locator("#job-unrunnable").inner_text()
     assert page.reload().status == 200 and page.url == job_url  # a GET URL: no 405 on reload
 
 
 def test_a_revert_from_the_backups_page(home, page):
     server = home.server
+    _register_worker(home)
     converted = _finished_job(home, "convert", ["delta-f10-9t"])
     status, backup_id = converted["results"]["delta-f10-9t"]
     assert status == "converted" and backup_id
@@ -134,7 +151,7 @@ def test_a_revert_from_the_backups_page(home, page):
     assert "active" not in row.locator("td:nth-child(6)").inner_text() and row.locator("a.revert").count() == 0
 
 
-def test_a_dismissed_stale_process(home, page, tmp_path):
+def test_a_dismissed_restarted_process(home, page, tmp_path):
     server = home.server
     home.shell(
         "import datetime as dt; from django.utils import timezone; from dashboard.fleet.models import ProcessRecord; "
@@ -151,7 +168,7 @@ def test_a_dismissed_stale_process(home, page, tmp_path):
     old = page.locator("#processes tr[data-instance-id='before-restart']")
     assert "restarted (replaced by celery@old-host (after))" in old.locator("td.process-state").inner_text()
     assert page.locator(".finding[data-code='restarted_process']").count() == 1
-    assert page.locator(".finding[data-code='stale_process']").count() == 0
+    assert page.locator(".finding[data-code='process_gone']").count() == 0
     assert (page.locator("#census-chart g.bar").count() == 5
             and page.locator("#storage-by-mode-chart g.bar").count() == 2)
     _shot(page, tmp_path, "audit-restarted-process", full_page=True)

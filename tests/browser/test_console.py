@@ -201,7 +201,7 @@ def test_full_mode_list_marks_refused_rows_and_token_page(full_server, page, tmp
     assert marked and len(marked) < total
     # The banner counts the same rows (issue 14, item 5: a full-mode fleet that cannot read some threads).
     banner = page.locator("#banners .banner[data-code='full_fleet_unreadable_threads']").inner_text()
-    assert f"{len(marked)} delta thread(s) cannot be read by the full-mode process(es)" in banner
+    assert f"{len(marked)} delta threads cannot be read by the full-mode process" in banner
     for thread_id in marked[:3]:
         assert page.request.get(full_server.url(f"/threads/{thread_id}/")).status == 409
     page.click("#class-glossary summary")

@@ -111,7 +111,7 @@ def test_config_drift_counts_processes_per_kind_and_reports_every_kind(served, d
     from dashboard.fleet.models import ProcessRecord
 
     now = timezone.now()
-    base = {"role": "worker", "host": "h", "started_at": now - dt.timedelta(hours=1), "last_heartbeat": now,
+    base = {"role": "web", "host": "h", "started_at": now - dt.timedelta(hours=1), "last_heartbeat": now,
             "snapshot_frequency": 10, "config_path": "/etc/deerflow/config.yaml", "config_sha256": "a" * 64,
             "max_supersteps": 5000, "versions": {}, "queues": [], "heartbeat_interval_s": 15.0}
     ProcessRecord.objects.create(**base, instance_id="w1", name="w1", pid=1, mode="delta", disk_sha256="b" * 64,

@@ -99,3 +99,10 @@ def test_every_api_route_answers_an_unsupported_method_with_the_same_json_405(se
 def test_every_anonymous_api_post_is_a_401_never_a_csrf_failure(served, name, url):
     body = _json_error(Client(enforce_csrf_checks=True).post(url), 401, "authentication_required")
     assert body["hint"].startswith("Log in as a staff user"), name
+
+
+def test_favicon_ico_is_the_static_icon_for_anyone(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("dashboard/favicon.svg")
+    assert client.head("/favicon.ico").status_code == 301
+    assert client.post("/favicon.ico").status_code == 405

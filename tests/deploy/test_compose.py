@@ -89,7 +89,7 @@ def test_top_level_keys_are_compose_keys(compose):
 
 
 def test_the_stack_has_the_required_services(services):
-    assert {"postgres", "redis", "migrate", "web", "worker-delta", "beat", "web-full", "worker-full"} <= set(services)
+    assert {"postgres", "redis", "migrate", "web", "worker", "beat", "web-full"} <= set(services)
     assert services["postgres"]["image"].startswith("postgres:15")
     assert services["redis"]["image"].startswith("redis:")
 
@@ -161,8 +161,9 @@ def test_profiles_default_stack_is_delta_and_full_profile_adds_full_processes(se
         for profile in svc.get("profiles", []):
             assert PROFILE.match(profile), (name, profile)
     default = {n for n, s in services.items() if not s.get("profiles")}
-    assert default == {"postgres", "redis", "migrate", "web", "worker-delta", "beat"}
-    assert {n for n, s in services.items() if "full" in s.get("profiles", [])} == {"web-full", "worker-full"}
+    assert default == {"postgres", "redis", "migrate", "web", "worker", "beat"}
+    # Workers freeze delta whatever config.yaml's mode (maintenance): one worker serves a full fleet too.
+    assert {n for n, s in services.items() if "full" in s.get("profiles", [])} == {"web-full"}
     assert {n for n, s in services.items() if "rabbitmq" in s.get("profiles", [])} == {
         "rabbitmq", "web-rabbitmq", "worker-rabbitmq", "beat-rabbitmq"}
     for name in default:  # a default service may not wait for one that only a profile starts
@@ -257,7 +258,7 @@ def test_celery_app_path_imports_and_has_the_job_tasks(services, settings):
                 e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
             assert sub.params["schedule"].startswith("/var/lib/dashboard/")  # the dashboard-var volume
         seen += 1
-    assert seen == 8  # three workers, their health checks, and two beats (default stack, rabbitmq profile)
+    assert seen == 6  # two workers, their health checks, and two beats (default stack, rabbitmq profile)
 
 
 def test_gunicorn_module_exists_and_command_line_parses(services):

@@ -19,5 +19,5 @@ def test_a_busy_port_is_refused_with_what_to_do(tmp_path):
                               timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip() == (f"Port {port} on 127.0.0.1 is in use (is the demo already running?). "
-                                   "Stop it, or run: PORT=8010 make demo")
+                                   f"Stop it, or run: PORT={port + 1} make demo")  # 8000 -> 8001, as the README says
     assert done.stdout == "" and not (tmp_path / "var" / "data").exists()  # nothing loaded, no password printed

@@ -21,7 +21,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-PUBLIC = {"/accounts/login/", "/healthz", "/metrics"}  # /metrics: its own token (dashboard/test_metrics.py)
+# /metrics: its own token (dashboard/test_metrics.py); /favicon.ico: browsers ask for it before any login.
+PUBLIC = {"/accounts/login/", "/healthz", "/metrics", "/favicon.ico"}
 #: POST routes that staff may use without a permission (heartbeats need fleet.report_heartbeat).
 POST_WITHOUT_PERMISSION = {"/accounts/logout/",
                            "/accounts/tokens/create", "/accounts/tokens/revoke"}  # own API tokens: any staff

@@ -34,8 +34,10 @@ from tests.integration import helpers
 SECRET = "hardening-test-secret-key-" + "x" * 40
 CREATE_MANAGER = """
 from django.contrib.auth.models import Permission, User
+from tests.conftest import register_live_worker
 user = User.objects.create_user("manager", password="manager-pass", is_staff=True)
 user.user_permissions.add(Permission.objects.get(codename="manage_conversions"))
+register_live_worker(heartbeat_interval_s=3600)  # a worker that was alive when the broker went away
 """
 
 

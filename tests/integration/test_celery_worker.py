@@ -13,9 +13,10 @@ What this proves (issue 2, acceptance "A test drives the worker for real"):
   fixture manifest's values for the SQLite backend, for a long delta thread, a
   full thread, a subgraph thread (root and a ``research:<task>`` namespace), a
   marker-less delta thread and an empty thread.
-* A worker frozen in FULL mode answers a delta thread with the error dict
-  (status 409, the spec's exact detail, a hint, no traceback), and still reads
-  a full thread correctly.
+* A worker started with a FULL-mode config.yaml is a maintenance process all
+  the same: it freezes delta at the file's cadence, consumes ``checkpoints.delta``
+  (never ``checkpoints.full``), reads delta threads like the manifest (the 409
+  remedy runs where 409s happen) and full threads too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from deerflow.errors import MISMATCH_MESSAGE
 from tests import fixtures_real
 from tests.integration import helpers
 
@@ -77,6 +77,7 @@ class Worker:
     mode: str
     config_path: Path
     hostname: str
+    queue: str
 
     @property
     def pid(self) -> int:
@@ -88,9 +89,10 @@ def _start_worker(tmp: Path, mode: str, redis_db: int, app: Celery) -> Worker:
     url = helpers.redis_url(redis_db)
     env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir,
                                 CELERY_BROKER_URL=url, CELERY_RESULT_BACKEND=url)
-    node = f"{mode}-{uuid.uuid4().hex[:8]}@%h"
+    tag = f"{mode}-{uuid.uuid4().hex[:8]}"
+    node, queue = f"{tag}@%h", f"only-{tag}"
     argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO",
-            "--concurrency=1", "--pool=prefork", "-Q", "dashboard", "-n", node, "--without-heartbeat"]
+            "--concurrency=1", "--pool=prefork", "-Q", f"dashboard,{queue}", "-n", node, "--without-heartbeat"]
     proc = helpers.ManagedProcess.start(f"celery worker ({mode})", argv, env, tmp / "worker.log")
     try:
         match = helpers.wait_for_log(proc, r"^.*\] (\S+@\S+) ready\.$", timeout=READY_TIMEOUT)
@@ -104,7 +106,7 @@ def _start_worker(tmp: Path, mode: str, redis_db: int, app: Celery) -> Worker:
     except BaseException:
         proc.stop()
         raise
-    return Worker(proc, mode, config_path, hostname)
+    return Worker(proc, mode, config_path, hostname, queue)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +123,7 @@ def delta_worker(tmp_path_factory: pytest.TempPathFactory, redis_db: int,
 @pytest.fixture(scope="module")
 def full_worker(tmp_path_factory: pytest.TempPathFactory, redis_db: int,
                 client_app: Celery) -> Iterator[Worker]:
-    """A real prefork worker frozen in full mode on its own copy of the fixture SQLite."""
+    """A real prefork worker started with a full-mode config.yaml (it freezes delta) on its own fixture copy."""
     worker = _start_worker(tmp_path_factory.mktemp("worker-full"), "full", redis_db, client_app)
     try:
         yield worker
@@ -200,43 +202,30 @@ def test_delta_worker_materializes_subgraph_namespace(delta_worker, client_app, 
 
 def test_worker_log_shows_freeze_before_ready_and_mode_queue(delta_worker, full_worker, client_app):
     for worker in (delta_worker, full_worker):
-        mode, proc = worker.mode, worker.proc
+        proc = worker.proc
         log = proc.log()
-        frozen = (f"frozen: checkpoint_channel_mode={mode} snapshot_frequency=10 "
-                  f"config={worker.config_path}")
+        frozen = (f"(maintenance: delta whatever config.yaml's mode, here {worker.mode}): "
+                  f"checkpoint_channel_mode=delta snapshot_frequency=10 config={worker.config_path}")
         lines = [line for line in log.splitlines() if frozen in line]
         assert lines, f"no frozen-mode line in {proc.log_path}:\n{proc.log_tail()}"
         assert "/MainProcess]" in lines[0], "the freeze must happen in the main process, before forking"
-        assert f"queue=checkpoints.{mode}" in lines[0]
+        assert "queue=checkpoints.delta" in lines[0]
         assert log.index(frozen) < log.index(" ready."), "worker was ready before it froze"
 
         queues = client_app.control.inspect([worker.hostname], timeout=5.0).active_queues() or {}
         names = {q["name"] for q in queues.get(worker.hostname, [])}
-        other = "full" if mode == "delta" else "delta"
-        assert f"checkpoints.{mode}" in names, names
-        assert f"checkpoints.{other}" not in names, names
+        assert "checkpoints.delta" in names and "checkpoints.full" not in names, names
 
 
-@pytest.mark.parametrize("thread_id", ["delta-f10-9t", "delta-f10-50t", "delta-f10-untrusted-content"])
-def test_full_worker_refuses_delta_thread_with_409(full_worker, client_app, thread_id):
-    result = _materialize(client_app, thread_id, "checkpoints.full")
+@pytest.mark.parametrize("thread_id", ["delta-f10-9t", "delta-f10-50t", "full-tools-30t"])
+def test_a_worker_on_a_full_mode_config_reads_every_thread(full_worker, client_app, thread_id):
+    """The 409 remedy runs where 409s happen: a full fleet's worker reads delta threads (it froze delta)."""
+    expected = _sqlite_head(thread_id)
+    result = _materialize(client_app, thread_id, full_worker.queue)
 
     _no_traceback(result)
-    assert result["status"] == 409
-    assert result["error"] == "checkpoint_mode_mismatch"
-    assert result["detail"] == f"Thread {thread_id}: {MISMATCH_MESSAGE}"
-    assert result["detail"] == (f"Thread {thread_id}: Thread requires delta mode; materialize and convert "
-                                "its checkpoints before using full mode.")
-    assert isinstance(result["hint"], str) and len(result["hint"]) > 20
-    assert result["mode"] == "full"
-    assert "message_count" not in result and "messages_sha256" not in result
-    assert result["pid"] in helpers.child_pids(full_worker.pid)
-
-
-def test_full_worker_reads_full_thread(full_worker, client_app):
-    expected = _sqlite_head("full-tools-30t")
-    result = _materialize(client_app, "full-tools-30t", "checkpoints.full")
     assert "error" not in result, result
-    assert result["mode"] == "full"
+    assert (result["mode"], result["snapshot_frequency"]) == ("delta", 10)
     assert (result["checkpoint_id"], result["message_count"], result["messages_sha256"]) == (
         expected["checkpoint_id"], expected["message_count"], expected["messages_sha256"])
+    assert result["pid"] in helpers.child_pids(full_worker.pid)

@@ -359,6 +359,8 @@ CREATE_JOBS = """
 import json
 from dashboard.jobs import services
 from dashboard.jobs.models import ThreadResult
+from tests.conftest import register_live_worker
+register_live_worker(heartbeat_interval_s=3600)  # the trial's workers start next: the launch admits the jobs
 out = {}
 for thread in %s:
     job = services.create_job(None, "convert", {"thread_ids": [thread]},

@@ -72,7 +72,8 @@ class Words:
     """A kind's words on the pages.
 
     Attributes:
-        totals: what the totals' checkpoint count is (``to rewrite``, ``deleted``...).
+        totals: what happened to the checkpoints the totals count, in the kind's own terms (``would be
+            rewritten`` for a dry run, ``deleted`` for a prune...); ``""``: the kind counts no checkpoints.
         written: the participle of a thread it rewrote (``converted``...), for "Revert <written> threads…".
         needed: the noun of what its dry run finds (``conversion``...), for "found no thread that needs ...".
         chart: a dry run's growth chart title.
@@ -154,6 +155,11 @@ class JobKind:
     needs_delta_fleet: bool = False
     size_limited: bool = False
     preview_template: str = ""
+
+    @property
+    def selects_threads(self) -> bool:
+        """Its rows are threads (or their backups): not a whole-database kind like a reclaim."""
+        return self.selects != Selects.DATABASE
 
     @property
     def is_dry_run(self) -> bool:

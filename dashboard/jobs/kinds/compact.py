@@ -35,8 +35,8 @@ def _compact_dry_run(rt: DashboardRuntime, result: ThreadResult, note: str) -> O
 COMPACT_DRY_RUN = JobKind(
     name=Kind.COMPACT_DRY_RUN, permission=MANAGE_CONVERSIONS, worker_mode=WorkerMode.DELTA, writes_threads=False,
     selects=Selects.DELTA_THREADS, dispatch=_compact_dry_run, success=("needs_compaction", "already_delta"),
-    words=Words(needed="compaction", chart="Shrink per thread"), dry_run_of=Kind.COMPACT, growth_chart=True,
-    preview_template="jobs/_compact_estimate.html")
+    words=Words(totals="would be rewritten", needed="compaction", chart="Shrink per thread"),
+    dry_run_of=Kind.COMPACT, growth_chart=True, preview_template="jobs/_compact_estimate.html")
 
 COMPACT = JobKind(
     name=Kind.COMPACT, permission=MANAGE_CONVERSIONS, worker_mode=WorkerMode.DELTA, writes_threads=True,

@@ -52,7 +52,7 @@ def _recover_committed(rt: DashboardRuntime, result: ThreadResult, report: conve
 DRY_RUN = JobKind(
     name=Kind.DRY_RUN, permission=MANAGE_CONVERSIONS, worker_mode=WorkerMode.THREAD, writes_threads=False,
     selects=Selects.DELTA_THREADS, dispatch=_dry_run, success=("needs_conversion", "already_full"),
-    words=Words(totals="to rewrite", needed="conversion"), dry_run_of=Kind.CONVERT, growth_chart=True,
+    words=Words(totals="would be rewritten", needed="conversion"), dry_run_of=Kind.CONVERT, growth_chart=True,
     size_limited=True, preview_template="jobs/_estimate.html")
 
 CONVERT = JobKind(

@@ -39,7 +39,7 @@ PRUNE_DRY_RUN = JobKind(
     name=Kind.PRUNE_DRY_RUN, permission=MANAGE_RETENTION, worker_mode=WorkerMode.DELTA, writes_threads=False,
     selects=Selects.ANY_THREADS, dispatch=_prune_dry_run,
     success=("would_prune", "would_delete", "nothing_to_prune"),
-    words=Words(totals="to delete", needed="pruning"), dry_run_of=Kind.PRUNE, carries_retention=True)
+    words=Words(totals="would be deleted", needed="pruning"), dry_run_of=Kind.PRUNE, carries_retention=True)
 
 PRUNE = JobKind(
     name=Kind.PRUNE, permission=MANAGE_RETENTION, worker_mode=WorkerMode.DELTA, writes_threads=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dashboard.jobs import reclaiming
-from dashboard.jobs.kinds.base import MANAGE_CONVERSIONS, JobKind, Outcome, Selects, WorkerMode
+from dashboard.jobs.kinds.base import MANAGE_CONVERSIONS, JobKind, Outcome, Selects, Words, WorkerMode
 from dashboard.jobs.models import ConversionJob
 
 if TYPE_CHECKING:
@@ -25,4 +25,4 @@ def _reclaim(rt: DashboardRuntime, result: ThreadResult, note: str) -> Outcome:
 
 RECLAIM = JobKind(
     name=ConversionJob.Kind.RECLAIM, permission=MANAGE_CONVERSIONS, worker_mode=WorkerMode.ANY, writes_threads=False,
-    selects=Selects.DATABASE, dispatch=_reclaim, success=(reclaiming.RECLAIMED,))
+    selects=Selects.DATABASE, dispatch=_reclaim, success=(reclaiming.RECLAIMED,), words=Words(totals=""))

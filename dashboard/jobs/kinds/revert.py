@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dashboard.jobs import pruning
-from dashboard.jobs.kinds.base import MANAGE_CONVERSIONS, JobKind, Outcome, Selects, WorkerMode
+from dashboard.jobs.kinds.base import MANAGE_CONVERSIONS, JobKind, Outcome, Selects, Words, WorkerMode
 from dashboard.jobs.models import ConversionJob
 from deerflow import convert
 
@@ -32,4 +32,4 @@ def _revert(rt: DashboardRuntime, result: ThreadResult, note: str) -> Outcome:
 REVERT = JobKind(
     name=ConversionJob.Kind.REVERT, permission=MANAGE_CONVERSIONS, worker_mode=WorkerMode.DELTA,
     writes_threads=True, selects=Selects.BACKUPS, dispatch=_revert, success=("reverted",),
-    permission_from_source=True)
+    permission_from_source=True, words=Words(totals="restored"))

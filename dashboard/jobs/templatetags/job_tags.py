@@ -158,3 +158,19 @@ def delete_cap(job) -> dict | None:
     from dashboard.jobs.pruning import cap_report
 
     return cap_report(job)
+
+
+@register.filter
+def totals_words(job, checkpoints: int) -> str:
+    """``{{ job|totals_words:n }}``: see :func:`dashboard.jobs.words.totals_text`."""
+    from dashboard.jobs.words import totals_text
+
+    return totals_text(job.kind, checkpoints)
+
+
+@register.simple_tag
+def nothing_found(job, found: Any, noun: str) -> str:
+    """``{% nothing_found job convertible "conversion" %}``: see :func:`dashboard.jobs.words.outcome_sentence`."""
+    from dashboard.jobs.words import outcome_sentence
+
+    return outcome_sentence(job, len(found or ()), noun)

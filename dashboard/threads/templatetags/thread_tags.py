@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 from urllib.parse import parse_qsl
 
 from django import template
-from django.utils.html import format_html
 
 from dashboard.threads import fragments, links
 from dashboard.threads.jsonify import jsonable
@@ -56,12 +54,6 @@ def thread_url(name: str, thread_id: str, **query: str | None) -> str:
     return links.thread_url(name, thread_id, **query)
 
 
-@register.filter
-def thousands(value: Any) -> str:
-    """An integer with thousands separators (``1050`` -> ``1,050``); other values unchanged."""
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
-
-
 @register.simple_tag
 def messages_url(thread_id: str, checkpoint_id: str, checkpoint_ns: str, mpage: Any = None, page: int | None = None,
                  **extra: Any) -> str:
@@ -82,31 +74,6 @@ def thread_form(name: str, thread_id: str) -> dict[str, Any]:
     url = links.thread_url(name, thread_id)
     path, _, query = url.partition("?")
     return {"path": path, "hidden": parse_qsl(query, keep_blank_values=True)}
-
-
-def _as_datetime(value: Any) -> dt.datetime | None:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    if isinstance(value, str) and value:
-        try:
-            return _as_datetime(dt.datetime.fromisoformat(value.replace("Z", "+00:00")))
-        except ValueError:
-            return None
-    return None
-
-
-@register.filter
-def when(value: Any) -> str:
-    """The one time format of the pages: ``2026-01-13 03:44:31 UTC`` in a ``<time>`` whose tooltip is exact.
-
-    Accepts a datetime (naive ones are UTC) or an ISO 8601 string; anything else is shown as "—".
-    """
-    moment = _as_datetime(value)
-    if moment is None:
-        return "—"
-    utc = moment.astimezone(dt.UTC)
-    return format_html('<time datetime="{}" title="{} (UTC, exact)">{} UTC</time>', utc.isoformat(),
-                       utc.isoformat(sep=" "), utc.strftime("%Y-%m-%d %H:%M:%S"))
 
 
 #: Nav section of each route (``namespace:name`` or name); routes not listed belong to none.

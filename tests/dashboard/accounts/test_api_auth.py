@@ -22,7 +22,8 @@ from dashboard.accounts.models import ApiToken, hash_token
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC = {"login", "logout", "healthz", "metrics"}  # healthz: frozen mode only (tests/hardening/test_every_url.py)
+# healthz: frozen mode only (tests/hardening/test_every_url.py); favicon: a redirect to the static icon
+PUBLIC = {"login", "logout", "healthz", "metrics", "favicon"}
 # metrics: its own token, no session (tests/dashboard/test_metrics.py)
 SAMPLE_THREAD = "delta-f10-1t"
 SAMPLE_ARGS = {"path": SAMPLE_THREAD, "str": "sample", "slug": "sample", "int": "1",

@@ -134,3 +134,9 @@ def api_token(staff_user) -> str:
 
     _token, raw = ApiToken.issue(staff_user, name="fleet tests")
     return raw
+
+
+@pytest.fixture
+def live_maintenance_worker() -> None:
+    """The registry tests register their own processes: no worker row unless a test makes one."""
+    return None

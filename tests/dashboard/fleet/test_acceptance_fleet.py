@@ -210,7 +210,7 @@ def test_editing_a_workers_config_drifts_it_and_its_reads_answer_503(fleet):
         assert code == 1
         drift = findings(audit, "config_drift")
         assert [f["message"] for f in drift] == [
-            f"{rows['w25']['name']} is mid mode-flip: snapshot_frequency 25 (frozen) ≠ 40 (on disk)"]
+            f"{rows['w25']['name']} is mid cadence change: snapshot_frequency 25 (frozen) ≠ 40 (on disk)"]
         assert drift[0]["severity"] == "error" and "503" in drift[0]["hint"]
         assert str(fleet.w25.config_path) in drift[0]["evidence"]
 
@@ -268,7 +268,10 @@ def test_outside_process_reports_itself_with_the_readme_snippet(fleet, monkeypat
     message = mismatch[0]["message"]
     assert message.startswith(f"{row['name']} differs from ")
     assert message.endswith(" in: checkpoint_channel_mode full ≠ delta")
-    assert all(r["name"] in message for r in _registered(fleet).values())
+    registered = _registered(fleet)
+    assert registered["web"]["name"] in message
+    # The workers are maintenance processes (delta whatever the fleet runs): never in a mode comparison.
+    assert registered["w10"]["name"] not in message and registered["w25"]["name"] not in message
 
     status, bad = _http(fleet, "/api/processes/heartbeat", {"instance_id": "x"})
     assert status == 400 and {"detail", "hint"} <= set(bad)

@@ -65,7 +65,7 @@ def test_audit_shape_for_staff_session_and_token(rt, staff_client, api_token, pr
         assert set(body["readiness"]) == {"to_full", "to_delta"}
         # The embedded filesystem broker broadcasts; no worker runs on this test's private one.
         assert body["live"] == {"supported": True, "error": None, "answered": [], "unregistered": []}
-        assert all(set(f) == {"severity", "code", "message", "evidence", "hint"} for f in body["findings"])
+        assert all(set(f) == {"severity", "code", "message", "evidence", "hint", "threads"} for f in body["findings"])
         assert body["cadences"] == {"fleet": 10, "threads_with_several": 0, "threads_differing_from_fleet": 2}
 
 

@@ -54,7 +54,7 @@ def test_agreeing_fleet_has_no_findings(rt, process_row):
 
 def test_modes_differ(rt, process_row):
     web = process_row("web", mode="full")
-    worker = process_row("worker", mode="delta")
+    worker = process_row("external", mode="delta")
     audit = run_audit(rt, live=NO_LIVE)
     f = only(audit, "mode_mismatch")
     assert f.severity == "error" and audit.has_errors
@@ -75,16 +75,40 @@ def test_cadences_differ_names_every_process_on_both_sides(rt, process_row):
     assert "mode_mismatch" not in codes(audit)
 
 
-def test_full_web_does_not_mask_cadence_mismatch_between_delta_workers(rt, process_row):
+def test_full_web_does_not_mask_cadence_mismatch_between_delta_processes(rt, process_row):
     web = process_row("web", mode="full")
-    w10 = process_row("worker", snapshot_frequency=10)
-    w25 = process_row("worker", snapshot_frequency=25)
+    w10 = process_row("external", snapshot_frequency=10)
+    w25 = process_row("external", snapshot_frequency=25)
     audit = run_audit(rt, live=NO_LIVE)
     mode = only(audit, "mode_mismatch")
     assert mode.message == (f"{w10.name} and {w25.name} differ from {web.name} in: "
                             "checkpoint_channel_mode delta ≠ full")
     cadence = only(audit, "cadence_mismatch")
     assert cadence.message == f"{w25.name} differs from {w10.name} in: snapshot_frequency 25 ≠ 10"
+
+
+def test_maintenance_workers_in_a_full_fleet_are_not_drift(rt, process_row):
+    """The dashboard's workers freeze delta whatever the fleet runs: not a mode mismatch, not a readiness item,
+    not a blocker of compaction's guard (they serve no DeerFlow user)."""
+    from dashboard.jobs.compaction import full_mode_processes
+
+    web = process_row("web", mode="full", disk_mode="full")
+    worker = process_row("worker", mode="delta", disk_mode="full", queues=["dashboard", "checkpoints.delta"])
+    audit = run_audit(rt, live=NO_LIVE)
+    assert codes(audit) == ["live_check_unavailable"]
+    assert {p["name"]: p["maintenance"] for p in audit.processes} == {web.name: False, worker.name: True}
+    assert audit.readiness["to_full"][1] == {
+        "ok": True, "text": "processes to restart together with a full-mode config.yaml: none"}
+    old_full_worker = process_row("worker", mode="full")
+    assert [p.name for p in full_mode_processes()] == [web.name]
+    assert old_full_worker.name not in " ".join(f.message for f in run_audit(rt, live=NO_LIVE).findings)
+
+
+def test_a_maintenance_worker_at_another_cadence_is_a_cadence_mismatch(rt, process_row):
+    web = process_row("web", snapshot_frequency=10)
+    worker = process_row("worker", snapshot_frequency=25)
+    f = only(run_audit(rt, live=NO_LIVE), "cadence_mismatch")
+    assert f.message == f"{worker.name} differs from {web.name} in: snapshot_frequency 25 ≠ 10"
 
 
 def test_full_processes_ignore_cadence(rt, process_row):
@@ -95,7 +119,7 @@ def test_full_processes_ignore_cadence(rt, process_row):
 
 def test_same_mode_and_cadence_but_different_config_files(rt, process_row):
     web = process_row("web", config_sha256=sha("a"), config_path="/srv/a/config.yaml")
-    worker = process_row("worker", config_sha256=sha("b"), config_path="/srv/b/config.yaml")
+    worker = process_row("external", config_sha256=sha("b"), config_path="/srv/b/config.yaml")
     audit = run_audit(rt, live=NO_LIVE)
     f = only(audit, "config_differs")
     assert f.severity == "warning" and not audit.has_errors
@@ -113,33 +137,21 @@ def test_outside_process_without_config_hash_is_not_a_config_difference(rt, proc
 
 # -- liveness -----------------------------------------------------------------------------------
 
-def test_stale_after_three_missed_beats(rt, process_row):
+def test_gone_after_its_lease_an_info_and_never_drift(rt, process_row):
+    """A process killed without a clean stop (SIGKILL, a lost host) is gone once its lease (three intervals)
+    runs out: an info finding, never a mode mismatch or a drift, whatever it froze."""
     process_row("web")
     fresh = process_row("worker", age_s=2.5 * 15)
-    stale = process_row("worker", age_s=3.5 * 15, mode="full")
+    gone = process_row("external", age_s=3.5 * 15, mode="full", disk_mode="delta")
     fast = process_row("external", age_s=4.0, heartbeat_interval_s=1.0)
     audit = run_audit(rt, live=NO_LIVE)
     states = {p["name"]: p["state"] for p in audit.processes}
-    assert states[fresh.name] == "live" and states[stale.name] == "stale" and states[fast.name] == "stale"
-    stale_findings = [f for f in audit.findings if f.code == "stale_process"]
-    assert {f.message for f in stale_findings} == {f"{stale.name} missed three heartbeats",
-                                                  f"{fast.name} missed three heartbeats"}
-    assert all(f.severity == "warning" for f in stale_findings)
-    # A stale process does not serve: its (different) mode is not compared.
-    assert "mode_mismatch" not in codes(audit)
-
-
-def test_a_process_silent_for_a_day_is_gone_not_a_warning_for_ever(rt, process_row):
-    """A process killed without a clean stop (SIGKILL, a lost host) stays listed but stops warning after 24 h."""
-    process_row("web")
-    stale = process_row("worker", age_s=23 * 3600)
-    gone = process_row("worker", age_s=25 * 3600, mode="full")
-    audit = run_audit(rt, live=NO_LIVE)
-    states = {p["name"]: p["state"] for p in audit.processes}
-    assert (states[stale.name], states[gone.name]) == ("stale", "gone")
-    assert [f.message for f in audit.findings if f.code == "stale_process"] == [
-        f"{stale.name} missed three heartbeats"]
-    assert "mode_mismatch" not in codes(audit)
+    assert (states[fresh.name], states[gone.name], states[fast.name]) == ("live", "gone", "gone")
+    gone_findings = [f for f in audit.findings if f.code == "process_gone"]
+    assert {f.message.split(" is gone")[0] for f in gone_findings} == {gone.name, fast.name}
+    assert all(f.severity == "info" for f in gone_findings) and not audit.has_errors
+    assert "45 s" in next(f.evidence for f in gone_findings if gone.name in f.message)
+    assert not {"mode_mismatch", "config_drift", "stale_process"} & set(codes(audit))
 
 
 def test_stopped_processes_are_ignored(rt, process_row):
@@ -164,16 +176,26 @@ def test_worker_consuming_the_other_mode_queue(rt, process_row):
 
 
 @pytest.mark.parametrize(("disk", "expected"), [
-    ({"disk_mode": "full", "disk_sha256": sha("full")}, "checkpoint_channel_mode delta (frozen) ≠ full (on disk)"),
-    ({"disk_snapshot_frequency": 25, "disk_sha256": sha("25")}, "snapshot_frequency 10 (frozen) ≠ 25 (on disk)"),
+    ({"disk_mode": "full", "disk_sha256": sha("full")},
+     "mid mode-flip: checkpoint_channel_mode delta (frozen) ≠ full (on disk)"),
+    ({"disk_snapshot_frequency": 25, "disk_sha256": sha("25")},
+     "mid cadence change: snapshot_frequency 10 (frozen) ≠ 25 (on disk)"),
 ])
 def test_config_drift(rt, process_row, disk, expected):
-    worker = process_row("worker", **disk)
+    agent = process_row("external", **disk)
     audit = run_audit(rt, live=NO_LIVE)
     f = only(audit, "config_drift")
     assert f.severity == "error"
-    assert f.message == f"{worker.name} is mid mode-flip: {expected}"
+    assert f.message == f"{agent.name} is {expected}"
     assert "503" in f.hint and "restart" in f.hint
+
+
+def test_a_maintenance_worker_drifts_only_on_cadence(rt, process_row):
+    process_row("worker", disk_mode="full", disk_sha256=sha("full"))
+    assert "config_drift" not in codes(run_audit(rt, live=NO_LIVE))
+    worker = process_row("worker", disk_mode="full", disk_snapshot_frequency=25, disk_sha256=sha("full 25"))
+    f = only(run_audit(rt, live=NO_LIVE), "config_drift")
+    assert f.message == f"{worker.name} is mid cadence change: snapshot_frequency 10 (frozen) ≠ 25 (on disk)"
 
 
 def test_config_edited_without_mode_change_is_a_warning(rt, process_row):
@@ -286,13 +308,26 @@ def test_full_writes_only_raise_nothing(runtime_for, empty_sqlite_db, process_ro
     assert all(item["ok"] for item in audit.readiness["to_full"])
 
 
+def staff_page(audit) -> str:
+    from django.template.loader import render_to_string
+
+    return render_to_string("fleet/_audit_body.html", {"audit": audit})
+
+
 def test_threads_at_another_cadence_than_the_fleet(runtime_for, sqlite_fixture_db, process_row):
     rt = runtime_for(sqlite_fixture_db, "delta", 10)
     process_row("web", snapshot_frequency=10)
     audit = run_audit(rt, live=NO_LIVE)
     f = only(audit, "thread_cadence_differs")
-    assert f.message == "2 thread(s) were written at a cadence other than the fleet's 10"
+    assert f.message == "2 threads were written at a cadence other than the fleet's 10"
     assert f.evidence == "delta-f100-150t: [100], delta-f3-40t: [3]"
+    # The threads that prove it, linked, with their last writes however old (the fixture's are months old).
+    assert [(t["thread_id"], t["url"], t["cadences"]) for t in f.threads] == [
+        ("delta-f100-150t", "/threads/delta-f100-150t/", [100]), ("delta-f3-40t", "/threads/delta-f3-40t/", [3])]
+    for t in f.threads:
+        assert t["last_write"] == inventory.get_thread_summary(rt.saver, t["thread_id"]).updated_at.isoformat()
+    page = staff_page(audit)
+    assert 'href="/threads/delta-f100-150t/"' in page and "last write <time" in page
     assert audit.cadences == {"fleet": 10, "threads_with_several": 0, "threads_differing_from_fleet": 2}
     assert audit.threads == []  # one row per thread only when asked
     listed = run_audit(rt, live=NO_LIVE, with_threads=True)
@@ -315,8 +350,8 @@ def test_thread_written_at_two_cadences(runtime_for, empty_sqlite_db, process_ro
 def test_readiness_checklists(runtime_for, sqlite_fixture_db, process_row):
     rt = runtime_for(sqlite_fixture_db, "delta", 10)
     web = process_row("web")
-    worker = process_row("worker")
-    full_worker = process_row("worker", mode="full", stopped=True)
+    worker = process_row("web")
+    full_worker = process_row("web", mode="full", stopped=True)
     counts, _ = thread_census(rt)
     audit = run_audit(rt, live=NO_LIVE, hours=1)
     to_full = audit.readiness["to_full"]
@@ -371,7 +406,8 @@ def test_as_dict_shape(runtime_for, sqlite_fixture_db, process_row):
     assert set(out) == {"generated_at", "processes", "live", "findings", "census", "cadences", "writers",
                         "readiness", "orphans", "history_cache"}
     assert out["orphans"] is None  # no DeerFlow threads_meta beside the fixture
-    assert set(out["findings"][0]) == {"severity", "code", "message", "evidence", "hint"}
+    # threads: the threads that prove it (cadence findings), empty for the others
+    assert set(out["findings"][0]) == {"severity", "code", "message", "evidence", "hint", "threads"}
     assert audit.as_dict(with_threads=True)["threads"] == []  # not computed unless asked for
     threads = run_audit(rt, live=NO_LIVE, with_threads=True).as_dict(with_threads=True)["threads"]
     assert len(threads) == 27

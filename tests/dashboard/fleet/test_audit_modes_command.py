@@ -60,7 +60,7 @@ def test_exit_code_follows_error_findings(runtime_for, empty_sqlite_db, process_
     code, out = run()
     assert code == 0
     assert "processes: 1" in out and "census: full=0, delta=0" in out
-    process_row("worker", config_sha256="b" * 64)
+    process_row("external", config_sha256="b" * 64)
     code, out = run()
     assert code == 0 and "WARNING config_differs" in out  # warnings do not fail cron
     w25 = process_row("worker", snapshot_frequency=25)

@@ -81,16 +81,18 @@ def test_a_full_mode_fleet_with_delta_threads(runtime_for, sqlite_fixture_db, st
     assert delta > 0
     found = _banners(staff_client)
     assert set(found) == {"full_fleet_unreadable_threads"}
-    assert f"{delta:,} delta thread(s) cannot be read by the full-mode process(es) this dashboard process" \
+    assert f"{delta:,} delta threads cannot be read by the full-mode process this dashboard process: it answers 409" \
         in found["full_fleet_unreadable_threads"]
     # Registered full-mode processes are named instead; the audit raises the same finding.
     _process("web@h1:1", mode="full")
-    _process("worker@h1:2", mode="full", role="worker")
+    _process("zagent@h1:2", mode="full", role="external")
+    _process("worker@h1:3", mode="full", role="worker")  # a maintenance worker serves no DeerFlow user
     cache.clear()
-    assert "web@h1:1 and worker@h1:2: they answer 409" in _banners(staff_client)["full_fleet_unreadable_threads"]
+    named = _banners(staff_client)["full_fleet_unreadable_threads"]
+    assert "full-mode processes web@h1:1 and zagent@h1:2: they answer 409" in named
     audit = staff_client.get("/api/audit").json()
     (finding,) = [f for f in audit["findings"] if f["code"] == "full_fleet_unreadable_threads"]
-    assert finding["severity"] == "error" and f"{delta:,} delta thread(s)" in finding["message"]
+    assert finding["severity"] == "error" and f"{delta:,} delta threads" in finding["message"]
     page = parse(staff_client.get("/audit/").content)
     (shown,) = page.find_all("div", data_code="full_fleet_unreadable_threads")
     assert "severity-error" in shown.attrs["class"]
@@ -101,7 +103,7 @@ def test_a_delta_fleet_with_one_live_full_process(runtime_for, sqlite_fixture_db
     _process("web@old:7", mode="full")
     _process("web@dead:8", mode="full", last_heartbeat=timezone.now() - dt.timedelta(hours=1))  # stale: not counted
     found = _banners(staff_client)
-    assert "full-mode process(es) web@old:7:" in found["full_fleet_unreadable_threads"]
+    assert "full-mode process web@old:7: it answers 409" in found["full_fleet_unreadable_threads"]
     assert "mode_mismatch" not in found  # one process only: no disagreement among the serving ones
 
 
@@ -137,3 +139,16 @@ def test_an_outage_while_computing_the_banner_leaves_the_page_without_it(runtime
     response = staff_client.get("/jobs/")  # a page that reads no checkpoint: only the banner touched the outage
     assert response.status_code == 200
     assert _banners(staff_client, "/jobs/") == {}
+
+
+def test_a_ghost_process_drives_no_banner(runtime_for, sqlite_fixture_db, staff_client):
+    """The dead web process of a restart (another mode, its file since edited) is gone once its lease ran out:
+    no banner says it differs or is mid mode-flip, and the audit lists it as an info only."""
+    runtime_for(sqlite_fixture_db, "delta")
+    _process("web@h1:1")
+    _process("web@h1:0", mode="full", disk_mode="delta", disk_sha256="b" * 64,
+             last_heartbeat=timezone.now() - dt.timedelta(seconds=46))
+    assert _banners(staff_client) == {}
+    findings = {f["code"]: f for f in staff_client.get("/api/audit").json()["findings"]}
+    assert findings["process_gone"]["severity"] == "info"
+    assert not {"mode_mismatch", "config_drift"} & set(findings)

@@ -57,7 +57,7 @@ def test_the_old_process_of_a_restart_is_recognised(restart, staff_client):
     assert (rows["old"]["state"], rows["old"]["superseded_by"]) == ("superseded", "web@h1:new")
     assert rows["new"]["state"] == "live"
     findings = _findings(staff_client)
-    assert "stale_process" not in findings
+    assert "process_gone" not in findings
     assert findings["restarted_process"]["severity"] == "info"
     assert findings["restarted_process"]["message"] == "web@h1:old was restarted: web@h1:new replaced it"
 
@@ -68,15 +68,15 @@ def test_another_host_role_or_config_is_not_a_restart(runtime_for, sqlite_fixtur
     runtime_for(sqlite_fixture_db, "delta")
     _process("old", started_ago=3 * HOUR, silent_for=HOUR)
     _process("new", started_ago=HOUR, **differs)
-    assert {r["instance_id"]: r["state"] for r in process_rows()}["old"] == "stale"
-    assert "stale_process" in _findings(staff_client)
+    assert {r["instance_id"]: r["state"] for r in process_rows()}["old"] == "gone"
+    assert _findings(staff_client)["process_gone"]["severity"] == "info"
 
 
 def test_an_older_start_does_not_supersede(runtime_for, sqlite_fixture_db):
     runtime_for(sqlite_fixture_db, "delta")
     _process("stale", started_ago=HOUR, silent_for=HOUR / 2)
     _process("older", started_ago=5 * HOUR)
-    assert {r["instance_id"]: r["state"] for r in process_rows()}["stale"] == "stale"
+    assert {r["instance_id"]: r["state"] for r in process_rows()}["stale"] == "gone"
 
 
 def test_dismiss_then_gone_from_the_findings_and_audited(restart, dismisser):
@@ -96,12 +96,12 @@ def test_dismiss_then_gone_from_the_findings_and_audited(restart, dismisser):
     assert (entry.username, entry.method, entry.status) == ("dismisser", "POST", 302)
 
 
-def test_a_plain_stale_process_can_be_dismissed_too(runtime_for, sqlite_fixture_db, dismisser):
+def test_a_plain_gone_process_can_be_dismissed_too(runtime_for, sqlite_fixture_db, dismisser):
     runtime_for(sqlite_fixture_db, "delta")
     _process("lone", started_ago=3 * HOUR, silent_for=HOUR)
-    assert "stale_process" in _findings(dismisser)
+    assert "process_gone" in _findings(dismisser)
     assert dismisser.post("/audit/dismiss", {"instance_id": "lone"}).status_code == 302
-    assert "stale_process" not in _findings(dismisser)
+    assert "process_gone" not in _findings(dismisser)
 
 
 def test_a_heartbeat_brings_a_dismissed_process_back(restart, dismisser):

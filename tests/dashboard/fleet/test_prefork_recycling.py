@@ -1,12 +1,13 @@
-"""Issue 5 acceptance: a prefork child recycled after config.yaml was edited keeps the parent's frozen mode.
+"""A prefork child recycled after config.yaml was edited keeps the parent's frozen mode and cadence.
 
-A delta worker runs one task per child (``--max-tasks-per-child=1``). After
-its config.yaml is edited to ``checkpoint_channel_mode: full``, tasks run in
-new child processes, including one forked after the edit: each still reports
-mode ``delta`` (inherited from the main process's freeze; the child never
-re-reads the file) and refuses to read with the spec's 503. Recycling
-children does not mark the worker stopped, and its next heartbeat shows the
-drift.
+A worker runs one task per child (``--max-tasks-per-child=1``). Workers are
+maintenance processes that freeze delta whatever mode the file names, so an
+edit to ``checkpoint_channel_mode: full`` changes nothing for them: the next
+child still reads. An edit of the cadence is a drift: tasks run in new child
+processes, including one forked after the edit, each still reports the frozen
+cadence (inherited from the main process's freeze; the child never re-reads
+the file) and refuses to read with the spec's 503. Recycling children does
+not mark the worker stopped, and its next heartbeat shows the drift.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import pytest
 import yaml
 
-from deerflow.errors import RECONFIGURATION_MESSAGE
+from deerflow.errors import SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE
 from tests import fixtures_real
 from tests.dashboard.fleet.processes import FleetHome, findings
 from tests.integration import helpers
@@ -53,6 +54,11 @@ def test_recycled_child_keeps_the_parents_frozen_mode(home):
         data = yaml.safe_load(config.read_text())
         data["database"]["checkpoint_channel_mode"] = "full"
         config.write_text(yaml.safe_dump(data))
+        mode_edited = home.materialize(app, THREAD, worker.queue)
+        assert "error" not in mode_edited and mode_edited["mode"] == "delta", mode_edited  # not a drift for it
+
+        data["database"]["checkpoint_delta"] = {"snapshot_frequency": 25}
+        config.write_text(yaml.safe_dump(data))
         children_at_edit = helpers.child_pids(worker.pid)
 
         second = home.materialize(app, THREAD, worker.queue)
@@ -69,15 +75,14 @@ def test_recycled_child_keeps_the_parents_frozen_mode(home):
         assert result["snapshot_frequency"] == 10
         assert result["status"] == 503, result
         assert result["error"] == "checkpoint_mode_reconfiguration"
-        assert result["detail"] == RECONFIGURATION_MESSAGE
-        assert result["detail"] == "checkpoint_channel_mode is restart-required and cannot change in a running process"
-        assert "'delta'" in result["hint"] and "'full'" in result["hint"]
+        assert result["detail"] == SNAPSHOT_FREQUENCY_RECONFIGURATION_MESSAGE
+        assert "frozen at 10" in result["hint"] and "now 25" in result["hint"]
         assert "message_count" not in result
 
     # The worker's main process is still the registered, live process; its heartbeat shows the drift.
     def drift_seen():
         row = home.row_for(worker.pid)
-        return row if row and row["disk_mode"] == "full" else None
+        return row if row and row["disk_snapshot_frequency"] == 25 else None
 
     row = helpers.wait_until(drift_seen, timeout=20, proc=worker.proc, what="a heartbeat seeing the edit")
     assert row["mode"] == "delta" and row["stopped_at"] is None
@@ -85,5 +90,5 @@ def test_recycled_child_keeps_the_parents_frozen_mode(home):
     code, audit = home.audit(config)
     assert code == 1
     assert [f["message"] for f in findings(audit, "config_drift")] == [
-        f"{row['name']} is mid mode-flip: checkpoint_channel_mode delta (frozen) ≠ full (on disk)"]
+        f"{row['name']} is mid cadence change: snapshot_frequency 10 (frozen) ≠ 25 (on disk)"]
     assert {p["name"]: p["state"] for p in audit["processes"]} == {row["name"]: "live"}

@@ -103,6 +103,8 @@ from django.db import transaction
 from dashboard.errors.outages import describe_outage
 from dashboard.jobs import services
 from dashboard.jobs.models import ConversionJob
+from tests.conftest import register_live_worker
+register_live_worker()  # its heartbeat reached the registry before the broker went down
 try:
     with transaction.atomic():
         job = services.create_job(None, "dry_run", {"filter": {"q": "f10"}}, services.JobOptions(launched_by="t"))

@@ -169,7 +169,7 @@ def test_launch_from_the_thread_page_then_confirm_and_redirect(delta_rt, migrate
 
     confirm = pruner_client.get(f"/jobs/{dry.pk}/prune/confirm").content.decode()
     row = dry.results.get()
-    assert f"<strong>{row.checkpoints_rewritten}</strong> checkpoint" in confirm
+    assert f"<strong>{row.checkpoints_rewritten:,} checkpoint" in confirm
     assert "cannot be undone" in confirm and tags(confirm, "form", id="confirm-prune")
 
     refused = pruner_client.post(f"/jobs/{dry.pk}/prune", {})  # "I have read" not ticked
@@ -255,6 +255,29 @@ def test_a_due_policy_starts_a_prune_job_through_the_beat_task(delta_rt, migrate
     (row,) = services.claim_batch(job.pk).sends
     run = services.run_thread(row[0], worker_node="test")  # what the worker's jobs.run_thread calls
     assert run.result.status == "pruned" and _count(migrated, THREAD) == len(run.result.prune["kept_checkpoint_ids"])
+
+
+def test_a_due_policy_with_nothing_to_prune_records_a_run_not_a_job(delta_rt, migrated, pruner_client,
+                                                                      django_capture_on_commit_callbacks, monkeypatch):
+    monkeypatch.setattr(services, "_send_dispatch", lambda job_id: None)  # run below as the worker would
+    created = timezone.now() - dt.timedelta(minutes=5)
+    policy = RetentionPolicy.objects.create(name="keep-many", filter={"q": "delta-f10-9t"}, rule="keep_last",
+                                            keep_last=10_000, schedule="* * * * *", enabled=True, created_at=created)
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.run_due_policies()
+    job = ConversionJob.objects.get()
+    from dashboard.jobs import resolving
+
+    resolving.resolve(job.pk)
+    ConversionJob.objects.filter(pk=job.pk).update(state=job.State.RUNNING)
+    (row,) = services.claim_batch(job.pk).sends
+    assert services.run_thread(row[0], worker_node="test").result.status == "nothing_to_prune"
+    services.claim_batch(job.pk)  # the job finishes: folded into its policy's run
+    assert not ConversionJob.objects.exists()
+    policy.refresh_from_db()
+    assert policy.last_run_at is not None and policy.last_job is None and policy.last_error == ""
+    cell = pruner_client.get("/jobs/policies/").content.decode()
+    assert "nothing to prune" in cell and "T" not in cell.split('class="policy-last-run">')[1][:12]
 
 
 def test_policies_are_off_by_default_and_edited_by_retention_managers(pruner_client, manager_client):

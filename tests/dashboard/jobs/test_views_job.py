@@ -53,7 +53,7 @@ def test_progress_counts_while_a_job_runs(delta_rt, viewer_client):
     (first, _), = services.claim_batch(job.pk).sends
     services.run_thread(first)
     body = viewer_client.get(f"/jobs/{job.pk}/progress").content.decode()
-    assert "<strong>1 / 3</strong> threads done" in body and "threads/min" in body
+    assert "<strong>1 / 3 threads</strong> done" in body and "threads/min" in body
     assert tags(body, "progress", id="job-progress", value="33.3")
 
 
@@ -141,7 +141,7 @@ def test_a_cancelled_job_counts_its_skipped_threads_apart(delta_rt, viewer_clien
     assert "1 / 3 done" in row and "2 skipped" in row and "3 / 3" not in row
     assert tags(row, "progress", value="33.3")
     page = viewer_client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "<strong>1 / 3</strong> threads done" in page and "2 skipped" in page
+    assert "<strong>1 / 3 threads</strong> done" in page and "2 skipped" in page
     assert tags(page, "progress", id="job-progress", value="33.3")
 
 

@@ -44,8 +44,13 @@ def test_a_finished_dry_run_draws_its_throughput_and_growth(finished_job, staff_
         assert width == pytest.approx(USABLE * factors[tid] / peak, abs=0.01)
         assert value.startswith(f"× {factors[tid]:.2f} (")
     assert max(b[1] for b in bars) == USABLE
-    ticks = [t.text for t in doc.find("svg", id="growth-chart").find_all("text", cls="x-tick")]
-    assert ticks == ["× 0", "× 1", f"× {round(peak, 2):g}"]
+    ticks = doc.find("svg", id="growth-chart").find_all("text", cls="x-tick")
+    positions = [float(t.attrs["x"]) for t in ticks]
+    assert all(b - a >= charts.TICK_GAP for a, b in zip(positions, positions[1:], strict=False))  # none overlaps
+    expected_ticks = ["× 0", f"× {round(peak, 2):g}"]
+    if USABLE / peak >= charts.TICK_GAP and USABLE - USABLE / peak >= charts.TICK_GAP:
+        expected_ticks.insert(1, "× 1")
+    assert [t.text for t in ticks] == expected_ticks
     assert "4 heaviest threads after conversion" in doc.find("p", id="growth-caption").text
     # Throughput: every thread that ran is counted once; the axes say threads and time.
     svg = doc.find("svg", id="throughput-chart")
@@ -55,8 +60,20 @@ def test_a_finished_dry_run_draws_its_throughput_and_growth(finished_job, staff_
     assert svg.find_all("text", cls="x-tick")[0].text == "0 s"
     assert svg.find("text", cls="x-title").text == "time since the job started"
     assert f"({ran} finished;" in doc.find("p", id="throughput-caption").text
+    # The y axis's title sits above the plot, clear of its top tick (baselines a 13-unit line apart).
+    title_y = float(svg.find("text", cls="y-title").attrs["y"])
+    assert title_y + 13 <= min(float(t.attrs["y"]) + float(t.attrs["dy"]) for t in svg.find_all("text", cls="y-tick"))
     assert b"style=" not in html.split(b'id="throughput-chart"')[1].split(b"</svg>")[0]
     assert b"<script" not in html.split(b'id="growth"')[1].split(b"</section>")[0]
+
+
+def test_growth_labels_never_overlap():
+    """× 1 sits next to × 0 when the peak factor is large: its label is left out, the dashed line stays."""
+    usable = USABLE
+    assert [t.label for t in charts._spaced_ticks(usable, 40.0)] == ["× 0", "× 40"]
+    assert [t.label for t in charts._spaced_ticks(usable, 3.0)] == ["× 0", "× 1", "× 3"]
+    assert [t.label for t in charts._spaced_ticks(usable, 1.0)] == ["× 0", "× 1"]
+    assert [t.label for t in charts._spaced_ticks(usable, 1.05)] == ["× 0", "× 1.05"]
 
 
 def test_a_compaction_dry_run_draws_the_shrink(finished_job, staff_client):

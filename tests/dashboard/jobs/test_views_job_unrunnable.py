@@ -1,5 +1,6 @@
-"""A job no live worker can run says so and why on its page (issue 14, item 5), from the fleet registry's
-worker heartbeats: no worker at all, or only workers that do not consume ``checkpoints.delta``."""
+"""A job no live worker can run says so and why on its page, from the fleet registry's worker heartbeats: no
+worker at all, or only workers that do not consume ``checkpoints.delta`` (its worker died after the launch;
+a launch without one is refused, tests/dashboard/jobs/test_launch_admission.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ from dashboard.jobs.workers import registry_check
 from tests.dashboard.html import parse
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def live_maintenance_worker() -> None:
+    """No worker registered unless a test makes one."""
+    return None
 
 
 def _worker(name: str, mode: str, queues: list[str], silent_for: dt.timedelta = dt.timedelta(0)) -> None:
@@ -38,7 +45,8 @@ def test_no_worker_heartbeat_at_all(delta_rt, staff_client):
     text = _notice(staff_client, job)
     assert "No live worker can run this job." in text
     assert "No Celery worker has sent a heartbeat in the last three intervals" in text
-    assert "checkpoint_channel_mode: delta" in text  # how to start one
+    assert "celery -A dashboard worker -Q dashboard" in text  # how to start one
+    assert "whatever mode it names" in text  # not "a delta-mode config.yaml": workers always freeze delta
     page = parse(staff_client.get(f"/jobs/{job.pk}/").content)
     assert page.find("span", id="job-waiting").text == "waiting: no live worker can run it"
     assert "No Celery worker" in _notice(staff_client, job, HTTP_HX_REQUEST="true")  # the polled fragment too
@@ -49,6 +57,7 @@ def test_only_full_mode_workers_are_alive(delta_rt, staff_client):
     _worker("celery@delta-dead", "delta", ["dashboard", "checkpoints.delta"], silent_for=dt.timedelta(minutes=5))
     text = _notice(staff_client, _job("compact"))
     assert "The only live workers, celery@full1 (full mode), do not consume checkpoints.delta" in text
+    assert "Restart them." in text
     assert "celery@delta-dead" not in text  # stale: not alive
 
 

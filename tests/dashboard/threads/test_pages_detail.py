@@ -187,7 +187,7 @@ def test_full_mode_dashboard_answers_409_page(fixture_backend, runtime_for, staf
     doc = parse(response.content)
     assert doc.find("p", id="error-detail").text == oracle.mismatch_detail(thread_id)
     hint = doc.find("p", cls="hint").text
-    assert "delta-mode dashboard" in hint and "convert" in hint
+    assert "Convert to full" in hint and "whatever config.yaml's mode" in hint  # the remedy that runs here
     assert doc.find("h1", cls="thread-id").text == thread_id
     assert doc.find("p", cls="summary").find("span", cls="badge").text == "delta"
     assert "<ol class=\"messages\"" not in response.content.decode("utf-8")
