@@ -21,6 +21,13 @@ def _legacy_estimate(rt: Any, by_class: dict[str, dict[str, int]] | None) -> Any
     return compaction.legacy_estimate(rt, by_class)
 
 
+def _settle_policy_run(sender: Any, job: Any, **kwargs: Any) -> None:
+    """:data:`dashboard.jobs.signals.job_finished`'s receiver: a policy's run that pruned nothing keeps no job."""
+    from dashboard.jobs import policies
+
+    policies.settle_run(job)
+
+
 def _send_dispatch_task(job_id: int) -> None:
     """Send Celery's ``jobs.dispatch`` for ``job_id``; the tasks are imported on the first launch."""
     from dashboard.jobs import tasks
@@ -38,12 +45,14 @@ class JobsConfig(AppConfig):
         """Install the Celery sender in :mod:`dashboard.jobs.dispatching` (importing neither the services nor
         the tasks: a process that never launches a job never loads them), and what the jobs app shows on other
         apps' pages: a thread's jobs and a prune's marks (:mod:`dashboard.threads.extensions`), the bytes
-        compaction would free (:mod:`dashboard.fleet.estimates`)."""
+        compaction would free (:mod:`dashboard.fleet.estimates`); and the policies' receiver of
+        :data:`dashboard.jobs.signals.job_finished`."""
         from dashboard.fleet import estimates
-        from dashboard.jobs import dispatching, provenance
+        from dashboard.jobs import dispatching, provenance, signals
         from dashboard.threads import extensions
 
         dispatching.set_dispatcher(_send_dispatch_task)
         extensions.provide(extensions.ThreadExtensions(thread_jobs=provenance.thread_jobs,
                                                        checkpoint_marks=_checkpoint_marks))
         estimates.provide_legacy_estimate(_legacy_estimate)
+        signals.job_finished.connect(_settle_policy_run, dispatch_uid="dashboard.jobs.settle_policy_run")

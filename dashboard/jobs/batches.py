@@ -10,9 +10,9 @@ from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
-from dashboard.jobs import policies
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.jobs.progress import succeeded
+from dashboard.jobs.signals import job_finished
 
 __all__ = ["Batch", "claim_batch"]
 
@@ -75,7 +75,7 @@ def _finish_if_done(job: ConversionJob) -> None:
         return
     job.finished_at = timezone.now()
     job.save(update_fields=["state", "finished_at"])
-    policies.settle_run(job)  # a policy's run that pruned nothing keeps no job
+    job_finished.send(sender=ConversionJob, job=job)  # e.g. a policy's run that pruned nothing keeps no job
 
 
 def _final_state(kind: str, counts: dict[str, int]) -> str:
