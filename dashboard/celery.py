@@ -44,6 +44,11 @@ def mode_queue(mode: str) -> str:
     return f"checkpoints.{mode}"
 
 
+#: The queue of every thread task: each needs a delta reader (dry run, conversion and revert all replay delta
+#: history), and every worker of the dashboard is frozen in delta mode (a maintenance process).
+THREAD_QUEUE = mode_queue("delta")
+
+
 @celeryd_after_setup.connect
 def freeze_worker(sender: str, instance, conf, **kwargs) -> None:
     """Freeze this worker in delta mode at config.yaml's cadence (before forking), subscribe it to

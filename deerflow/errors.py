@@ -19,6 +19,8 @@
     ├── ThreadExistsError                   (deerflow.seed) a seed would overwrite a stored thread
     ├── Abort                               (deerflow.convert.report) a rewrite of one thread stopped, rolled back
     │   └── RetentionAbort                  (deerflow.retention.report) a prune of one thread stopped, rolled back
+    ├── GeneralPathNeeded                   (deerflow.retention.setprune) internal: the set-based prune hands
+    │                                       the thread to the general path (caught by prune_thread)
     ├── RunInFlightError                    (deerflow.storage.reservation) DeerFlow has a run on the thread
     ├── NoSqlTablesError                    the saver keeps no SQL tables (InMemorySaver); also a TypeError
     └── StorageError                        a database driver error at the reader/session boundary

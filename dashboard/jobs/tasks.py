@@ -27,14 +27,12 @@ from __future__ import annotations
 from celery import Task, shared_task
 from django.conf import settings
 
-from dashboard.celery import mode_queue
+from dashboard.celery import THREAD_QUEUE
 from dashboard.errors.jobs import TransientDatabaseError
 from dashboard.jobs import policies, reservations, resolving, services, stalls
 
 __all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_due_policies", "run_thread", "send_again"]
 
-#: Every thread task needs a delta reader (dry run, conversion and revert all replay delta history).
-THREAD_QUEUE = mode_queue("delta")
 
 _POLICY = {
     "acks_late": True,

@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
+from dashboard.celery import THREAD_QUEUE
 from dashboard.errors.jobs import DELTA_WORKER_COMMAND
 from dashboard.fleet.processes import process_rows
 from dashboard.fleet.recent import recent
-from dashboard.jobs.tasks import THREAD_QUEUE
 
 __all__ = [
     "WORKER_CHECK_KEY",

@@ -51,6 +51,7 @@ __all__ = [
     "read_nodes_many",
     "seeds",
     "stored_bytes",
+    "stores_none",
     "thread_facts",
     "writes_owners_many",
 ]
@@ -172,6 +173,18 @@ def seeds(session: ConversionSession, thread_id: str, keys: Iterable[_Key]) -> s
         f"FROM checkpoints c WHERE c.thread_id = ? AND {_IN_KEYS.replace('(checkpoint_ns', '(c.checkpoint_ns')}",
         [thread_id, [k[0] for k in keys], [k[1] for k in keys]])
     return {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows if r["version"] is None or r["stored"]}
+
+
+def stores_none(session: ConversionSession, thread_id: str) -> bool:
+    """True when the thread stores a ``None`` as a ``messages`` value (inline in the checkpoint's
+    ``channel_values``, where the Postgres saver keeps primitives, or a ``null`` blob): the savers read the
+    checkpoints below it differently (LangGraph #8686), so no rebase value keeps both readings."""
+    rows = session.query(
+        "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ? "
+        "AND checkpoint -> 'channel_values' -> 'messages' = 'null'::jsonb) "
+        "OR EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages' "
+        "AND type = 'null') AS found", [thread_id, thread_id])
+    return bool(rows[0]["found"])
 
 
 def has_delta_evidence(nodes: Iterable[Node]) -> bool:

@@ -34,6 +34,7 @@ from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.convert.encoding import MessageDigester
 from deerflow.convert.report import ThreadReport
 from deerflow.convert.walk import Walk
+from deerflow.errors import DeerFlowError
 from deerflow.retention.plan import Plan, plan_keep_last, plan_safe_only
 from deerflow.retention.reading import langgraph_reader, read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, rebase
@@ -46,6 +47,7 @@ from deerflow.retention.setbased import (
     has_delta_evidence,
     read_bytes_digest,
     seeds,
+    stores_none,
     thread_facts,
 )
 from deerflow.storage.addressing import config_for
@@ -56,8 +58,13 @@ _Key = tuple[str, str]
 _EMPTY_DIGEST = messages_sha256([])
 
 
-class GeneralPathNeeded(Exception):
-    """Our walk and LangGraph's reader read a kept checkpoint differently: prune it on the general path."""
+class GeneralPathNeeded(DeerFlowError):
+    """Our walk and LangGraph's reader read a kept checkpoint differently: prune it on the general path.
+
+    Raised inside the set-based prune's transaction (so it rolls back) and caught by
+    :func:`deerflow.retention.prune.prune_thread`, which prunes the thread again on the general path; it never
+    reaches a caller of the package.
+    """
 
 
 def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, *, n: int | None,
@@ -82,8 +89,10 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
         return False
     plan = plan_keep_last(nodes, n or 1, protect) if rule == "keep_last" else plan_safe_only(nodes, protect)
     to_rebase = sorted(plan.chain_starts - seeds(store.session, thread_id, plan.chain_starts))
-    if to_rebase and _inputs_after_pending_writes(nodes):
-        return False  # the replay rule and LangGraph's reader may differ there: the walk decides the rebase value
+    if to_rebase and (_inputs_after_pending_writes(nodes) or stores_none(store.session, thread_id)):
+        # the replay rule and LangGraph's readers may differ there: the general path keeps the chain that
+        # LangGraph's reading goes through (reader_disagreement) or rebases with that reading
+        return False
     tuples = {k: store.saver.get_tuple(config_for(thread_id, *k)) for k in to_rebase}
     report.bytes_before = facts.stored_bytes
     report.describe(plan, to_rebase)
