@@ -64,12 +64,21 @@ def _fresh_mode_freeze() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache() -> Iterator[None]:
-    """Each test starts with an empty Django cache (the fleet banners are cached per process)."""
+def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts with an empty Django cache (the fleet banners are cached per process), and the
+    background refreshes of live checks it starts (:mod:`dashboard.fleet.recent`) end with it: a refresh a
+    test left running never lands in the next test's cache."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from django.core.cache import cache
 
+    from dashboard.fleet import recent
+
+    refresher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="live-state-test")
+    monkeypatch.setattr(recent, "_refresher", refresher)
     cache.clear()
     yield
+    refresher.shutdown(wait=True, cancel_futures=True)
 
 
 def register_live_worker(name: str = "worker@tests:1", **fields: Any) -> Any:

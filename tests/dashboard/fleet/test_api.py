@@ -8,6 +8,7 @@ import uuid
 import pytest
 from django.test import Client
 
+from dashboard.fleet.control import recent_live_check
 from dashboard.fleet.models import ProcessRecord
 from tests.dashboard.fleet.conftest import sha
 
@@ -54,6 +55,7 @@ def test_audit_requires_staff_or_token(rt, outsider_user):
 
 def test_audit_shape_for_staff_session_and_token(rt, staff_client, api_token, process_row):
     process_row("web")
+    recent_live_check(10, background=False)  # the API serves the newest check; here, one made now
     for response in (staff_client.get("/api/audit"), Client().get("/api/audit", **bearer(api_token))):
         assert response.status_code == 200
         assert response["Content-Type"] == "application/json"
