@@ -86,6 +86,8 @@ def _read_time(value: Any) -> dt.datetime | None:
             value = dt.datetime.fromisoformat(value)
         except ValueError:
             return None
+    if not isinstance(value, dt.datetime):
+        return None
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
