@@ -212,11 +212,13 @@ def revert_one(rt: DashboardRuntime, backup_id: str) -> tuple[ThreadReport, dict
 
 def to_thread_report(report: PruneReport) -> tuple[ThreadReport, dict[str, Any]]:
     """The job row's fields of a :class:`PruneReport`: a :class:`ThreadReport` (status, bytes, counts: total =
-    kept + deleted, ``checkpoints_to_rewrite`` = deleted) and the prune lists stored in ``ThreadResult.prune``."""
+    kept + deleted, ``checkpoints_to_rewrite`` = deleted, or for a revert the checkpoints it restored) and the
+    prune lists stored in ``ThreadResult.prune``."""
+    changed = report.restored_checkpoint_ids if report.rule == "revert" else report.deleted_checkpoint_ids
     thread = ThreadReport(
         thread_id=report.thread_id, status=report.status,
         checkpoints_total=len(report.kept_checkpoint_ids) + len(report.deleted_checkpoint_ids),
-        checkpoints_to_rewrite=len(report.deleted_checkpoint_ids), bytes_before=report.bytes_before,
+        checkpoints_to_rewrite=len(changed), bytes_before=report.bytes_before,
         bytes_after=report.bytes_after, first_difference=report.first_difference, backup_id=report.backup_id,
         bytes_freed=report.bytes_before - report.bytes_after, attempts=report.attempts,
         duration_s=report.duration_s, error=report.error, hint=report.hint)

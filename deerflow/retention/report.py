@@ -50,6 +50,7 @@ class PruneReport:
         unbranchable_checkpoint_ids: deleted checkpoints on a head's chain (older turns no longer resumable
             or forkable).
         deleted_namespaces: subgraph namespaces deleted whole.
+        restored_checkpoint_ids: a revert (rule ``revert``): the checkpoint ids it put back, sorted.
         bytes_before, bytes_after: bytes in LangGraph's tables (``bytes_after`` estimated by a dry run).
         backup_id: the whole-thread backup (``None`` with ``backup=False`` or on memory).
         attempts: transactions tried (count). duration_s: wall time (seconds).
@@ -66,6 +67,7 @@ class PruneReport:
     rebased_checkpoint_ids: list[str] = field(default_factory=list)
     unbranchable_checkpoint_ids: list[str] = field(default_factory=list)
     deleted_namespaces: list[str] = field(default_factory=list)
+    restored_checkpoint_ids: list[str] = field(default_factory=list)
     bytes_before: int = 0
     bytes_after: int = 0
     backup_id: str | None = None

@@ -31,7 +31,8 @@ def revert_prune(database: DatabaseConfig, backup_id: str) -> PruneReport:
     revert rolls back.
 
     Returns:
-        A :class:`PruneReport` with status ``reverted`` and ``kept_checkpoint_ids`` the thread's ids after,
+        A :class:`PruneReport` with status ``reverted``, ``kept_checkpoint_ids`` the thread's ids after and
+        ``restored_checkpoint_ids`` the ones put back,
         ``not_found`` (no active backup with that id) or ``verification_failed`` (with ``first_difference``);
         on failure nothing was written.
     """
@@ -58,6 +59,7 @@ def revert_prune(database: DatabaseConfig, backup_id: str) -> PruneReport:
         walk_report = ThreadReport(thread_id=info.thread_id)
         report.kept_checkpoint_ids = sorted(e.checkpoint_id
                                             for e in Walk(session, info.thread_id, walk_report, _no_rewrite))
+        report.restored_checkpoint_ids = sorted(set(report.kept_checkpoint_ids) - {k[1] for k in keys})
         report.bytes_after = session.stored_bytes(info.thread_id)
         report.status = "reverted"
         session.commit()

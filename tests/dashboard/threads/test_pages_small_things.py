@@ -88,6 +88,14 @@ def test_token_page_creates_shows_once_and_revokes(sqlite_fixture_db, runtime_fo
     assert "revoked" in row.text and not row.find_all("button")
 
 
+def test_a_token_label_with_a_direction_override_shows_it_as_an_escape(sqlite_fixture_db, runtime_for,
+                                                                       staff_client):
+    runtime_for(sqlite_fixture_db, "delta")
+    staff_client.post("/accounts/tokens/create", {"name": "nightly export \u202e evil"})
+    html = staff_client.get("/accounts/tokens/").content.decode()
+    assert "\u202e" not in html and html.count("nightly export \\u202e evil") == 2  # heading and row
+
+
 def test_tokens_are_own_unless_superuser(sqlite_fixture_db, runtime_for, staff_client, staff_user,
                                          django_user_model):
     runtime_for(sqlite_fixture_db, "delta")

@@ -26,6 +26,7 @@ def test_revert_restores_a_keep_last_byte_for_byte(scratch_db):
     assert info.status == "active" and info.checkpoint_rows == len(original["checkpoints"])
     reverted = revert_prune(scratch_db, report.backup_id)
     assert reverted.status == "reverted", reverted.error
+    assert reverted.restored_checkpoint_ids == sorted(report.deleted_checkpoint_ids)  # what the revert put back
     assert raw_rows(scratch_db, "t") == original
     assert raw_rows(scratch_db, "other") == other
     assert [b.status for b in list_backups(scratch_db, "t")] == ["restored"]
