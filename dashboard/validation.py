@@ -99,6 +99,6 @@ class HostileInputMiddleware:
             return None
         from dashboard.errors import error_answer
 
-        return error_answer(request, ErrorView(
-            400, "invalid_parameters", f"Invalid request: {reason}.",
-            "Remove the NUL byte or use an id this database can hold, then retry."))
+        hint = ("Use an id this database can hold (at most 19 digits), then retry." if "digits long" in reason
+                else "Remove the NUL byte, then retry.")
+        return error_answer(request, ErrorView(400, "invalid_parameters", f"Invalid request: {reason}.", hint))

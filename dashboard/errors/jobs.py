@@ -128,18 +128,19 @@ class UnknownThreads(InvalidSelection):
 
 
 class NotADryRun(InvalidSelection):
-    """A conversion names, as its estimate, a job that is not a finished dry run.
+    """A writing job names, as its estimate, a job that is not a finished dry run of its kind.
 
     The API words it for ``estimate_job``; :meth:`page_view` words it for the
     job page's "Convert" form (``POST /jobs/<id>/convert`` on such a job).
     """
 
-    hint = "Pass the id of a finished dry run of these threads as estimate_job, or confirmed: true."
+    hint = ("Pass the id of a finished dry run of the job's kind (dry_run for convert, compact_dry_run for "
+            "compact, prune_dry_run for prune) as estimate_job, or confirmed: true.")
     page_hint = ("Open the page of a finished dry run (listed on /jobs/), check its estimate, "
                  "and confirm the conversion there.")
 
-    def __init__(self, job_id: int):
-        super().__init__(f"Job {job_id} is not a finished dry run; it cannot estimate a conversion.")
+    def __init__(self, job_id: int, kind: str = "convert", dry_run: str = "dry_run"):
+        super().__init__(f"Job {job_id} is not a finished {dry_run} job; it cannot estimate a {kind} job.")
         self.job_id = job_id
 
     def page_view(self) -> ErrorView:

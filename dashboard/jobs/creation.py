@@ -101,7 +101,7 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None,
     o = options
     _check_pace(o)
     if spec.estimated_by and o.source_job is not None and not is_finished_dry_run(o.source_job, kind):
-        raise NotADryRun(o.source_job.pk)
+        raise NotADryRun(o.source_job.pk, kind, spec.estimated_by)
     if spec.needs_delta_fleet and not o.force_full_fleet:
         blockers = compaction.full_mode_processes()
         if blockers:
@@ -245,7 +245,7 @@ def _estimate(kind: str, thread_ids: list[str], source: ConversionJob | None, co
                                         "(estimate_job), or confirm explicitly to go ahead without an estimate.")
         return {}
     if not is_finished_dry_run(source, kind):
-        raise NotADryRun(source.pk)
+        raise NotADryRun(source.pk, kind, spec.estimated_by or "dry_run")
     rows = source.results.filter(thread_id__in=thread_ids, status__in=spec.would_write)
     sums = rows.aggregate(n=Count("id"), c=Sum("checkpoints_rewritten"), b=Sum("bytes_before"),
                           a=Sum("bytes_after"))

@@ -23,6 +23,8 @@ __all__ = ["ApiJobForm", "ConfirmConvertForm", "ConfirmPruneForm", "JobActionFor
 
 _MODES = [("", "any")] + [(m.value, m.value) for m in CheckpointMode]
 _CLASSES = [("", "any")] + [(c, c) for c in LIST_CLASSES]
+#: The longest idle age a retention policy may ask for (days): a span past it selects nothing a calendar holds.
+MAX_IDLE_DAYS = 36_500
 
 
 class ThreadIdsField(forms.Field):
@@ -365,10 +367,13 @@ class RetentionPolicyForm(forms.ModelForm):
         return text
 
     def clean_idle_days(self) -> float | None:
-        """Days >= 0, or empty."""
+        """Days from 0 to :data:`MAX_IDLE_DAYS` (a span a calendar can hold), or empty."""
         days = self.cleaned_data["idle_days"]
         if days is not None and (days < 0 or days != days):
             raise forms.ValidationError("idle days must be 0 or more", code="min_value")
+        if days is not None and days > MAX_IDLE_DAYS:
+            raise forms.ValidationError(f"idle days must be at most {MAX_IDLE_DAYS:,} (one hundred years)",
+                                        code="max_value")
         return days
 
     def clean(self) -> dict[str, Any]:

@@ -100,7 +100,7 @@ def test_a_nul_byte_in_a_path_parameter_is_a_400_with_a_code(served):
         assert response.status_code == 400, (url, response.status_code, response.content[:300])
         if url.startswith("/api/"):
             assert response.json()["code"] == "invalid_parameters"
-            assert "NUL" in response.json()["detail"]
+            assert "NUL" in response.json()["detail"] and "NUL" in response.json()["hint"]
 
 
 @pytest.mark.django_db
@@ -113,6 +113,7 @@ def test_an_integer_past_the_store_in_a_path_parameter_is_a_400_with_a_code(serv
         assert response.status_code == 400, (url, response.status_code, response.content[:300])
         if url.startswith("/api/"):
             assert response.json()["code"] == "invalid_parameters"
+            assert "digits" in response.json()["hint"] and "NUL" not in response.json()["hint"]
 
 
 @pytest.mark.django_db

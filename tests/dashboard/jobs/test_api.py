@@ -107,8 +107,17 @@ def test_an_estimate_job_that_is_no_finished_dry_run_says_what_to_pass(finished_
                      **_bearer(manager))
     assert response.status_code == 400 and response.json() == {
         "code": "invalid_selection",
-        "detail": f"Job {conversion.pk} is not a finished dry run; it cannot estimate a conversion.",
-        "hint": "Pass the id of a finished dry run of these threads as estimate_job, or confirmed: true."}
+        "detail": f"Job {conversion.pk} is not a finished dry_run job; it cannot estimate a convert job.",
+        "hint": "Pass the id of a finished dry run of the job's kind (dry_run for convert, compact_dry_run for "
+                "compact, prune_dry_run for prune) as estimate_job, or confirmed: true."}
+
+
+def test_an_estimate_job_of_another_kind_names_the_dry_run_needed(finished_job, manager):
+    dry = finished_job("dry_run", {"thread_ids": ["delta-f10-1t"]})
+    response = _post(Client(), {"kind": "compact", "estimate_job": dry.pk}, **_bearer(manager))
+    assert response.status_code == 400
+    assert response.json()["detail"] == (f"Job {dry.pk} is not a finished compact_dry_run job; "
+                                         "it cannot estimate a compact job.")
 
 
 def test_an_empty_filter_is_no_selection(delta_rt, manager):

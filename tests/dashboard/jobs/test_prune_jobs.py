@@ -295,6 +295,12 @@ def test_policies_are_off_by_default_and_edited_by_retention_managers(pruner_cli
     policy.refresh_from_db()
     assert policy.keep_last == 20
     assert b"nightly" in pruner_client.get("/jobs/policies/").content
+    huge = pruner_client.post(f"/jobs/policies/{policy.pk}/", {"name": "nightly", "schedule": "0 3 * * *",
+                                                              "idle_days": "99999999999999999999999",
+                                                              "rule": "safe_only"})
+    assert huge.status_code == 400 and b"idle days must be at most 36,500" in huge.content
+    policy.refresh_from_db()
+    assert policy.idle_days == 30.0
 
 
 def test_retry_and_cancel_of_a_prune_job_need_the_retention_permission(delta_rt, migrated, pruner, pruner_client,
