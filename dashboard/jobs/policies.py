@@ -23,7 +23,7 @@ from dashboard.accounts.models import AuditEntry
 from dashboard.errors.jobs import JobError
 from dashboard.jobs import services
 from dashboard.jobs.models import Kind, RetentionPolicy
-from dashboard.jobs.services import JobOptions
+from dashboard.jobs.creation import JobOptions
 
 __all__ = ["InvalidSchedule", "parse_schedule", "policy_selection", "run_due_policies", "run_policy"]
 
