@@ -137,7 +137,7 @@ THREAD_STATE_REDUCER_FIELDS: frozenset[str] = frozenset(
 def _with_messages_field(schema: type, name: str, field: Any) -> type:
     hints = get_type_hints(schema, include_extras=True)
     hints["messages"] = field
-    new = TypedDict(name, hints)  # type: ignore[operator]
+    new = TypedDict(name, hints)  # type: ignore[misc]
     new.__doc__ = schema.__doc__
     return new
 
@@ -193,8 +193,8 @@ def _adapted(schema: type, mode: str, frequency: int) -> type:
         return schema
     current = _delta_channel_of(hints["messages"])
     if mode == CHECKPOINT_MODE_DELTA:
-        wanted = DeltaChannel(merge_message_writes, snapshot_frequency=frequency)
-        if current is not None and current == wanted:
+        if current is not None and current == DeltaChannel(
+                merge_message_writes, snapshot_frequency=frequency):
             return schema
         field = delta_messages_field(frequency)
         name = f"{schema.__name__}__delta_f{frequency}"

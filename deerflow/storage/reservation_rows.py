@@ -86,7 +86,8 @@ def _read_time(value: Any) -> dt.datetime | None:
             value = dt.datetime.fromisoformat(value)
         except ValueError:
             return None
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    moment: dt.datetime = value  # the driver's datetime, or the SQLite text parsed above
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 def stored_json(dialect: Dialect, value: dict[str, Any]) -> Any:

@@ -15,7 +15,8 @@ __all__ = ["CACHE_FORMAT_VERSION", "make_history_key", "thread_key_stem"]
 CACHE_FORMAT_VERSION = 1
 
 
-def make_history_key(key_prefix: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str, channel: str) -> str:
+def make_history_key(key_prefix: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
+                     channel: str) -> str:
     """The key DeerFlow caches one checkpoint's delta history of ``channel`` under:
     ``{key_prefix}:{thread_id}:{digest}``."""
     digest = hashlib.sha256(f"{checkpoint_ns}\x00{checkpoint_id}\x00{channel}".encode()).hexdigest()[:24]

@@ -62,7 +62,8 @@ def checkpoint_cache_db_hash(database: Any) -> str:
     backend = getattr(database, "backend", "memory")
     if backend == "postgres":
         url = getattr(database, "postgres_url", "") or ""
-        identity = f"postgres:{_stable_postgres_identity(url)}:{getattr(database, 'postgres_schema', '') or ''}"
+        schema = getattr(database, "postgres_schema", "") or ""
+        identity = f"postgres:{_stable_postgres_identity(url)}:{schema}"
     elif backend == "sqlite":
         sqlite_dir = getattr(database, "sqlite_dir", ".deer-flow/data")
         identity = f"sqlite:{os.path.join(os.path.realpath(sqlite_dir), 'deerflow.db')}"

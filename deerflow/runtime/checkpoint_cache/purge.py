@@ -45,7 +45,8 @@ class CachePurge:
             (``max_entries: 0``).
         key_prefix: the Redis key prefix (``""`` unless ``redis``).
         keys_deleted: keys unlinked (count); ``None`` when nothing was tried or the purge failed.
-        error: why a Redis purge failed (``""`` when it did not); its entries then expire after ``ttl_seconds``.
+        error: why a Redis purge failed (``""`` when it did not); its entries then expire after
+            ``ttl_seconds``.
     """
 
     type: str
@@ -106,7 +107,8 @@ def purge_thread(database: DatabaseConfig, thread_id: str) -> CachePurge:
     except Exception as exc:  # noqa: BLE001 - the rewrite committed; a cache outage is recorded, not raised
         log.warning("history cache purge of thread %r failed; its entries expire after ttl_seconds: %s",
                     thread_id, exc)
-        return CachePurge(type="redis", key_prefix=prefix, keys_deleted=None, error=f"{type(exc).__name__}: {exc}")
+        return CachePurge(type="redis", key_prefix=prefix, keys_deleted=None,
+                          error=f"{type(exc).__name__}: {exc}")
     return CachePurge(type="redis", key_prefix=prefix, keys_deleted=deleted)
 
 
