@@ -22,8 +22,8 @@ from django.utils import timezone
 from dashboard.accounts.models import AuditEntry
 from dashboard.errors.jobs import JobError
 from dashboard.jobs import services
+from dashboard.jobs.creation import JobOptions
 from dashboard.jobs.models import Kind, RetentionPolicy
-from dashboard.jobs.services import JobOptions
 
 __all__ = ["InvalidSchedule", "parse_schedule", "policy_selection", "run_due_policies", "run_policy"]
 

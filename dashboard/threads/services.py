@@ -48,8 +48,16 @@ __all__ = [
 
 
 def reader(rt: DashboardRuntime) -> ThreadReader:
-    """The :class:`ThreadReader` of the process's saver, accessor, frozen mode and cadence (opens the saver)."""
+    """The :class:`ThreadReader` of the process's saver, accessor, frozen mode and cadence (opens the saver).
+
+    A request builds one and hands it to every read it makes (the ``thread_reader`` argument of the
+    reads below); a read called without one builds its own.
+    """
     return ThreadReader(rt.saver, rt.accessor, rt.mode, rt.snapshot_frequency)
+
+
+def _reader(rt: DashboardRuntime, thread_reader: ThreadReader | None) -> ThreadReader:
+    return thread_reader if thread_reader is not None else reader(rt)
 
 
 @contextmanager
@@ -72,8 +80,11 @@ def _thread_exists(rt: DashboardRuntime, thread_id: str) -> bool:
 
 
 def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None = None,
-               checkpoint_ns: str = "") -> StateView:
+               checkpoint_ns: str = "", *, thread_reader: ThreadReader | None = None) -> StateView:
     """Materialize one checkpoint (the namespace head when ``checkpoint_id`` is None): :meth:`ThreadReader.read_state`.
+
+    Args:
+        thread_reader: the request's reader (:func:`reader`); ``None`` builds one.
 
     Raises:
         CheckpointModeReconfigurationError: config.yaml drifted (503).
@@ -81,7 +92,7 @@ def read_state(rt: DashboardRuntime, thread_id: str, checkpoint_id: str | None =
     """
     rt.check_drift()
     with _forgetting_vanished(rt, thread_id):
-        return reader(rt).read_state(thread_id, checkpoint_id, checkpoint_ns)
+        return _reader(rt, thread_reader).read_state(thread_id, checkpoint_id, checkpoint_ns)
 
 
 def read_history(
@@ -91,12 +102,14 @@ def read_history(
     limit: int = 50,
     before: str | None = None,
     checkpoint_ns: str = "",
+    thread_reader: ThreadReader | None = None,
 ) -> tuple[list[CheckpointRow], str | None]:
     """One page of a namespace's checkpoints, newest first: :meth:`ThreadReader.read_history`.
 
     Args:
         limit: rows per page (count, 1..500).
         before: a checkpoint id; the page starts just below it.
+        thread_reader: the request's reader (:func:`reader`); ``None`` builds one.
 
     Returns:
         ``(rows, next_before)``; ``next_before`` is ``None`` on the last page.
@@ -107,11 +120,16 @@ def read_history(
     """
     rt.check_drift()
     with _forgetting_vanished(rt, thread_id):
-        return reader(rt).read_history(thread_id, limit=limit, before=before, checkpoint_ns=checkpoint_ns)
+        return _reader(rt, thread_reader).read_history(
+            thread_id, limit=limit, before=before, checkpoint_ns=checkpoint_ns)
 
 
-def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[inventory.Namespace]:
+def thread_namespaces(rt: DashboardRuntime, thread_id: str, *,
+                      thread_reader: ThreadReader | None = None) -> list[inventory.Namespace]:
     """The thread's checkpoint namespaces, root first (:meth:`ThreadReader.namespaces`).
+
+    Args:
+        thread_reader: the request's reader (:func:`reader`); ``None`` builds one.
 
     Returns:
         The namespaces; ``[]`` on a saver without SQL tables (``InMemorySaver``).
@@ -120,21 +138,25 @@ def thread_namespaces(rt: DashboardRuntime, thread_id: str) -> list[inventory.Na
         ThreadNotFoundError: the thread has no checkpoints.
     """
     with _forgetting_vanished(rt, thread_id):
-        return reader(rt).namespaces(thread_id)
+        return _reader(rt, thread_reader).namespaces(thread_id)
 
 
-def page_namespaces(rt: DashboardRuntime, thread_id: str) -> list[inventory.Namespace]:
+def page_namespaces(rt: DashboardRuntime, thread_id: str, *,
+                    thread_reader: ThreadReader | None = None) -> list[inventory.Namespace]:
     """The thread page's namespaces table: every namespace if the thread has a subgraph's, else ``[]``.
 
     The page shows the table only beside a subgraph namespace, and most threads have none: for them one
     key probe (:meth:`ThreadReader.has_subgraphs`) stands in for reading every checkpoint row
     (a fraction of a millisecond where reading every row takes a visible share of the page).
 
+    Args:
+        thread_reader: the request's reader (:func:`reader`); ``None`` builds one.
+
     Raises:
         ThreadNotFoundError: the thread lost its checkpoints between the probe and the read.
     """
     with _forgetting_vanished(rt, thread_id):
-        thread_reader = reader(rt)
+        thread_reader = _reader(rt, thread_reader)
         return thread_reader.namespaces(thread_id) if thread_reader.has_subgraphs(thread_id) else []
 
 

@@ -127,13 +127,14 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     opts = page_form.cleaned_data
     checkpoint_id = form.cleaned_data["checkpoint_id"] or None
     try:
-        state = services.read_state(rt, thread_id, checkpoint_id, checkpoint_ns)
+        thread_reader = services.reader(rt)  # one per request, for every read below
+        state = services.read_state(rt, thread_id, checkpoint_id, checkpoint_ns, thread_reader=thread_reader)
         if opts["view"] == "json":
             return _state_json(state, services.state_answer(rt, state), download=opts["download"])
         if opts["view"] == "message":
             return _one_message(request, state, opts["index"], download=opts["download"])
         if opts["view"] == "diff":
-            base = services.read_state(rt, thread_id, opts["base"], checkpoint_ns)
+            base = services.read_state(rt, thread_id, opts["base"], checkpoint_ns, thread_reader=thread_reader)
             return render(request, "threads/diff.html", {
                 "thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "base": base, "state": state,
                 "diff": diff_values(base.values, state.values)})
@@ -145,7 +146,7 @@ def _thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
                 "page_form": page_form})
         # The head just read validates a summary row already shown for it (no query then).
         summary = services.thread_summary(rt, thread_id, head=None if checkpoint_id else state)
-        namespaces = services.page_namespaces(rt, thread_id)
+        namespaces = services.page_namespaces(rt, thread_id, thread_reader=thread_reader)
         writes = pending_writes(rt, thread_id, state.checkpoint_id, checkpoint_ns, stored=state.pending_writes)
         jobs = extensions.current().thread_jobs(thread_id)
         deerflow = services.deerflow_facts(rt, thread_id)

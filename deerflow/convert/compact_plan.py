@@ -32,7 +32,7 @@ a delta-mode process writes it the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deerflow._langgraph_compat import DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT, _DeltaSnapshot
 from deerflow.convert.encoding import MessageDigester
@@ -46,7 +46,7 @@ from deerflow.runtime.checkpoint_mode import (
 )
 
 if TYPE_CHECKING:
-    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
 
 __all__ = ["MAX_SUPERSTEPS", "Decision", "SnapshotPlanner", "compacted_row", "is_full_checkpoint"]
 
@@ -165,7 +165,7 @@ class SnapshotPlanner:
 
 
 def compacted_row(tup: CheckpointTuple, value: list[Any] | None,
-                  decision: Decision) -> tuple[dict[str, Any], dict[str, Any]]:
+                  decision: Decision) -> tuple[Checkpoint, CheckpointMetadata]:
     """``(checkpoint, metadata)`` a delta-mode DeerFlow process would have stored for this full checkpoint.
 
     ``channel_values["messages"]`` is ``_DeltaSnapshot(value)`` at a snapshot and
@@ -173,7 +173,7 @@ def compacted_row(tup: CheckpointTuple, value: list[Any] | None,
     ``messages`` counter (dropped at ``(0, 0)``, other channels' counters kept).
     Every other channel, version, ``versions_seen`` and id is the stored one.
     """
-    checkpoint: dict[str, Any] = dict(tup.checkpoint)
+    checkpoint = tup.checkpoint.copy()
     values = dict(checkpoint["channel_values"])
     if decision.snapshot:
         values[MESSAGES] = _DeltaSnapshot(list(value or []))
@@ -189,4 +189,5 @@ def compacted_row(tup: CheckpointTuple, value: list[Any] | None,
         metadata[COUNTERS_METADATA_KEY] = counters
     else:
         metadata.pop(COUNTERS_METADATA_KEY, None)
-    return checkpoint, metadata
+    # LangGraph's metadata is open (DeerFlow's marker and LangGraph's counters are keys its TypedDict does not name)
+    return checkpoint, cast("CheckpointMetadata", metadata)

@@ -108,7 +108,7 @@ def dry_run_thread(database: DatabaseConfig, thread_id: str, *, integrity: bool 
             estimate = _Estimate(session, thread_id, report.bytes_before)
             check = _integrity_check(session, thread_id, walk) if integrity else None
             values = _reader_values(session, thread_id, walk)
-            walk.on_namespace = chained(values.begin_namespace, check and check.begin_namespace)
+            walk.on_namespace = chained(values.begin_namespace, check.begin_namespace if check is not None else None)
             for e in walk:
                 values.apply(e, report)
                 if check is not None:
@@ -190,7 +190,8 @@ def _convert_once(session: ConversionSession, thread_id: str, report: ThreadRepo
     writer = _Writer(session, thread_id, note)
     values = _reader_values(session, thread_id, walk)
     # LangGraph's readings are taken before the namespace's rows are rewritten; stored where the rule departs
-    walk.on_namespace = chained(values.begin_namespace, check and check.begin_namespace, writer.begin_namespace)
+    walk.on_namespace = chained(values.begin_namespace, check.begin_namespace if check is not None else None,
+                                writer.begin_namespace)
     with writer.pipelined():
         for e in walk:
             values.apply(e, report)

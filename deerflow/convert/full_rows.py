@@ -11,7 +11,7 @@ estimate (:mod:`deerflow.convert.full_estimate`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deerflow.convert.encoding import MessageEncoder
 from deerflow.convert.report import Abort
@@ -27,7 +27,7 @@ from deerflow.storage.dialect import Dialect
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
 __all__ = ["VersionPlan", "needs_rewrite", "rewrites_version", "rewritten"]
 
@@ -100,7 +100,7 @@ class VersionPlan:
 
 
 def rewritten(thread_id: str, e: Entry, target_version: Any,
-               encoder: MessageEncoder) -> tuple[RunnableConfig, dict[str, Any], dict[str, Any], dict[str, Any]]:
+               encoder: MessageEncoder) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]:
     """``(config, checkpoint, metadata, new_versions)`` to ``put`` for one rewritten checkpoint.
 
     ``channel_values["messages"]`` is the value encoded by ``encoder`` (the
@@ -111,10 +111,10 @@ def rewritten(thread_id: str, e: Entry, target_version: Any,
         Abort: ``blocked`` when the checkpoint has messages but no ``messages`` channel version.
     """
     tup = e.tup
-    checkpoint: dict[str, Any] = dict(tup.checkpoint)
+    checkpoint = tup.checkpoint.copy()
     checkpoint["channel_values"] = dict(checkpoint["channel_values"])
     versions = checkpoint.get("channel_versions") or {}
-    new_versions: dict[str, Any] = {}
+    new_versions: ChannelVersions = {}
     if "messages" in versions:
         checkpoint["channel_values"]["messages"] = encoder.encode(e.value or [])
         if target_version != versions["messages"]:
@@ -126,4 +126,6 @@ def rewritten(thread_id: str, e: Entry, target_version: Any,
     else:
         checkpoint["channel_values"].pop("messages", None)
     parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-    return config_for(thread_id, e.ns, parent), checkpoint, _clean_metadata(dict(tup.metadata)), new_versions
+    # LangGraph's metadata is open (DeerFlow's marker and LangGraph's counters are keys its TypedDict does not name)
+    metadata = cast("CheckpointMetadata", _clean_metadata(dict(tup.metadata)))
+    return config_for(thread_id, e.ns, parent), checkpoint, metadata, new_versions

@@ -50,8 +50,8 @@ class Writer:
         self.plan = VersionPlan(session.dialect)
         self.backup_id: str | None = None
         # Postgres: (ns, version) -> (sha256, bytes) of the messages blob;
-        # SQLite: (ns, checkpoint_id) -> checkpoint blob.
-        self.sent: dict[tuple[str, str], tuple[str, int]] = {}
+        # SQLite: (ns, checkpoint_id) -> checkpoint blob (None: the saver serialized nothing).
+        self.sent: dict[tuple[str, str], tuple[str, int] | None] = {}
         self.versions: dict[tuple[str, str], str | None] = {}  # (ns, checkpoint_id) -> messages version written
         self.analyzed: set[tuple[str, str]] = set()
         self.heads: dict[str, tuple[str, str | None]] = {}  # ns -> (newest analyzed checkpoint id, digest)
@@ -137,7 +137,7 @@ class Writer:
         for key, sent in self.sent.items():
             if stored.get(key) != sent:
                 raise fail(f"stored bytes of {key[1]} differ from what the saver wrote",
-                           {"checkpoint_ns": key[0], "key": key[1], "sent_sha256": sent[0],
+                           {"checkpoint_ns": key[0], "key": key[1], "sent_sha256": (sent or (None,))[0],
                             "stored_sha256": (stored.get(key) or (None,))[0]})
         for row in rows:
             key = (row["checkpoint_ns"], row["checkpoint_id"])

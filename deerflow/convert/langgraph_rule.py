@@ -42,11 +42,21 @@ from deerflow.convert.reading import iter_session_checkpoints
 from deerflow.storage.sessions import ConversionSession
 
 if TYPE_CHECKING:
-    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple, PendingWrite
 
 __all__ = ["LangGraphRule", "RuleRead", "real_reads", "sample_points"]
 
 MESSAGES = "messages"
+
+
+def _task_order(paths: dict[tuple[str, str, str], str], ns: str,
+                checkpoint_id: str) -> Callable[[PendingWrite], tuple[str, str]]:
+    """The sort key of one checkpoint's pending writes: ``(task_path, task_id)`` (a missing path sorts first)."""
+
+    def key(write: PendingWrite) -> tuple[str, str]:
+        return (paths.get((ns, checkpoint_id, write[0])) or "", write[0])
+
+    return key
 
 
 @dataclass(frozen=True)
@@ -117,19 +127,19 @@ class LangGraphRule:
         for ns in session.namespaces(thread_id):
             yield from self.read_namespace(ns, iter_session_checkpoints(session, thread_id, ns), paths)
 
-    def read_namespace(self, ns: str, tuples: Iterable[Any],
+    def read_namespace(self, ns: str, tuples: Iterable[CheckpointTuple],
                        paths: dict[tuple[str, str, str], str]) -> Iterator[RuleRead]:
         """The reads of one namespace from the saver's ``CheckpointTuple`` s (any order, pending writes included).
 
         Args:
             paths: ``{(checkpoint_ns, checkpoint_id, task_id): task_path}`` of the ``messages`` writers.
         """
-        nodes: dict[str, tuple[dict[str, Any], str | None, list[Any]]] = {}
+        nodes: dict[str, tuple[Checkpoint, str | None, list[PendingWrite]]] = {}
         for tup in tuples:
             cid = tup.config["configurable"]["checkpoint_id"]
             parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
             writes = [w for w in tup.pending_writes or [] if w[1] == MESSAGES]
-            writes.sort(key=lambda w, cid=cid: (paths.get((ns, cid, w[0])) or "", w[0]))  # stable: idx order kept
+            writes.sort(key=_task_order(paths, ns, cid))  # stable: idx order kept
             nodes[cid] = (tup.checkpoint, parent, writes)
         children: dict[str | None, list[str]] = {}
         for cid, (_checkpoint, parent, _writes) in nodes.items():

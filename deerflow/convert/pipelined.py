@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+
 from deerflow.storage.sessions import ConversionSession
 
 __all__ = ["PipelinedPuts"]
@@ -81,8 +84,8 @@ class PipelinedPuts:
             pipe: Any = _DeferredSync()  # stands in for psycopg's Pipeline: only its sync() is called
             self.saver = PostgresSaver(self.session.conn, pipe=pipe, serde=self.serde)
 
-    def put(self, config: dict[str, Any], checkpoint: dict[str, Any], metadata: dict[str, Any],
-            new_versions: dict[str, Any]) -> None:
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> None:
         """LangGraph's ``saver.put(config, checkpoint, metadata, new_versions)``, queued when pipelining.
 
         Raises:

@@ -1,4 +1,4 @@
-"""DeerFlow's channel-mode runtime: the mode freeze, markers, gates and the accessor.
+"""DeerFlow's channel-mode runtime: the mode freeze, markers, gates, the state schemas and the accessor.
 
 Re-exports the public names of :mod:`deerflow.runtime.checkpoint_mode` and
 :mod:`deerflow.runtime.checkpoint_state` (a test checks the list).

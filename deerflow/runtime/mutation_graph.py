@@ -17,8 +17,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 
 from deerflow._langgraph_compat import MISSING, _get_overwrite
-from deerflow.agents.thread_state import get_thread_state_schema
 from deerflow.runtime.checkpoint_mode import validate_checkpoint_mode
+from deerflow.runtime.state_schemas import get_thread_state_schema
 
 __all__ = [
     "build_state_mutation_graph",

@@ -1,15 +1,16 @@
 """DeerFlow's reducers for the thread state's non-message channels (spec section "State schemas").
 
 Each is a LangGraph binary reducer ``(existing, new) -> merged`` attached to its
-channel by :class:`deerflow.agents.thread_state.ThreadState`.
+channel by :class:`deerflow.runtime.state_schemas.ThreadState`
+(DeerFlow's ``deerflow.agents.thread_state.ThreadState``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["merge_artifacts", "merge_goal", "merge_list_unique", "merge_promoted", "merge_sandbox", "merge_todos",
-           "merge_viewed_images"]
+__all__ = ["merge_artifacts", "merge_goal", "merge_list_unique", "merge_promoted", "merge_sandbox",
+           "merge_todos", "merge_viewed_images"]
 
 
 def merge_artifacts(existing: list[str] | None, new: list[str] | None) -> list[str]:

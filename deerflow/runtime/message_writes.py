@@ -14,7 +14,7 @@ import json
 import operator
 import uuid
 from collections.abc import Container, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import (
     AnyMessage,
@@ -123,16 +123,16 @@ class _MessageLog:
                 self.latest = fresh
             self.live += len(ids)
             return
-        for m in messages:
-            self._append(m)
+        for m, mid in zip(messages, ids, strict=True):
+            self._append(m, mid)
 
-    def _append(self, message: BaseMessage) -> None:
+    def _append(self, message: BaseMessage, message_id: str) -> None:
         position = len(self.items)
         self.items.append(message)
-        previous = self.latest.get(message.id)
+        previous = self.latest.get(message_id)
         if previous is not None:
-            self.positions.setdefault(message.id, [previous]).append(position)
-        self.latest[message.id] = position
+            self.positions.setdefault(message_id, [previous]).append(position)
+        self.latest[message_id] = position
         self.live += 1
 
     def apply(self, write: list[BaseMessage]) -> None:
@@ -146,20 +146,20 @@ class _MessageLog:
                 self._extend(write[i + 1:], ids[i + 1:])
                 return
         to_remove: set[str] = set()
-        for m in write:
-            pos = self.latest.get(m.id)
+        for m, mid in zip(write, ids, strict=True):
+            pos = self.latest.get(mid)
             if pos is not None:
                 if isinstance(m, RemoveMessage):
-                    to_remove.add(m.id)
+                    to_remove.add(mid)
                 else:
-                    to_remove.discard(m.id)
+                    to_remove.discard(mid)
                     self.items[pos] = m
             elif isinstance(m, RemoveMessage):
                 raise ValueError(
-                    f"Attempting to delete a message with an ID that doesn't exist ('{m.id}')"
+                    f"Attempting to delete a message with an ID that doesn't exist ('{mid}')"
                 )
             else:
-                self._append(m)
+                self._append(m, mid)
         for mid in to_remove:
             last = self.latest.pop(mid)
             for pos in self.positions.pop(mid, None) or (last,):
@@ -168,7 +168,7 @@ class _MessageLog:
 
     def result(self) -> list[BaseMessage]:
         if self.live == len(self.items):  # no tombstones: the log's own list (built here, shared with nobody)
-            return self.items
+            return cast("list[BaseMessage]", self.items)
         return [m for m in self.items if m is not None]
 
 
@@ -217,4 +217,5 @@ def merge_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> 
         if write is None:
             raise _null_write_error(log.live > 0)
         log.apply(_coerce(write))
-    return log.result()
+    # every item is a concrete message class: _coerce converts anything else (convert_to_messages)
+    return cast("list[AnyMessage]", log.result())
