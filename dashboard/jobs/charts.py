@@ -15,7 +15,7 @@ the templates escape.
 * :func:`growth_chart`: a finished dry run's factor per thread, bytes after /
   bytes before (a conversion dry run grows, a compaction dry run shrinks),
   the :data:`TOP` heaviest threads after (the rest counted), outliers as
-  :func:`dashboard.jobs.confirm_views.confirm_rows` marks them.
+  :func:`confirm_rows` marks them.
 """
 
 from __future__ import annotations
@@ -23,13 +23,42 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from statistics import median
 
-from dashboard.jobs.confirm_views import confirm_rows
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.threads.charts import Tick, human_bytes
 
-__all__ = ["INTERVALS", "MAX_INTERVALS", "TOP", "GrowthBar", "GrowthChart", "ThroughputBar", "ThroughputChart",
-           "finish_times", "growth_chart", "interval_words", "throughput_chart"]
+__all__ = ["ConfirmRow", "GROWTH_OUTLIER", "GrowthBar", "GrowthChart", "INTERVALS", "MAX_INTERVALS", "SIZE_OUTLIER",
+           "TOP", "ThroughputBar", "ThroughputChart", "confirm_rows", "finish_times", "growth_chart", "interval_words",
+           "throughput_chart"]
+
+#: A thread is an outlier when its growth factor is this many times the median growth ...
+GROWTH_OUTLIER = 2.0
+#: ... or its size after conversion this many times the median size after.
+SIZE_OUTLIER = 3.0
+
+
+@dataclass(frozen=True)
+class ConfirmRow:
+    """One thread to convert: the dry run's result, ``growth`` (after / before, ``None`` from 0 bytes), ``outlier``."""
+
+    result: ThreadResult
+    growth: float | None
+    outlier: bool
+
+
+def confirm_rows(results: list[ThreadResult]) -> list[ConfirmRow]:
+    """The rows of the page, heaviest after-size first, outliers marked (see :data:`GROWTH_OUTLIER`)."""
+    growths = [r.bytes_after / r.bytes_before for r in results if r.bytes_before]
+    mid_growth = median(growths) if growths else 0.0
+    mid_after = median([r.bytes_after for r in results]) if results else 0
+    rows = []
+    for r in sorted(results, key=lambda r: (-r.bytes_after, r.thread_id)):
+        growth = r.bytes_after / r.bytes_before if r.bytes_before else None
+        outlier = len(results) > 2 and ((growth is not None and mid_growth and growth > GROWTH_OUTLIER * mid_growth)
+                                        or (mid_after and r.bytes_after > SIZE_OUTLIER * mid_after))
+        rows.append(ConfirmRow(r, growth, bool(outlier)))
+    return rows
 
 #: Candidate interval sizes of the throughput chart (seconds): 1 s up to 1 day.
 INTERVALS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
@@ -196,7 +225,7 @@ def growth_chart(results: list[ThreadResult], top: int = TOP) -> GrowthChart | N
     ``top`` heaviest after first, or ``None`` when none has bytes before (nothing to divide by).
 
     A bar's width is proportional to its factor (the largest shown spans the plot); a line marks factor 1
-    (no change). Outliers are those :func:`dashboard.jobs.confirm_views.confirm_rows` marks, over all rows.
+    (no change). Outliers are those :func:`confirm_rows` marks, over all rows.
     """
     rows = [r for r in confirm_rows(results) if r.growth is not None]
     if not rows:

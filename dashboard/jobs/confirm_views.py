@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import median
 
 from django.forms import Form
 from django.http import HttpRequest, HttpResponse
@@ -26,47 +25,18 @@ from dashboard.accounts.auth import staff_required
 from dashboard.errors import ErrorView, error_page
 from dashboard.errors.outages import OUTAGES, is_outage
 from dashboard.jobs import compaction, kinds, services
+from dashboard.jobs.charts import GROWTH_OUTLIER, SIZE_OUTLIER, confirm_rows
 from dashboard.jobs.forms import ConfirmCompactForm, ConfirmConvertForm
-from dashboard.jobs.models import ConversionJob, ThreadResult
+from dashboard.jobs.models import ConversionJob
 from dashboard.runtime import get_runtime
 from dashboard.threads import services as thread_services
 from deerflow.convert import BackupInfo, list_backups
 
-__all__ = ["GROWTH_OUTLIER", "SIZE_OUTLIER", "ConfirmRow", "RevertRow", "confirm_page", "confirm_rows",
-           "convert_confirm", "revert_confirm"]
+__all__ = ["RevertRow", "confirm_page", "convert_confirm", "revert_confirm"]
 
 #: The form each writing kind confirmed on this module's page posts (the prune's page is :mod:`prune_views`).
 _FORMS: dict[str, type[Form]] = {ConversionJob.Kind.CONVERT: ConfirmConvertForm,
                                  ConversionJob.Kind.COMPACT: ConfirmCompactForm}
-
-#: A thread is an outlier when its growth factor is this many times the median growth ...
-GROWTH_OUTLIER = 2.0
-#: ... or its size after conversion this many times the median size after.
-SIZE_OUTLIER = 3.0
-
-
-@dataclass(frozen=True)
-class ConfirmRow:
-    """One thread to convert: the dry run's result, ``growth`` (after / before, ``None`` from 0 bytes), ``outlier``."""
-
-    result: ThreadResult
-    growth: float | None
-    outlier: bool
-
-
-def confirm_rows(results: list[ThreadResult]) -> list[ConfirmRow]:
-    """The rows of the page, heaviest after-size first, outliers marked (see :data:`GROWTH_OUTLIER`)."""
-    growths = [r.bytes_after / r.bytes_before for r in results if r.bytes_before]
-    mid_growth = median(growths) if growths else 0.0
-    mid_after = median([r.bytes_after for r in results]) if results else 0
-    rows = []
-    for r in sorted(results, key=lambda r: (-r.bytes_after, r.thread_id)):
-        growth = r.bytes_after / r.bytes_before if r.bytes_before else None
-        outlier = len(results) > 2 and ((growth is not None and mid_growth and growth > GROWTH_OUTLIER * mid_growth)
-                                        or (mid_after and r.bytes_after > SIZE_OUTLIER * mid_after))
-        rows.append(ConfirmRow(r, growth, bool(outlier)))
-    return rows
-
 
 @require_GET
 @staff_required

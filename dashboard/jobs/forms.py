@@ -11,8 +11,8 @@ from dashboard.errors.jobs import EMPTY_LAUNCH_HINT, InvalidRetention, InvalidSe
 from dashboard.jobs import kinds
 from dashboard.jobs.creation import JobOptions
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
-from dashboard.jobs.policies import InvalidSchedule, parse_schedule
 from dashboard.jobs.pruning import MAX_KEEP_LAST, normalize_retention
+from dashboard.jobs.schedules import InvalidSchedule, parse_schedule
 from dashboard.jobs.selection import FILTER_KEYS, check_request_bounds
 from deerflow.inventory import LIST_CLASSES
 from deerflow.inventory.deerflow_tables import MAX_OWNER_LENGTH

@@ -15,7 +15,6 @@ import datetime as dt
 import logging
 from typing import Any
 
-from celery.schedules import crontab
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,34 +23,11 @@ from dashboard.errors.jobs import JobError
 from dashboard.jobs import services
 from dashboard.jobs.creation import JobOptions
 from dashboard.jobs.models import Kind, RetentionPolicy
+from dashboard.jobs.schedules import InvalidSchedule, is_due
 
-__all__ = ["InvalidSchedule", "parse_schedule", "policy_selection", "run_due_policies", "run_policy"]
+__all__ = ["policy_selection", "run_due_policies", "run_policy", "settle_run"]
 
 log = logging.getLogger("dashboard.jobs")
-
-
-class InvalidSchedule(ValueError):
-    """A policy's schedule is not a five-field crontab Celery can read."""
-
-
-def parse_schedule(text: str) -> crontab:
-    """The :class:`celery.schedules.crontab` of ``"minute hour day-of-month month day-of-week"``.
-
-    Raises:
-        InvalidSchedule: not five fields, or a field Celery's crontab refuses (e.g. minute 61).
-    """
-    fields = (text or "").split()
-    if len(fields) != 5:
-        raise InvalidSchedule(f"a schedule has five crontab fields (minute hour day-of-month month day-of-week), "
-                              f"e.g. \"0 3 * * *\"; got {text!r}")
-    minute, hour, day_of_month, month_of_year, day_of_week = fields
-    try:
-        schedule = crontab(minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month_of_year,
-                           day_of_week=day_of_week)
-        schedule.remaining_estimate(timezone.now())  # expands every field: a bad one raises here
-    except (ValueError, TypeError) as exc:
-        raise InvalidSchedule(f"schedule {text!r}: {exc}") from exc
-    return schedule
 
 
 def policy_selection(policy: Any) -> dict[str, Any]:
@@ -60,14 +36,6 @@ def policy_selection(policy: Any) -> dict[str, Any]:
     if policy.idle_days is not None:
         chosen["idle_days"] = policy.idle_days
     return {"filter": {"mode": "any", **chosen}}
-
-
-def is_due(policy: Any, now: dt.datetime) -> bool:
-    """Whether the policy's crontab fell due since its last run (or since it was created)."""
-    schedule = parse_schedule(policy.schedule)
-    last = policy.last_run_at or policy.created_at
-    schedule.nowfun = lambda: now
-    return bool(schedule.is_due(last).is_due)
 
 
 def run_policy(policy: Any, now: dt.datetime | None = None) -> Any:

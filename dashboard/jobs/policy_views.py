@@ -19,7 +19,7 @@ from dashboard.errors import error_page
 from dashboard.jobs import kinds
 from dashboard.jobs.forms import RetentionPolicyForm
 from dashboard.jobs.models import ConversionJob, RetentionPolicy
-from dashboard.jobs.policies import InvalidSchedule, is_due
+from dashboard.jobs.schedules import InvalidSchedule, is_due
 
 __all__ = ["policy_edit", "policy_list"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.jobs.confirm_views import confirm_rows
+from dashboard.jobs.charts import confirm_rows
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from tests.dashboard.html import parse
 from tests.dashboard.jobs.pages import form_inputs, tags
