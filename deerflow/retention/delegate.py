@@ -38,7 +38,7 @@ from deerflow.retention.setbased import (
     writes_owners_many,
 )
 
-__all__ = ["keep_latest_with_langgraph"]
+__all__ = ["keep_latest_with_langgraph", "saver_prunes"]
 
 _Key = tuple[str, str]
 
@@ -55,7 +55,7 @@ def keep_latest_with_langgraph(shared: Any, thread_ids: list[str], *, note: str 
         Reports (``pruned``) of the threads pruned and committed here; ``{}`` when the saver has no
         ``prune``, no thread qualifies, or the batch was rolled back.
     """
-    if not thread_ids or not hasattr(_saver_type(), "prune"):
+    if not thread_ids or not saver_prunes(_saver_type()):
         return {}
     try:
         with shared.session(write=True, repeatable_read=True) as session:
@@ -70,6 +70,16 @@ def keep_latest_with_langgraph(shared: Any, thread_ids: list[str], *, note: str 
 
 class _Rollback(Exception):
     """The batch's verification failed: roll back, prune the threads on our own path."""
+
+
+def saver_prunes(saver_type: type) -> bool:
+    """Whether ``saver_type`` implements LangGraph's ``prune`` itself (langgraph-checkpoint-postgres 3.2 and
+    later). ``BaseCheckpointSaver`` declares one that raises ``NotImplementedError``, so an older saver still
+    has the attribute: the capability is a method of the saver's own, not the base class's."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    own = getattr(saver_type, "prune", None)
+    return own is not None and own is not BaseCheckpointSaver.prune
 
 
 def _saver_type() -> Any:

@@ -17,12 +17,13 @@ import deerflow.retention.prune as prune_module
 import deerflow.retention.setprune as setprune_module
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.retention import keep_last, prune_threads, revert_prune, safe_only
+from deerflow.retention.delegate import saver_prunes
 from tests import fixtures_real
 from tests.backends import fresh_database
 from tests.deerflow.convert.support import all_rows, backup_ids, execute, raw_rows
 from tests.deerflow.retention.support import branched, duration_stamp, ids, pending_write, read, turns
 
-HAS_PRUNE = hasattr(PostgresSaver, "prune")
+HAS_PRUNE = saver_prunes(PostgresSaver)
 
 
 @pytest.fixture
