@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from deerflow.inventory import summary as summary_table
@@ -56,7 +56,8 @@ class OrphanTotals:
     bytes_total: int = 0
 
 
-_TOTALS = ("threads", "checkpoints", "bytes_checkpoints", "bytes_blobs", "bytes_writes", "bytes_total")
+#: The fields of :class:`OrphanTotals`, in order (the bytes from the third on).
+_TOTALS = tuple(f.name for f in fields(OrphanTotals))
 
 
 def orphan_totals(db: Any, floor: str | None, *, tables: Presence | None = None,
