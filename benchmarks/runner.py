@@ -12,7 +12,8 @@ from benchmarks.report import write_report
 
 __all__ = ["BENCHMARKS", "run_all"]
 
-BENCHMARKS = ("list", "thread_page", "convert", "memory", "compact", "prune", "prune_peer", "pages_live", "web")
+BENCHMARKS = ("list", "thread_page", "convert", "memory", "compact", "prune", "prune_peer", "pages_live", "jobs",
+              "web")
 
 
 def run_all(*, scale: str = "full", only: tuple[str, ...] = (), admin_url: str = DEFAULT_ADMIN_URL,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -48,6 +49,25 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}.")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    """``name`` as a finite number (e.g. seconds), optionally at least ``minimum``.
+
+    Raises:
+        ImproperlyConfigured: the value is not a finite number, or is below ``minimum``.
+    """
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        floor = "" if minimum is None else f" >= {minimum}"
+        raise ImproperlyConfigured(f"{name}={raw.strip()} must be a finite number{floor}.")
     return value
 
 

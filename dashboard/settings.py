@@ -14,7 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.brokers import broker_kind, broker_limits
-from dashboard.env import env_bool, env_int, env_list, env_proxy_ssl_header, env_str
+from dashboard.env import env_bool, env_float, env_int, env_list, env_proxy_ssl_header, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DASHBOARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -198,6 +198,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
         "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
+        # Kombu polls the folder once a second by default: a round trip per thread task of up to a second.
+        # A listing every 0.1 s costs nothing measurable and lets a job of small threads move at their pace.
+        "polling_interval": env_float("DASHBOARD_FILESYSTEM_POLL_S", 0.1, minimum=0.01),
     }
     if CELERY_BROKER_URL.startswith("filesystem://")
     # Redis redelivers a task whose worker died without acknowledging it (acks_late)
@@ -246,6 +249,11 @@ CONVERSION_SIZE_LIMIT_BYTES = env_int("DASHBOARD_CONVERSION_SIZE_LIMIT_MB", 1024
 # Conversion jobs: seconds a thread task may stay queued past its due time before it is presumed lost by the
 # broker and sent again (dashboard.jobs.stalls); keep it above the longest wait in a busy queue.
 DASHBOARD_REQUEUE_AFTER_S = float(env_int("DASHBOARD_REQUEUE_AFTER_S", 600, minimum=10))
+# Job batches (dashboard.jobs.batches): one thread task runs up to this many threads of up to this many stored
+# bytes in all (the thread summary's count), so small threads do not each pay a broker round trip. Keep a
+# batch's work well inside the task time limit: 1 thread per task restores one round trip per thread.
+DASHBOARD_BATCH_THREADS = env_int("DASHBOARD_BATCH_THREADS", 25, minimum=1)
+DASHBOARD_BATCH_BYTES = env_int("DASHBOARD_BATCH_MB", 8, minimum=1) * 1024 * 1024
 # Writing jobs beside a live DeerFlow: seconds of the checkpoint_write reservation's lease in DeerFlow's runs
 # table (renewed every third of it while a thread is rewritten; a killed worker's row is swept after it).
 DASHBOARD_RESERVATION_LEASE_S = float(env_int("DASHBOARD_RESERVATION_LEASE_S", 60, minimum=5))

@@ -30,12 +30,13 @@ def run_inline(job: ConversionJob, *, on_result: Callable[[ThreadResult], None] 
         batch = claim_batch(job.pk)
         if not batch.sends:
             break
-        for result_id, countdown in batch.sends:
-            if countdown:
+        for send in batch.sends:
+            if send.countdown:
                 sleep(job.throttle_delay_s)
-            run = _run_with_retries(result_id, sleep)
-            if on_result is not None and run is not None and run.ran:
-                on_result(run.result)
+            for result_id in send.result_ids:
+                run = _run_with_retries(result_id, sleep)
+                if on_result is not None and run is not None and run.ran:
+                    on_result(run.result)
     job.refresh_from_db()
     return job
 

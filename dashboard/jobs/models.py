@@ -178,6 +178,8 @@ class ThreadResult(models.Model):
         queued_at: when the row's task, last sent to the broker, falls due (send time plus its
             countdown); a row still ``queued`` ``DASHBOARD_REQUEUE_AFTER_S`` after that is sent
             again (:func:`dashboard.jobs.stalls.requeue_stalled`).
+        batch: the rows sent to the workers in one task share it (the id of the batch's first row;
+            :mod:`dashboard.jobs.batches`); ``None`` for a row never sent.
     """
 
     Status = ResultStatus
@@ -214,6 +216,7 @@ class ThreadResult(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True)
     prune = models.JSONField(default=dict, blank=True)
     deerflow = models.JSONField(default=dict, blank=True)
+    batch = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]

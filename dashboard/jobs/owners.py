@@ -30,11 +30,12 @@ INSPECT_TIMEOUT_S = 2.0
 
 
 def owner_alive(row: dict[str, Any], result_id: int, *, app=None, timeout: float = INSPECT_TIMEOUT_S) -> bool | None:
-    """Whether the owner recorded on ``row`` still runs ``jobs.run_thread(result_id)``.
+    """Whether the owner recorded on ``row`` still runs the row (``jobs.run_thread`` or a ``jobs.run_threads``
+    batch holding it).
 
     Args:
         row: the row's ``worker_host``, ``worker_pid`` and ``worker_node``.
-        result_id: the row's id (the task's only argument).
+        result_id: the row's id.
         app: the Celery app to ask (default: the dashboard's).
         timeout: seconds to wait for another host's node to answer.
 
@@ -64,5 +65,13 @@ def owner_alive(row: dict[str, Any], result_id: int, *, app=None, timeout: float
         return None
     if node not in replies:
         return None
-    return any(task.get("name") == "jobs.run_thread" and list(task.get("args") or []) == [result_id]
-               for task in replies[node] or [])
+    return any(_runs(task, result_id) for task in replies[node] or [])
+
+
+def _runs(task: dict[str, Any], result_id: int) -> bool:
+    """An active task (as ``inspect().active()`` lists it) runs the row: ``jobs.run_thread(result_id)``, or a
+    ``jobs.run_threads`` batch holding it (the row is ``running``, so the batch has reached it)."""
+    args = list(task.get("args") or [])
+    if task.get("name") == "jobs.run_thread":
+        return args == [result_id]
+    return task.get("name") == "jobs.run_threads" and bool(args) and result_id in (args[0] or [])

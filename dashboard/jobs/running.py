@@ -29,7 +29,8 @@ from deerflow.errors import CheckpointModeMismatchError, CheckpointModeReconfigu
 from deerflow.runtime.checkpoint_mode import CheckpointMode
 from deerflow.storage import RunInFlightError
 
-__all__ = ["TIME_LIMIT_HINT", "Run", "record_failure", "record_outcome", "run_thread", "unqueue"]
+__all__ = ["TIME_LIMIT_HINT", "Run", "record_batch_failure", "record_failure", "record_outcome", "run_thread",
+           "run_threads", "unqueue"]
 
 log = logging.getLogger("dashboard.jobs")
 
@@ -76,6 +77,32 @@ def run_thread(result_id: int, *, reclaim: bool = False, worker_node: str = "") 
     record_outcome(result_id, token, outcome)
     result.refresh_from_db()
     return Run(result, True)
+
+
+def run_threads(result_ids: list[int], *, reclaim: bool = False, worker_node: str = "") -> list[Run]:
+    """Run a batch's rows one after another, each exactly as :func:`run_thread` runs it alone.
+
+    A row that no longer exists (its job was deleted) is passed over. Pause and cancel act between rows: a
+    row the job no longer lets start is not claimed (``ran`` false).
+
+    Args:
+        result_ids: the batch's rows, in the order they run (:mod:`dashboard.jobs.batches`).
+        reclaim, worker_node: as for :func:`run_thread`.
+
+    Returns:
+        One :class:`Run` per existing row, in order.
+
+    Raises:
+        TransientDatabaseError: from the row that met it (that row is back to ``queued``; the rows after it
+            have not started, and a retry of the batch runs them).
+    """
+    runs = []
+    for result_id in result_ids:
+        try:
+            runs.append(run_thread(result_id, reclaim=reclaim, worker_node=worker_node))
+        except ThreadResult.DoesNotExist:
+            log.warning("result %s no longer exists; its batch goes on", result_id)
+    return runs
 
 
 def _identity(rt: DashboardRuntime, worker_node: str) -> dict[str, Any]:
@@ -268,6 +295,30 @@ def _committed_by(result_id: int) -> tuple[str, str] | None:
     return (status, mine[0].backup_id) if mine else None
 
 
-def unqueue(result_id: int) -> None:
-    """Put a queued row back to pending (its task could not be sent); the next dispatch picks it up."""
-    ThreadResult.objects.filter(pk=result_id, status=ThreadResult.QUEUED).update(status=ThreadResult.PENDING)
+def record_batch_failure(result_ids: list[int], exc: BaseException) -> int | None:
+    """A batch's task failed for good (retries exhausted, or the time limit): record it on the row it was running.
+
+    The rows run in order: the failure struck the row still ``running`` or, for a database error (which puts
+    its row back to ``queued``), the first row still queued; a time limit that struck between two rows struck
+    none. That row is recorded (:func:`record_failure`); the rows after it never started and go back to
+    pending, for the next dispatch to send again.
+
+    Returns:
+        The rows' job id, or ``None`` when none of them exists.
+    """
+    rows = dict(ThreadResult.objects.filter(pk__in=result_ids).values_list("pk", "status"))
+    running = [rid for rid in result_ids if rows.get(rid) == ThreadResult.RUNNING]
+    queued = [rid for rid in result_ids if rows.get(rid) == ThreadResult.QUEUED]
+    struck = running[0] if running else (None if isinstance(exc, TimeLimitExceeded) or not queued else queued[0])
+    job_id = record_failure(struck, exc) if struck is not None else None
+    unqueue(*(rid for rid in result_ids if rid != struck))
+    if job_id is None and rows:
+        job_id = ThreadResult.objects.filter(pk__in=list(rows)).values_list("job_id", flat=True).first()
+    return job_id
+
+
+def unqueue(*result_ids: int) -> None:
+    """Put queued rows back to pending (their task could not be sent, or never reached them); the next dispatch
+    picks them up."""
+    ThreadResult.objects.filter(pk__in=result_ids, status=ThreadResult.QUEUED).update(
+        status=ThreadResult.PENDING, batch=None)

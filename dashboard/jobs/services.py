@@ -6,9 +6,10 @@ row; :func:`run_thread` is the only code that converts a thread, whoever
 calls it:
 
 * Celery: :func:`launch` sends ``jobs.dispatch``; :func:`claim_batch` moves
-  up to ``max_in_flight`` pending rows to ``queued`` under the job's row lock;
-  each ``jobs.run_thread`` task calls :func:`run_thread`, then
-  :func:`claim_batch` again for the next row (countdown = throttle).
+  pending rows to ``queued`` under the job's row lock, in batches sized by bytes,
+  up to ``max_in_flight`` tasks; each ``jobs.run_threads`` task calls
+  :func:`run_thread` for each of its rows in turn, then :func:`claim_batch` again
+  for the next batch (a throttled job: one row per task, countdown = throttle).
 * The command: :func:`run_inline` does the same loop in its own process.
 
 :func:`run_thread` claims its row with a conditional UPDATE (a process that
@@ -37,11 +38,12 @@ from dashboard.jobs.creation import JobOptions, active_backups, create_job, is_f
 from dashboard.jobs.inline import run_inline
 from dashboard.jobs.models import ConversionJob, Kind, State, ThreadResult
 from dashboard.jobs.progress import succeeded
-from dashboard.jobs.running import Run, record_failure, run_thread, unqueue
+from dashboard.jobs.running import Run, record_batch_failure, record_failure, run_thread, run_threads, unqueue
 
 __all__ = [
     "Batch", "JobOptions", "Run", "active_backups", "cancel", "claim_batch", "create_job", "is_finished_dry_run",
-    "launch", "pause", "record_failure", "resume", "retry", "revert", "run_inline", "run_thread", "unqueue",
+    "launch", "pause", "record_batch_failure", "record_failure", "resume", "retry", "revert", "run_inline",
+    "run_thread", "run_threads", "unqueue",
 ]
 
 log = logging.getLogger("dashboard.jobs")

@@ -6,7 +6,7 @@ the ``requeue_stalled_threads`` command:
 * :func:`requeue_stalled`: rows ``queued`` for too long are sent again (below);
 * :func:`recover_abandoned`: rows ``running`` whose worker is gone (see its docstring).
 
-A row is ``queued`` from the moment its ``jobs.run_thread`` task is sent
+A row is ``queued`` from the moment its task (``jobs.run_threads``, a batch) is sent
 until a worker claims it. If the broker loses the message (a Redis without
 persistence restarted, a queue purged by hand), no worker will ever claim
 the row, its slot counts as in flight for ever and the job never finishes.
@@ -153,7 +153,9 @@ def recover_abandoned(send: Callable[[int], None], *, job: ConversionJob | None 
 
     * job ``running``: back to ``queued`` and sent again with ``send`` (the next claim bumps ``attempts``,
       so the dead attempt can never record); after :data:`MAX_WORKER_LOSSES` lost workers it is recorded
-      ``error`` / ``worker_lost`` instead;
+      ``error`` / ``worker_lost`` instead. The rows of its batch the dead worker never reached (still
+      ``queued``, same ``batch``) are sent again too, at once rather than after the stalled-row threshold:
+      on the filesystem broker their message died with the worker;
     * job ``paused``: back to ``pending`` (what pause does to queued rows; resume sends it);
     * job ``cancelling``: ``skipped`` / ``worker_lost``; the job then ends ``cancelled``.
 
@@ -177,7 +179,7 @@ def recover_abandoned(send: Callable[[int], None], *, job: ConversionJob | None 
         rows = rows.filter(job=job)
     done = Recovery()
     for row in rows.order_by("id").values("id", "job_id", "job__state", "attempts", "worker_host", "worker_pid",
-                                          "worker_node", "started_at"):
+                                          "worker_node", "started_at", "batch"):
         if not owner_gone(row, now, lease_s):
             continue
         if _release(row, now, send, done):
@@ -208,4 +210,16 @@ def _release(row: Mapping[str, Any], now: dt.datetime, send: Callable[[int], Non
         if changed:
             send(row["id"])
             done.sent.append(row["id"])
+            _send_unreached(row, now, send, done)
     return bool(changed)
+
+
+def _send_unreached(row: Mapping[str, Any], now: dt.datetime, send: Callable[[int], None], done: Recovery) -> None:
+    """Send again the rows of a dead worker's batch it never reached (still queued in the same batch)."""
+    if row["batch"] is None:
+        return
+    for sibling in ThreadResult.objects.filter(job_id=row["job_id"], batch=row["batch"], status=ThreadResult.QUEUED
+                                               ).exclude(pk=row["id"]).order_by("id").values_list("id", flat=True):
+        if ThreadResult.objects.filter(pk=sibling, status=ThreadResult.QUEUED).update(queued_at=now):
+            send(sibling)
+            done.sent.append(sibling)

@@ -1,18 +1,21 @@
 """Celery tasks for conversion jobs: thin wrappers over :mod:`dashboard.jobs.services`.
 
 * ``jobs.dispatch(job_id)`` (queue ``dashboard``, any worker): resolves a
-  ``resolving`` job's filter into its rows (:mod:`dashboard.jobs.resolving`), then claims up to
-  ``max_in_flight`` pending threads and sends one ``jobs.run_thread`` each.
+  ``resolving`` job's filter into its rows (:mod:`dashboard.jobs.resolving`), then claims pending
+  threads in batches sized by bytes (:mod:`dashboard.jobs.batches`) and sends one ``jobs.run_threads``
+  per batch, up to ``max_in_flight``.
 * ``jobs.requeue_stalled()`` (beat, every minute): sends again the rows whose
   message the broker lost (:mod:`dashboard.jobs.stalls`), and deletes this dashboard's DeerFlow
   reservations whose lease expired (:func:`dashboard.jobs.reservations.release_expired`; a worker
   does the same at start-up).
 * ``jobs.run_due_policies()`` (beat, every minute): starts a prune job for each
   enabled retention policy whose crontab fell due (:mod:`dashboard.jobs.policies`).
-* ``jobs.run_thread(result_id)`` (queue ``checkpoints.delta``: converting
-  reads delta history, so only delta-mode workers consume it): runs one
-  thread via :func:`services.run_thread`, then dispatches the next thread
-  with ``countdown = throttle_delay_s``.
+* ``jobs.run_threads(result_ids)`` (queue ``checkpoints.delta``: converting
+  reads delta history, so only delta-mode workers consume it): runs a batch's
+  threads one after another via :func:`services.run_threads`, then dispatches
+  the next batch (a throttled job's: one thread, ``countdown = throttle_delay_s``).
+* ``jobs.run_thread(result_id)`` (same queue): one row, as the sweeps send a
+  lost row again (:mod:`dashboard.jobs.stalls`).
 
 Policy: late acknowledgement and ``reject_on_worker_lost``, so a worker
 killed mid-thread leaves the message to be redelivered (the thread's own
@@ -31,7 +34,8 @@ from dashboard.celery import THREAD_QUEUE
 from dashboard.errors.jobs import TransientDatabaseError
 from dashboard.jobs import policies, reservations, resolving, services, stalls
 
-__all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_due_policies", "run_thread", "send_again"]
+__all__ = ["THREAD_QUEUE", "dispatch", "requeue_stalled", "run_due_policies", "run_thread", "run_threads",
+           "send_again", "send_batch"]
 
 
 _POLICY = {
@@ -46,12 +50,16 @@ _POLICY = {
 
 
 def send_batch(batch: services.Batch) -> None:
-    """Send ``jobs.run_thread`` for each claimed row; a row whose send fails goes back to pending."""
-    for result_id, countdown in batch.sends:
+    """Send ``jobs.run_threads`` for each claimed batch; the rows of a batch whose send fails go back to pending.
+
+    Raises:
+        Whatever the broker's send raised (the batches sent before it stay queued).
+    """
+    for send in batch.sends:
         try:
-            run_thread.apply_async((result_id,), queue=THREAD_QUEUE, countdown=countdown or None)
+            run_threads.apply_async((list(send.result_ids),), queue=THREAD_QUEUE, countdown=send.countdown or None)
         except Exception:
-            services.unqueue(result_id)
+            services.unqueue(*send.result_ids)
             raise
 
 
@@ -59,10 +67,12 @@ class ThreadTask(Task):
     """Records a thread task that failed for good on its row (as data), and moves the job on."""
 
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:  # noqa: D102 - see class docstring
-        if args:
-            job_id = services.record_failure(args[0], exc)
-            if job_id is not None:
-                send_batch(services.claim_batch(job_id))
+        if not args:
+            return
+        ids = args[0] if isinstance(args[0], list) else [args[0]]
+        job_id = services.record_batch_failure(ids, exc)
+        if job_id is not None:
+            send_batch(services.claim_batch(job_id))
 
 
 @shared_task(name="jobs.dispatch", **_POLICY)
@@ -75,6 +85,20 @@ def dispatch(job_id: int) -> dict:
     batch = services.claim_batch(job_id)
     send_batch(batch)
     return {"job_id": job_id, "state": batch.state, "sent": len(batch.sends)}
+
+
+@shared_task(bind=True, base=ThreadTask, name="jobs.run_threads", **_POLICY)
+def run_threads(self, result_ids: list[int]) -> dict:
+    """Run a batch of a job's threads in turn, then send the next batch.
+
+    Returns ``{"result_ids", "statuses": [one per row that exists], "ran": rows this task ran}``.
+    """
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    runs = services.run_threads(result_ids, reclaim=redelivered, worker_node=self.request.hostname or "")
+    for job_id in sorted({run.result.job_id for run in runs}):
+        send_batch(services.claim_batch(job_id))
+    return {"result_ids": result_ids, "statuses": [run.result.status for run in runs],
+            "ran": sum(run.ran for run in runs)}
 
 
 @shared_task(bind=True, base=ThreadTask, name="jobs.run_thread", **_POLICY)

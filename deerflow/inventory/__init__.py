@@ -46,6 +46,7 @@ from deerflow.inventory.listing import (
     mode_totals,
     storage_by_class,
     storage_by_mode,
+    stored_bytes,
     stored_summary,
     validate_list_args,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "recent_writer_facts",
     "storage_by_class",
     "storage_by_mode",
+    "stored_bytes",
     "stored_summary",
     "summary",
     "summary_from_row",

@@ -249,6 +249,31 @@ def stored_summary(saver: BaseCheckpointSaver[Any], thread_id: str) -> ThreadSum
     return summary_from_row(rows[0]) if rows else None
 
 
+def stored_bytes(saver: BaseCheckpointSaver[Any], thread_ids: list[str]) -> dict[str, int]:
+    """Stored bytes of each thread (checkpoints, blobs and pending writes) as the summary table last counted them.
+
+    A hint for sizing work (a job's batches), never a measurement: the row may be stale, and a thread the
+    summary has not seen yet (or a role that cannot read the summary) is simply absent from the answer.
+
+    Args:
+        thread_ids: the threads asked about (any number; duplicates allowed).
+
+    Returns:
+        ``{thread_id: bytes}`` for the threads the summary holds.
+    """
+    if not thread_ids or summary_table.access(saver) == "none":
+        return {}
+    r = reader_for(saver)
+    sizes: dict[str, int] = {}
+    unique = sorted(set(thread_ids))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start:start + 500]
+        rows = r.query("SELECT thread_id, bytes_total AS n FROM dfa_thread_summary "
+                       f"WHERE thread_id IN ({', '.join('?' * len(chunk))})", chunk)
+        sizes.update({row["thread_id"]: int(row["n"] or 0) for row in rows})
+    return sizes
+
+
 def current_summary(saver: BaseCheckpointSaver[Any], thread_id: str) -> ThreadSummary | None:
     """The stored row when it still describes the thread's head, else ``None`` (compute it live then).
 

@@ -157,8 +157,8 @@ FACES = {
         "checkpoint_bytes", "class_counts", "classify", "count_threads", "current_summary", "decode_cursor",
         "deerflow_tables", "encode_cursor",
         "get_thread_summary", "has_subgraph_namespaces", "infer_cadences", "list_threads", "mode_totals",
-        "recent_writer_facts", "storage_by_class", "storage_by_mode", "stored_summary", "summary", "summary_from_row",
-        "thread_namespaces", "validate_list_args"],
+        "recent_writer_facts", "storage_by_class", "storage_by_mode", "stored_bytes", "stored_summary", "summary",
+        "summary_from_row", "thread_namespaces", "validate_list_args"],
     "deerflow.inventory.deerflow_tables": [
         "ABSENT", "ACTIVE_RUN_STATUSES", "DEFAULT_ORPHAN_MIN_IDLE_S", "MAX_OWNER_LENGTH", "OrphanTotals", "Presence",
         "RUNS_SHOWN", "RunRecord", "RunStatus", "ThreadFacts", "ThreadMeta", "ThreadOperationKind", "annotate",

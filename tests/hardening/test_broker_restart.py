@@ -297,8 +297,8 @@ def test_a_connection_blip_redelivers_the_running_task_and_the_live_owner_keeps_
         assert killed >= 1
         helpers.wait_for_log(worker2, r"Restoring 1 unacknowledged message", timeout=30)
         # The redelivered copy runs in the other pool process beside the (living) owner and declines the row.
-        declined = (r"run_thread\[\S+\] succeeded in [\d.]+s: \{'result_id': " + str(running["id"])
-                    + r", 'status': '\w+', 'ran': False\}")
+        declined = (r"run_threads\[\S+\] succeeded in [\d.]+s: \{'result_ids': \[" + str(running["id"])
+                    + r"\], 'statuses': \['\w+'\], 'ran': 0\}")
         helpers.wait_for_log(worker2, declined, timeout=30)
         assert _rows(home, job_id)[0]["status"] == "running"
     helpers.wait_until(lambda: _job_state(home, job_id) == "succeeded", timeout=JOB_TIMEOUT, proc=worker2,

@@ -16,6 +16,12 @@ Each trial, on a fresh copy of the fixture SQLite:
 
 ``DFA_KILL_TRIALS`` (default 10) trials per broker; the summary line of each broker is printed (``-s``) and
 recorded in docs/reliability.md.
+
+The batch trials (``DFA_KILL_TRIALS_BATCH``, default 3 per broker) kill a worker the same way in the middle of
+a batch: the thread summary is built first, so the job's three threads (``delta-f10-200t`` between two small
+ones) go to the worker in one ``jobs.run_threads`` task. The killed thread must end as above, and the batch's
+other threads must end converted: the one the worker never reached included, whose message died with the
+worker on the filesystem broker.
 """
 
 from __future__ import annotations
@@ -43,13 +49,16 @@ CHECKPOINTS = 752
 #: How often beat runs ``jobs.requeue_stalled`` (``CELERY_BEAT_SCHEDULE["jobs-requeue-stalled"]``).
 SWEEP_INTERVAL_S = 60.0
 TRIALS = int(os.environ.get("DFA_KILL_TRIALS", "10"))
+BATCH_TRIALS = int(os.environ.get("DFA_KILL_TRIALS_BATCH", "3"))
+#: The batch trials' job: the long thread between two small ones (one task, sizes known from the summary).
+BATCH = ["delta-f10-10t", THREAD, "delta-f10-9t"]
 
 LAUNCH_ONE = """
 import json
 from django.db import transaction
 from dashboard.jobs import services
 with transaction.atomic():
-    job = services.create_job(None, "convert", {"thread_ids": [%r]},
+    job = services.create_job(None, "convert", {"thread_ids": %r},
                               services.JobOptions(confirmed=True, launched_by="kill-trial"))
     services.launch(job)
 print("RESULT " + json.dumps({"job_id": job.pk}))
@@ -91,9 +100,10 @@ def _rows(var_dir: Path, sql: str, params=()) -> list[sqlite3.Row]:
 
 
 def _in_the_transaction(home: dict):
-    """The newest job's row, once it is ``running`` and its worker holds the checkpoint file's write lock."""
-    rows = _rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = (SELECT MAX(id) FROM "
-                              "jobs_conversionjob)")
+    """The newest job's row of :data:`THREAD`, once it is ``running`` and its worker holds the checkpoint file's
+    write lock."""
+    rows = _rows(home["var"], "SELECT * FROM jobs_threadresult WHERE thread_id = ? AND job_id = (SELECT MAX(id) "
+                              "FROM jobs_conversionjob)", [THREAD])
     if not (rows and rows[0]["status"] == "running"):
         return False
     probe = sqlite3.connect(str(home["root"] / "data" / "deerflow.db"), timeout=0)
@@ -107,12 +117,13 @@ def _in_the_transaction(home: dict):
         probe.close()
 
 
-def _kill_mid_thread(home: dict, worker: helpers.ManagedProcess) -> tuple[int, int]:
-    """Launch the job, SIGKILL the pool child and the main process inside the conversion. ``(job_id, child)``."""
+def _kill_mid_thread(home: dict, worker: helpers.ManagedProcess, threads: list[str]) -> tuple[int, int]:
+    """Launch the job, SIGKILL the pool child and the main process inside :data:`THREAD`'s conversion.
+    ``(job_id, child)``."""
     launched: list[int] = []
 
     def launch() -> None:
-        proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % THREAD], home["env"])
+        proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % threads], home["env"])
         launched.append(json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"])
 
     launcher = threading.Thread(target=launch)
@@ -146,11 +157,14 @@ def _thread_outcome(home: dict, job_id: int) -> str:
     return "partial"
 
 
-def _trial(home: dict, n: int) -> dict:
+def _trial(home: dict, n: int, threads: tuple[str, ...] = (THREAD,)) -> dict:
     fixtures_real.restore_sqlite(home["root"] / "data")
+    if len(threads) > 1:  # the sizes a batch is cut by
+        helpers.run_manage(["refresh_inventory", "--full"], home["env"])
     worker = _start_worker(home, 2 * n)
-    job_id, child = _kill_mid_thread(home, worker)
-    (stuck,) = _rows(home["var"], "SELECT status, worker_pid FROM jobs_threadresult WHERE job_id = ?", [job_id])
+    job_id, child = _kill_mid_thread(home, worker, list(threads))
+    (stuck,) = _rows(home["var"], "SELECT status, worker_pid FROM jobs_threadresult WHERE job_id = ? AND "
+                                  "thread_id = ?", [job_id, THREAD])
     restarted = _start_worker(home, 2 * n + 1)
     try:
         swept = time.monotonic()
@@ -167,9 +181,12 @@ def _trial(home: dict, n: int) -> dict:
         took = time.monotonic() - swept
     finally:
         restarted.stop()
-    (row,) = _rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [job_id])
+    rows = _rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ? ORDER BY id", [job_id])
+    (row,) = [r for r in rows if r["thread_id"] == THREAD]
     return {"trial": n, "killed_row_status": stuck["status"], "killed_pid": child, "state": state,
             "row": row["status"], "attempts": row["attempts"], "thread": _thread_outcome(home, job_id),
+            "others": [r["status"] for r in rows if r["thread_id"] != THREAD],
+            "batches": sorted({r["batch"] for r in rows if r["batch"] is not None}),
             "seconds_after_sweep": round(took, 1)}
 
 
@@ -186,3 +203,18 @@ def test_a_killed_worker_never_strands_a_job_nor_leaves_a_partial_thread(home):
           f"{len(partial)} partial; slowest end {max(t['seconds_after_sweep'] for t in trials)} s after the sweep")
     assert not stranded and not partial, trials
     assert all(t["killed_row_status"] == "running" for t in trials)  # the kill did land mid-thread
+
+
+def test_a_worker_killed_mid_batch_leaves_no_thread_of_the_batch_behind(home):
+    trials = [_trial(home, n, tuple(BATCH)) for n in range(BATCH_TRIALS)]
+    for t in trials:
+        print(json.dumps(t))
+    print(f"KILL TRIALS (batch) {home['broker']}: {len(trials)} trials, "
+          f"{sum(t['state'] == 'succeeded' for t in trials)} succeeded, "
+          f"{sum(t['state'] == 'stranded' for t in trials)} stranded")
+    assert all(t["killed_row_status"] == "running" for t in trials)  # the kill did land mid-thread
+    assert all(len(t["batches"]) == 1 for t in trials)  # the three threads went to the worker in one task
+    for t in trials:
+        assert t["state"] != "stranded" and t["thread"] != "partial", t
+        assert (t["state"] == "succeeded") == (t["thread"] == "converted"), t
+        assert t["others"] == ["converted", "converted"], t  # the reached and the unreached thread alike

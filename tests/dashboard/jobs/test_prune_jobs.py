@@ -253,7 +253,7 @@ def test_a_due_policy_starts_a_prune_job_through_the_beat_task(delta_rt, migrate
     job.state = job.State.RUNNING
     job.save()
     (row,) = services.claim_batch(job.pk).sends
-    run = services.run_thread(row[0], worker_node="test")  # what the worker's jobs.run_thread calls
+    run = services.run_thread(row.result_ids[0], worker_node="test")  # what the worker's jobs.run_thread calls
     assert run.result.status == "pruned" and _count(migrated, THREAD) == len(run.result.prune["kept_checkpoint_ids"])
 
 
@@ -271,7 +271,7 @@ def test_a_due_policy_with_nothing_to_prune_records_a_run_not_a_job(delta_rt, mi
     resolving.resolve(job.pk)
     ConversionJob.objects.filter(pk=job.pk).update(state=job.State.RUNNING)
     (row,) = services.claim_batch(job.pk).sends
-    assert services.run_thread(row[0], worker_node="test").result.status == "nothing_to_prune"
+    assert services.run_thread(row.result_ids[0], worker_node="test").result.status == "nothing_to_prune"
     services.claim_batch(job.pk)  # the job finishes: folded into its policy's run
     assert not ConversionJob.objects.exists()
     policy.refresh_from_db()

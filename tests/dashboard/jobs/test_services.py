@@ -199,7 +199,7 @@ def test_cancel_takes_effect_between_threads(delta_rt):
 def test_cancel_of_a_job_with_a_running_thread_waits_for_it(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": THREE}, JobOptions(max_in_flight=2))
     batch = services.claim_batch(job.pk)
-    ThreadResult.objects.filter(pk=batch.sends[0][0]).update(status="running")
+    ThreadResult.objects.filter(pk=batch.sends[0].result_ids[0]).update(status="running")
     job = services.cancel(job)
     assert job.state == "cancelling"
     assert sorted(job.results.values_list("status", flat=True)) == ["running", "skipped", "skipped"]
@@ -213,7 +213,7 @@ def _killed_mid_thread(result_id: int) -> None:
 
 def test_a_thread_killed_while_its_job_was_paused_is_finished_by_the_redelivery(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": THREE}, JobOptions(max_in_flight=1))
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     _killed_mid_thread(result_id)
     services.pause(job)
 
@@ -231,7 +231,7 @@ def test_a_thread_killed_while_its_job_was_paused_is_finished_by_the_redelivery(
 
 def test_a_thread_killed_while_its_job_was_cancelling_is_finished_and_the_job_ends(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": THREE}, JobOptions(max_in_flight=1))
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     _killed_mid_thread(result_id)
     assert services.cancel(job).state == "cancelling"  # waits for the started thread
 
@@ -243,7 +243,7 @@ def test_a_thread_killed_while_its_job_was_cancelling_is_finished_and_the_job_en
 
 def test_a_redelivery_never_restarts_a_thread_that_finished(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     assert services.run_thread(result_id).ran
     again = services.run_thread(result_id, reclaim=True)
     assert not again.ran and again.result.attempts == 1 and again.result.status == "needs_conversion"
@@ -286,7 +286,7 @@ def _rows(database, thread_id: str) -> list[tuple]:
 
 def test_a_row_is_run_once_even_if_two_processes_try(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
 
     first = services.run_thread(result_id)
     second = services.run_thread(result_id)
@@ -296,7 +296,7 @@ def test_a_row_is_run_once_even_if_two_processes_try(delta_rt):
 
 def test_a_redelivered_task_reclaims_a_row_stuck_in_running(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     ThreadResult.objects.filter(pk=result_id).update(status="running", attempts=1, worker_host="elsewhere",
                                                      worker_pid=12345)
 
@@ -308,7 +308,7 @@ def test_a_redelivered_task_reclaims_a_row_stuck_in_running(delta_rt):
 def test_a_row_whose_local_worker_died_is_reclaimed_without_redelivery_flag(delta_rt):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     ThreadResult.objects.filter(pk=result_id).update(status="running", attempts=1, worker_host=socket.gethostname(),
                                                      worker_pid=int(dead.stdout))
     assert services.run_thread(result_id).ran
@@ -316,7 +316,7 @@ def test_a_row_whose_local_worker_died_is_reclaimed_without_redelivery_flag(delt
 
 def test_a_conversion_committed_by_a_killed_attempt_is_recorded_with_its_backup(delta_rt, small_db):
     job = services.create_job(None, "convert", {"thread_ids": ["delta-f10-9t"]}, JobOptions(confirmed=True))
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     # The first attempt committed its conversion, then its worker died before recording it.
     committed = convert.convert_thread(small_db, "delta-f10-9t", note=f"dashboard job {job.pk}")
     ThreadResult.objects.filter(pk=result_id).update(status="running", attempts=1, worker_host="gone")
@@ -350,7 +350,7 @@ def test_a_time_limit_past_the_commit_records_the_conversion_and_one_before_it_r
 
 def test_a_superseded_attempt_does_not_overwrite_the_newer_one(delta_rt):
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     ThreadResult.objects.filter(pk=result_id).update(status="running", attempts=5)
     report = convert.ThreadReport(thread_id="delta-f10-1t", status="blocked")
     assert not record_outcome(result_id, 4, Outcome(report))
@@ -365,7 +365,7 @@ def test_a_transient_database_error_puts_the_row_back_for_a_retry(delta_rt, monk
 
     monkeypatch.setattr(convert, "dry_run_thread", locked)
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
-    (result_id, _), = services.claim_batch(job.pk).sends
+    ((result_id,), _), = services.claim_batch(job.pk).sends
     with pytest.raises(TransientDatabaseError):
         services.run_thread(result_id)
     assert ThreadResult.objects.get(pk=result_id).status == "queued"
@@ -389,6 +389,6 @@ def test_dispatch_respects_max_in_flight_and_staggers_by_the_throttle(delta_rt):
     assert [c for _, c in first.sends] == [0.0, 1.5] and first.state == "running"
     assert services.claim_batch(job.pk).sends == []  # both slots taken
 
-    services.run_thread(first.sends[0][0])
+    services.run_thread(first.sends[0].result_ids[0])
     nxt = services.claim_batch(job.pk)
     assert len(nxt.sends) == 1 and nxt.sends[0][1] == 1.5  # the next thread waits for the throttle

@@ -32,15 +32,15 @@ def eager():
 
 @pytest.fixture
 def sent(monkeypatch) -> list[dict]:
-    """Capture ``jobs.run_thread`` sends instead of talking to a broker."""
+    """Capture ``jobs.run_threads`` sends instead of talking to a broker."""
     calls: list[dict] = []
-    monkeypatch.setattr(tasks.run_thread, "apply_async",
+    monkeypatch.setattr(tasks.run_threads, "apply_async",
                         lambda args, **kw: calls.append({"args": args, **kw}))
     return calls
 
 
 def test_the_policy_is_declared_on_the_tasks():
-    for task in (tasks.dispatch, tasks.run_thread):
+    for task in (tasks.dispatch, tasks.run_threads, tasks.run_thread):
         assert task.acks_late is True and task.reject_on_worker_lost is True
         assert task.autoretry_for == (TransientDatabaseError,)
         assert task.max_retries == 5
@@ -73,8 +73,8 @@ def test_dispatch_sends_up_to_max_in_flight_to_the_delta_queue(delta_rt, sent):
                               JobOptions(max_in_flight=2, throttle_delay_s=3))
     assert tasks.dispatch.run(job.pk) == {"job_id": job.pk, "state": "running", "sent": 2}
     assert [(c["args"], c["queue"], c["countdown"]) for c in sent] == [
-        ((job.results.all()[0].pk,), "checkpoints.delta", None),
-        ((job.results.all()[1].pk,), "checkpoints.delta", 3)]
+        (([job.results.all()[0].pk],), "checkpoints.delta", None),
+        (([job.results.all()[1].pk],), "checkpoints.delta", 3)]
 
 
 def test_a_thread_task_runs_its_row_then_sends_the_next_after_the_throttle(delta_rt, sent):
@@ -83,9 +83,9 @@ def test_a_thread_task_runs_its_row_then_sends_the_next_after_the_throttle(delta
     tasks.dispatch.run(job.pk)
     first = sent.pop()["args"][0]
 
-    out = tasks.run_thread.apply(args=(first,)).get()
-    assert out == {"result_id": first, "status": "needs_conversion", "ran": True}
-    assert [(c["args"], c["countdown"]) for c in sent] == [((job.results.all()[1].pk,), 2)]
+    out = tasks.run_threads.apply(args=(first,)).get()
+    assert out == {"result_ids": first, "statuses": ["needs_conversion"], "ran": 1}
+    assert [(c["args"], c["countdown"]) for c in sent] == [(([job.results.all()[1].pk],), 2)]
 
 
 def test_eager_launch_runs_the_whole_job(delta_rt, eager, django_capture_on_commit_callbacks):
@@ -131,7 +131,7 @@ def test_a_send_that_fails_puts_the_row_back_to_pending(delta_rt, monkeypatch):
     def broker_down(*args, **kwargs):
         raise ConnectionError("broker unreachable")
 
-    monkeypatch.setattr(tasks.run_thread, "apply_async", broker_down)
+    monkeypatch.setattr(tasks.run_threads, "apply_async", broker_down)
     job = services.create_job(None, "dry_run", {"thread_ids": ["delta-f10-1t"]})
     with pytest.raises(ConnectionError):
         tasks.dispatch.run(job.pk)

@@ -50,7 +50,7 @@ def test_the_fragment_stops_polling_with_286_when_the_job_is_done(finished_job, 
 
 def test_progress_counts_while_a_job_runs(delta_rt, viewer_client):
     job = services.create_job(None, "dry_run", {"thread_ids": THREE})
-    (first, _), = services.claim_batch(job.pk).sends
+    ((first,), _), = services.claim_batch(job.pk).sends
     services.run_thread(first)
     body = viewer_client.get(f"/jobs/{job.pk}/progress").content.decode()
     assert "<strong>1 / 3 threads</strong> done" in body and "threads/min" in body
@@ -130,7 +130,7 @@ def test_the_job_page_shows_the_selection_in_words(finished_job, viewer_client):
 
 def test_a_cancelled_job_counts_its_skipped_threads_apart(delta_rt, viewer_client):
     job = services.create_job(None, "dry_run", {"thread_ids": THREE})
-    (first, _), = services.claim_batch(job.pk).sends
+    ((first,), _), = services.claim_batch(job.pk).sends
     services.run_thread(first)
     services.cancel(job)
     job.refresh_from_db()

@@ -351,7 +351,7 @@ def test_a_task_past_its_time_limit_is_recorded_once_and_never_delivered_again(s
 
     (row,) = _dashboard_rows(home["var"], "SELECT * FROM jobs_threadresult WHERE job_id = ?", [job_id])
     log = worker.log()
-    assert log.count("Task jobs.run_thread[") and len(re.findall(r"Task jobs\.run_thread\[[^\]]+\] received", log)) == 1
+    assert len(re.findall(r"Task jobs\.run_threads?\[[^\]]+\] received", log)) == 1
     assert "PRECONDITION_FAILED" not in log and worker.alive()  # RabbitMQ never closed the worker's channel
 
     with open_checkpointer(database) as saver:
@@ -379,7 +379,7 @@ def test_a_locked_database_is_retried_through_the_broker_and_the_thread_converts
     try:
         proc = helpers.run_manage(["shell", "-c", LAUNCH_ONE % THREADS[0]], home["env"])
         job_id = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])["job_id"]
-        helpers.wait_for_log(worker, r"Task jobs\.run_thread\[\S+\] retry: Retry in", timeout=120)
+        helpers.wait_for_log(worker, r"Task jobs\.run_threads?\[\S+\] retry: Retry in", timeout=120)
     finally:
         holder.rollback()
         holder.close()
@@ -392,7 +392,7 @@ def test_a_locked_database_is_retried_through_the_broker_and_the_thread_converts
     assert state == "succeeded", dict(row)
     # Every retry the lock caused went through the broker and claimed the row once more (how many fell inside
     # the lock depends on the jittered countdowns); the last attempt converted.
-    retries = len(re.findall(r"Task jobs\.run_thread\[\S+\] retry: Retry in", worker.log()))
+    retries = len(re.findall(r"Task jobs\.run_threads?\[\S+\] retry: Retry in", worker.log()))
     assert retries >= 1 and (row["status"], row["attempts"], row["error"]) == ("converted", retries + 1, "")
     assert row["head_messages_sha256"] == _manifest_head(THREADS[0])
     assert "database is locked" in worker.log()
