@@ -42,7 +42,8 @@ class JobOptions:
             ``None`` selection is derived from it (its dry run's rewritable threads, or its active backups).
         parent: the job a retry re-runs the failed threads of.
         throttle_delay_s: seconds between thread tasks (>= 0).
-        max_in_flight: thread tasks queued or running at once (>= 1).
+        max_in_flight: thread tasks queued or running at once (>= 1); a task runs its batch of threads one after
+            another, so this is also the most threads that run at once (:mod:`dashboard.jobs.batches`).
         integrity: compare the one-pass materialization with LangGraph's reader before writing.
         confirmed: accept an estimate above the size limit, or a writing job without a dry run.
         size_limit_bytes: default: the source job's limit, else ``settings.CONVERSION_SIZE_LIMIT_BYTES``.

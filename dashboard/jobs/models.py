@@ -45,7 +45,8 @@ class ConversionJob(models.Model):
         source_job: the dry run a conversion was confirmed from, or the conversion a revert undoes.
         parent: the job a retry re-runs the failed threads of.
         throttle_delay_s: pause before each next thread task (seconds).
-        max_in_flight: thread tasks queued or running at once (count).
+        max_in_flight: thread tasks (batches, :mod:`dashboard.jobs.batches`) queued or running at once (count):
+            the most threads that run at once.
         size_limit_bytes: refuse a conversion whose estimated bytes after exceed this, unless ``confirmed``.
         confirmed: the operator accepted an estimate above the size limit.
         integrity: compare the one-pass materialization with LangGraph's reader before writing.

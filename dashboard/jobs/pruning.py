@@ -111,18 +111,19 @@ def _delete_cap(cap: Any) -> int | None:
 
 #: ``error_code`` of a row skipped because its job reached ``max_delete_per_run``.
 CAP_CODE = "max_delete_per_run"
-#: Per prune kind, the row statuses that count against the cap (a thread pruned or deleted, or previewed so).
-_CAPPED = {"prune": ("pruned", "deleted"), "prune_dry_run": ("would_prune", "would_delete")}
+#: Row statuses that count against the cap: a thread pruned or deleted, or previewed so (a row holds only its
+#: own kind's statuses, so one list serves the prune and its dry run).
+_CAPPED = (*WRITTEN, "would_prune", "would_delete")
 
 
 def cap_report(job: Any) -> dict[str, Any] | None:
     """A prune job's cap: ``{"max_delete_per_run", "stopped_at", "skipped"}`` (threads pruned or deleted so
     far, threads left for the next run), or ``None`` when it has no cap."""
     cap = (job.retention or {}).get("max_delete_per_run")
-    if cap is None or job.kind not in _CAPPED:
+    if cap is None:
         return None
     rows = job.results.all()
-    return {"max_delete_per_run": cap, "stopped_at": rows.filter(status__in=_CAPPED[job.kind]).count(),
+    return {"max_delete_per_run": cap, "stopped_at": rows.filter(status__in=_CAPPED).count(),
             "skipped": rows.filter(error_code=CAP_CODE).count()}
 
 
@@ -135,10 +136,10 @@ def cap_outcome(result: Any) -> ThreadReport | None:
     """
     job = result.job
     cap = (job.retention or {}).get("max_delete_per_run")
-    if cap is None or job.kind not in _CAPPED:
+    if cap is None:
         return None
     others = job.results.exclude(pk=result.pk)
-    taken = others.filter(status__in=(*_CAPPED[job.kind], ThreadResult.RUNNING)).count()
+    taken = others.filter(status__in=(*_CAPPED, ThreadResult.RUNNING)).count()
     if taken < cap:
         return None
     return ThreadReport(thread_id=result.thread_id, status=ThreadResult.SKIPPED,

@@ -59,6 +59,18 @@ def test_fixture_summary_equals_the_naive_aggregate(backend, request):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_stored_bytes_are_the_summarys_totals_and_leave_unknown_threads_out(backend, request):
+    database = request.getfixturevalue(f"{backend}_fixture_db_rw")
+    with open_checkpointer(database) as saver:
+        assert inventory.stored_bytes(saver, ["delta-f10-9t"]) == {}  # no summary built yet: nothing known
+        listed = _assert_matches_naive(saver)  # builds it
+        ids = [s.thread_id for s in listed]
+        sizes = inventory.stored_bytes(saver, [*ids, ids[0], "no-such-thread"])
+        assert sizes == {s.thread_id: s.bytes_total for s in listed} and all(n > 0 for n in sizes.values())
+        assert inventory.stored_bytes(saver, []) == {}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_incremental_refresh_after_new_checkpoints_and_new_threads(seeded, backend):
     database, report = seeded(backend, threads=80, mode="mixed")
     with open_checkpointer(database) as saver:
