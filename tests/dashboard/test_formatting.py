@@ -73,3 +73,15 @@ def test_the_templates_pluralize_their_counts():
                                                                  "missing": 2}})
     assert "Summary refreshed: full, 1 thread recomputed in 0.1 s (it missed 1 checkpoint written" in one
     assert "Summary refreshed: full, 1,200 threads recomputed in 0.1 s (it missed 2 checkpoints written" in many
+
+
+def test_middle_ellipsis_keeps_both_ends_within_the_width():
+    assert formatting.middle_ellipsis("thread-0123456789-final", 12) == "thread…final"
+    assert formatting.middle_ellipsis("short", 12) == "short"
+    assert formatting.middle_ellipsis("abcdefghijkl", 12) == "abcdefghijkl"  # exactly the width: unchanged
+    assert formatting.middle_ellipsis("abcdefghijklm", 12) == "abcdef…ijklm"
+    wide = formatting.middle_ellipsis("線程線程線程線程", 9)  # two cells a character
+    assert wide == "線程…線程" and formatting.columns(wide) == 9
+    assert formatting.columns(formatting.middle_ellipsis("線程線程線程線程", 8)) <= 8
+    with pytest.raises(ValueError, match="at least 3 cells; got 2"):
+        formatting.middle_ellipsis("abcdef", 2)
