@@ -196,8 +196,8 @@ def _writer_findings(writers: inventory.WriterFacts, rows: list[dict[str, Any]],
 
 def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
     """The "compact legacy threads" item of the delta checklist, with the bytes compaction would free."""
-    text = (f"compact legacy threads: {plural(legacy.threads, 'thread')} in full storage (full and migrated) hold "
-            f"{size(legacy.bytes_total)}")
+    text = (f"compact legacy threads: {plural(legacy.threads, 'thread')} in full storage (full and migrated) "
+            f"{'holds' if legacy.threads == 1 else 'hold'} {size(legacy.bytes_total)}")
     if not legacy.threads:
         text = "compact legacy threads: none left in full storage"
     elif legacy.bytes_freed is None:
