@@ -11,7 +11,7 @@ import datetime as dt
 import unicodedata
 from typing import Any
 
-__all__ = ["as_datetime", "count", "plural", "reveal_controls", "size", "when_text"]
+__all__ = ["as_datetime", "columns", "count", "middle_ellipsis", "plural", "reveal_controls", "size", "when_text"]
 
 
 def as_datetime(value: Any) -> dt.datetime | None:
@@ -53,6 +53,43 @@ def plural(n: Any, forms: str) -> str:
     number = n if isinstance(n, int) else len(n)
     one, _, many = forms.partition(",")
     return f"{count(number)} {one if number == 1 else (many or one + 's')}"
+
+
+def columns(text: str) -> int:
+    """How many character cells ``text`` takes in a fixed-width font: wide and full-width characters (East Asian
+    width ``W``/``F``, per Unicode UAX #11) take two, every other character one."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def middle_ellipsis(text: str, width: int) -> str:
+    """``text`` shortened to at most ``width`` cells (:func:`columns`) by an ellipsis in the middle, so both ends
+    stay readable: ``middle_ellipsis("thread-0123456789-final", 12)`` -> ``"thread…final"``. Text that fits is
+    returned unchanged.
+
+    Args:
+        text: any string (an id, a name); it is not escaped here, the template escapes it.
+        width: the most cells the result may take, at least 3.
+
+    Raises:
+        ValueError: ``width`` under 3 (no room for a character on each side of the ellipsis).
+    """
+    if width < 3:
+        raise ValueError(f"middle_ellipsis needs a width of at least 3 cells; got {width}.")
+    if columns(text) <= width:
+        return text
+    room = width - 1
+    head_room, tail_room = room - room // 2, room // 2
+    head, used = "", 0
+    for c in text:
+        if used + columns(c) > head_room:
+            break
+        head, used = head + c, used + columns(c)
+    tail, used = "", 0
+    for c in reversed(text[len(head):]):
+        if used + columns(c) > tail_room:
+            break
+        tail, used = c + tail, used + columns(c)
+    return f"{head}…{tail}"
 
 
 def size(value: Any) -> str:

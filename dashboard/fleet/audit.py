@@ -176,7 +176,7 @@ def _writer_findings(writers: inventory.WriterFacts, rows: list[dict[str, Any]],
         findings.append(Finding(
             "error", "delta_writes_full_fleet",
             f"delta checkpoints were written in the last {hours} h, but every registered process is in full mode",
-            f"{delta_written} delta checkpoints in {writers.threads} thread(s)",
+            f"{plural(delta_written, 'delta checkpoint')} in {plural(writers.threads, 'thread')}",
             "An unregistered writer runs in delta mode. Register it (POST /api/processes/heartbeat) and align modes."))
     if writers.counters_only:
         findings.append(Finding(
@@ -186,7 +186,8 @@ def _writer_findings(writers: inventory.WriterFacts, rows: list[dict[str, Any]],
     fleet = _fleet_cadence(rows)
     if len(writers.cadences) > 1 or (fleet is not None and writers.cadences and set(writers.cadences) != {fleet}):
         findings.append(Finding(
-            "warning", "writer_cadences", f"writers in the last {hours} h used cadence(s) "
+            "warning", "writer_cadences",
+            f"writers in the last {hours} h used {'cadence' if len(writers.cadences) == 1 else 'cadences'} "
             f"{sorted(writers.cadences)}" + (f"; the fleet froze {fleet}" if fleet is not None else ""),
             ", ".join(f"{k}: {n} snapshots" for k, n in sorted(writers.cadences.items())),
             "Align checkpoint_delta.snapshot_frequency in every writer's config.yaml."))
@@ -195,15 +196,16 @@ def _writer_findings(writers: inventory.WriterFacts, rows: list[dict[str, Any]],
 
 def _compact_item(legacy: LegacyEstimate) -> dict[str, Any]:
     """The "compact legacy threads" item of the delta checklist, with the bytes compaction would free."""
-    text = (f"compact legacy threads: {legacy.threads} thread(s) in full storage (full and migrated) hold "
-            f"{size(legacy.bytes_total)}")
+    text = (f"compact legacy threads: {plural(legacy.threads, 'thread')} in full storage (full and migrated) "
+            f"{'holds' if legacy.threads == 1 else 'hold'} {size(legacy.bytes_total)}")
     if not legacy.threads:
         text = "compact legacy threads: none left in full storage"
     elif legacy.bytes_freed is None:
         text += "; run a compaction dry run of them for the bytes it would free"
     else:
         text += (f"; compacting them would free about {size(legacy.bytes_freed)} "
-                 f"({legacy.freed_ratio:.0%}, the share the {legacy.measured_threads} measured compaction(s) freed)")
+                 f"({legacy.freed_ratio:.0%}, the share the "
+                 f"{plural(legacy.measured_threads, 'measured compaction')} freed)")
     return {"ok": legacy.threads == 0, "text": text, "link": reverse("threads:list") + "?mode=full",
             "threads": legacy.threads, "bytes_total": legacy.bytes_total, "bytes_freed": legacy.bytes_freed}
 
@@ -215,7 +217,8 @@ def _readiness(census: dict[str, int], rows: list[dict[str, Any]], writers: inve
     delta_procs = [r["name"] for r in live if r["mode"] == "delta"]
     full_procs = [r["name"] for r in live if r["mode"] == "full"]
     to_full = [
-        {"ok": to_convert == 0, "text": f"{to_convert} thread(s) still need conversion to full",
+        {"ok": to_convert == 0,
+         "text": f"{plural(to_convert, 'thread still needs,threads still need')} conversion to full",
          "link": reverse("threads:list") + "?mode=delta"},
         {"ok": not delta_procs, "text": "processes to restart together with a full-mode config.yaml: "
          + (", ".join(delta_procs) or "none")},

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from dashboard.fleet.facts import process_facts
 from dashboard.fleet.models import ProcessRecord
+from dashboard.formatting import plural
 from dashboard.runtime import DashboardRuntime
 
 __all__ = ["Registration", "record_external", "register", "register_worker", "save_facts"]
@@ -105,7 +106,7 @@ class Registration:
             log.exception("heartbeat failed")
             return False
         if self._failed_beats:
-            log.info("heartbeat recovered after %d failed beat(s)", self._failed_beats)
+            log.info("heartbeat recovered after %s", plural(self._failed_beats, "failed beat"))
             self._failed_beats = 0
         return True
 

@@ -15,7 +15,8 @@ the templates escape.
 * :func:`growth_chart`: a finished dry run's factor per thread, bytes after /
   bytes before (a conversion dry run grows, a compaction dry run shrinks),
   the :data:`TOP` heaviest threads after (the rest counted), outliers as
-  :func:`confirm_rows` marks them.
+  :func:`confirm_rows` marks them. A thread id longer than :data:`LABEL_CELLS` is shortened in the
+  middle for its label (both ends stay readable); the bar's tooltip holds the whole id.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import median
 
+from dashboard.formatting import middle_ellipsis, reveal_controls
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.threads.charts import Tick, human_bytes
 
-__all__ = ["ConfirmRow", "GROWTH_OUTLIER", "GrowthBar", "GrowthChart", "INTERVALS", "MAX_INTERVALS", "SIZE_OUTLIER",
-           "TOP", "ThroughputBar", "ThroughputChart", "confirm_rows", "finish_times", "growth_chart", "interval_words",
-           "throughput_chart"]
+__all__ = ["ConfirmRow", "GROWTH_OUTLIER", "GrowthBar", "GrowthChart", "INTERVALS", "LABEL_CELLS", "MAX_INTERVALS",
+           "SIZE_OUTLIER", "TOP", "ThroughputBar", "ThroughputChart", "confirm_rows", "finish_times", "growth_chart",
+           "interval_words", "throughput_chart"]
 
 #: A thread is an outlier when its growth factor is this many times the median growth ...
 GROWTH_OUTLIER = 2.0
@@ -74,6 +76,9 @@ WIDTH, HEIGHT = 720, 180
 LEFT, TOP_PAD, BOTTOM = 56, 26, 40
 #: the growth chart's rows: label column, row height, room for the value text on the right.
 LABEL, ROW, VALUE = 210, 28, 230
+#: a growth label's most character cells; the template draws labels in a 13-unit monospace font (a cell is
+#: 0.6 em, 7.8 units), so 24 cells take 187 units of the label column's LABEL - 8.
+LABEL_CELLS, LABEL_FONT = 24, 13
 #: the least room between two growth-axis labels (SVG units): a closer one is left out (its line stays).
 TICK_GAP = 56
 FILL, OUTLIER_FILL, AXIS = "#4a78b5", "#c0392b", "#66707a"
@@ -180,7 +185,9 @@ def throughput_chart(finished: Iterable[dt.datetime], started_at: dt.datetime | 
 @dataclass(frozen=True)
 class GrowthBar:
     """One thread: its row's ``y``, the bar's ``width`` (SVG units, proportional to ``factor``), ``fill``,
-    the ``thread_id`` (label, escaped by the template), the ``factor`` and its ``value`` text, ``outlier``."""
+    the ``thread_id`` (the tooltip), the ``factor`` and its ``value`` text, ``outlier``, and the ``label``: the
+    id with hidden characters shown (:func:`~dashboard.formatting.reveal_controls`), at most
+    :data:`LABEL_CELLS` cells (:func:`~dashboard.formatting.middle_ellipsis`). The template escapes all text."""
 
     y: float
     width: float
@@ -189,12 +196,14 @@ class GrowthBar:
     factor: float
     value: str
     outlier: bool
+    label: str = ""
 
 
 @dataclass(frozen=True)
 class GrowthChart:
     """The growth chart: viewBox, where bars start (``x``), the bars, the x position of factor 1 (``one``),
-    the threads not drawn (``rest``) and the outliers among all threads (``outliers``)."""
+    the threads not drawn (``rest``), the outliers among all threads (``outliers``) and the labels' font size
+    (``label_font``, SVG units, monospace)."""
 
     width: int
     height: int
@@ -207,6 +216,7 @@ class GrowthChart:
     peak: float
     base: int = 0
     ticks: list[Tick] = field(default_factory=list)
+    label_font: int = LABEL_FONT
 
 
 def _spaced_ticks(usable: float, peak: float) -> list[Tick]:
@@ -238,7 +248,8 @@ def growth_chart(results: list[ThreadResult], top: int = TOP) -> GrowthChart | N
         res = r.result
         value = f"× {r.growth:.2f} ({human_bytes(res.bytes_before)} → {human_bytes(res.bytes_after)})"
         bars.append(GrowthBar(i * ROW, round(usable * r.growth / peak, 2), OUTLIER_FILL if r.outlier else FILL,
-                              res.thread_id, r.growth, value, r.outlier))
+                              res.thread_id, r.growth, value, r.outlier,
+                              middle_ellipsis(reveal_controls(res.thread_id), LABEL_CELLS)))
     base = ROW * len(bars)
     ticks = _spaced_ticks(usable, peak)
     return GrowthChart(WIDTH, base + 24, LABEL, bars, round(LABEL + usable / peak, 2), len(shown),

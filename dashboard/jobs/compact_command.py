@@ -15,6 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.template.defaultfilters import filesizeformat
 
+from dashboard.formatting import plural
 from dashboard.jobs import compaction
 from dashboard.runtime import DashboardRuntime
 from deerflow.convert import ThreadReport
@@ -44,7 +45,7 @@ class CompactCommand:
         thread_ids = opts["thread"] or compaction.candidate_threads(rt)
         integrity = not opts["no_integrity"]
         self.stdout.write(f"dry run: compact to delta at snapshot_frequency={rt.snapshot_frequency} "
-                          f"({len(thread_ids)} thread(s))")
+                          f"({plural(thread_ids, 'thread')})")
         dry = compaction.dry_run(rt, thread_ids, integrity=integrity, on_report=self._line)
         self._total("would free", dry, ("needs_compaction",))
         blockers = compaction.full_mode_processes()
@@ -59,13 +60,14 @@ class CompactCommand:
             return self._finish(failed)
         if blockers and not opts["force_full_fleet"]:
             raise CommandError(
-                f"Refused: {len(blockers)} live process(es) of the fleet run in full mode and would answer 409 for "
-                "compacted threads. Nothing was compacted.\nWhat to do: switch them to delta mode "
+                f"Refused: {plural(blockers, 'live process of the fleet runs,live processes of the fleet run')} "
+                "in full mode and would answer 409 for compacted threads. Nothing was compacted.\n"
+                "What to do: switch them to delta mode "
                 "(database.checkpoint_channel_mode: delta) and restart them, or pass --force-full-fleet.",
                 returncode=2)
         if not self._confirmed(dry, opts["yes"]):
             raise CommandError("Not confirmed; nothing was compacted.", returncode=2)
-        self.stdout.write(f"compact: {len(todo)} thread(s)")
+        self.stdout.write(f"compact: {plural(todo, 'thread')}")
         done = compaction.compact(rt, todo, integrity=integrity, note=f"cli:{getpass.getuser()}",
                                   on_report=self._line)
         self._total("freed", done, ("compacted",))
@@ -90,8 +92,8 @@ class CompactCommand:
 
     def _total(self, verb: str, reports: list[ThreadReport], statuses: tuple[str, ...]) -> None:
         t = compaction.totals(reports, statuses)
-        self.stdout.write(f"total: {t.threads} thread(s); bytes now {_size(t.bytes_before)}, after "
-                          f"{_size(t.bytes_after)}, {verb} {_size(t.bytes_freed)}; {t.snapshots} snapshot(s)")
+        self.stdout.write(f"total: {plural(t.threads, 'thread')}; bytes now {_size(t.bytes_before)}, after "
+                          f"{_size(t.bytes_after)}, {verb} {_size(t.bytes_freed)}; {plural(t.snapshots, 'snapshot')}")
 
     def _confirmed(self, dry: list[ThreadReport], yes: bool) -> bool:
         t = compaction.totals(dry, ("needs_compaction",))
@@ -100,10 +102,10 @@ class CompactCommand:
         if not sys.stdin.isatty():
             self.stderr.write("No terminal to confirm on; pass --yes to compact without a prompt.")
             return False
-        question = (f"Compact {t.threads} thread(s) to delta, freeing about {filesizeformat(t.bytes_freed)} "
+        question = (f"Compact {plural(t.threads, 'thread')} to delta, freeing about {filesizeformat(t.bytes_freed)} "
                     "(after the backups are purged and the database reclaims space)? [y/N] ")
         return input(question).strip().lower() in ("y", "yes")
 
     def _finish(self, failed: list[ThreadReport]) -> None:
         if failed:
-            raise CommandError(f"{len(failed)} thread(s) failed; see the table above.", returncode=1)
+            raise CommandError(f"{plural(failed, 'thread')} failed; see the table above.", returncode=1)

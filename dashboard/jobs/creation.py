@@ -19,6 +19,7 @@ from dashboard.errors.jobs import (
     RetentionMismatch,
     SizeLimitExceeded,
 )
+from dashboard.formatting import plural
 from dashboard.jobs import compaction, kinds, pruning, resolving
 from dashboard.jobs import selection as sel
 from dashboard.jobs.admission import admit_launch
@@ -106,8 +107,8 @@ def create_job(user: Any, kind: str, selection: dict[str, Any] | None = None,
     if spec.needs_delta_fleet and not o.force_full_fleet:
         blockers = compaction.full_mode_processes()
         if blockers:
-            raise FullModeFleet(f"{len(blockers)} live process(es) run in full mode and would answer 409 for "
-                                f"compacted threads: {', '.join(p.name for p in blockers)}.")
+            raise FullModeFleet(f"{plural(blockers, 'live process runs,live processes run')} in full mode and would "
+                                f"answer 409 for compacted threads: {', '.join(p.name for p in blockers)}.")
     retention = _retention(kind, o.retention, o.source_job)
     selection = sel.normalize(kind, selection or _derived_selection(kind, o.source_job))
     if not spec.is_dry_run:  # a role that may only read is refused before any job exists

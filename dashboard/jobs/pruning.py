@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from dashboard.errors.jobs import InvalidRetention
+from dashboard.formatting import plural
 from dashboard.jobs.models import ConversionJob, ThreadResult
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow import convert, inventory
@@ -143,7 +144,7 @@ def cap_outcome(result: Any) -> ThreadReport | None:
     if taken < cap:
         return None
     return ThreadReport(thread_id=result.thread_id, status=ThreadResult.SKIPPED,
-                        error=f"Not pruned: the job reached its max_delete_per_run of {cap} thread(s).",
+                        error=f"Not pruned: the job reached its max_delete_per_run of {plural(cap, 'thread')}.",
                         hint="The cap bounds each run; the next run of the policy (or a new job) continues.")
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from celery.signals import worker_ready
 from django.conf import settings
 
+from dashboard.formatting import plural
 from dashboard.runtime import DashboardRuntime, get_runtime
 from deerflow.convert import ThreadReport
 from deerflow.runtime.checkpoint_cache import purge_thread
@@ -127,4 +128,4 @@ def _sweep_at_start(**_: Any) -> None:
     """A worker starting up releases the reservations its killed predecessor left (after their lease)."""
     gone = release_expired()
     if gone:
-        log.warning("worker start-up released %d expired DeerFlow reservation(s)", len(gone))
+        log.warning("worker start-up released %s", plural(gone, "expired DeerFlow reservation"))

@@ -11,6 +11,11 @@ ids one request may list, whether the threads exist) stay with the form,
 which keep their own error codes; a field of a selection that fails here is
 ``invalid_selection``, of a prune rule ``invalid_retention``, anything else
 ``invalid_parameters``.
+
+``null``: the selection fields (``thread_ids``, ``filter``, ``backup_ids``) take ``null`` for "not this
+one" (a body names one of them), and a filter's criteria take ``null`` or ``""`` for a criterion not used.
+Every other field is given or left out: an explicit ``null`` is refused, naming the field and what to send
+(``"integrity": null`` is neither true nor false; leaving the field out takes its default).
 """
 
 from __future__ import annotations
@@ -37,6 +42,22 @@ MAX_CHECKPOINT_ID_LENGTH = 200
 _KINDS = tuple(ConversionJob.Kind.values)
 _SELECTION_FIELDS = ("thread_ids", "filter", "backup_ids")
 _RETENTION_FIELDS = ("rule", "keep_last", "protect", "backup", "max_delete_per_run")
+
+
+def _given(what: str) -> pydantic.BeforeValidator:
+    """The check of an option that may be left out but not sent as ``null``: the 400 says to send ``what``."""
+
+    def refuse_null(value: Any, info: pydantic.ValidationInfo) -> Any:
+        if value is None:
+            raise ValueError(f"is null; send {what}, or leave {info.field_name} out for its default")
+        return value
+
+    return pydantic.BeforeValidator(refuse_null)
+
+
+#: Options that are left out rather than sent as ``null`` (see the module docstring), by what they hold.
+GIVEN_FLAG, GIVEN_NUMBER = _given("true or false"), _given("a number")
+GIVEN_TEXT, GIVEN_LIST = _given("a string"), _given("a list")
 
 
 def _known_kind(value: str) -> str:
@@ -75,7 +96,8 @@ class JobFilter(pydantic.BaseModel):
 
 
 class JobBody(pydantic.BaseModel):
-    """The ``POST /api/jobs`` body (docs/api.md lists what each field means)."""
+    """The ``POST /api/jobs`` body (docs/api.md lists what each field means). ``None`` is a field left out; only
+    the selection fields accept an explicit ``null`` (see the module docstring)."""
 
     model_config = strict_model_config()
 
@@ -83,27 +105,28 @@ class JobBody(pydantic.BaseModel):
     thread_ids: list[Identifier] | None = None
     filter: JobFilter | None = None
     backup_ids: list[Identifier] | None = None
-    estimate_job: StoredCount | None = None
-    confirmed: Flag | None = None
-    throttle_delay_s: Annotated[float, Field(ge=0, le=3600)] | None = None
-    max_in_flight: Annotated[int, Field(ge=1, le=32)] | None = None
-    integrity: Flag | None = None
-    size_limit_bytes: StoredCount | None = None
-    force_full_fleet: Flag | None = None
-    acknowledge_branch_ambiguous: Flag | None = None
-    rule: Text | None = None
-    keep_last: Annotated[int, Field(ge=1, le=MAX_KEEP_LAST)] | None = None
-    protect: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_CHECKPOINT_ID_LENGTH), TEXT]],
-                       Field(max_length=MAX_PROTECT)] | None = None
-    backup: Flag | None = None
-    max_delete_per_run: Annotated[int, Field(ge=0, le=MAX_STORED_INT)] | None = None
-    """Prune kinds: the most threads one run prunes or deletes (0: none this run)."""
-    dry_run: Flag | None = None
-    confirm: Flag | None = None
+    estimate_job: Annotated[StoredCount | None, GIVEN_NUMBER] = None
+    confirmed: Annotated[Flag | None, GIVEN_FLAG] = None
+    throttle_delay_s: Annotated[Annotated[float, Field(ge=0, le=3600)] | None, GIVEN_NUMBER] = None
+    max_in_flight: Annotated[Annotated[int, Field(ge=1, le=32)] | None, GIVEN_NUMBER] = None
+    integrity: Annotated[Flag | None, GIVEN_FLAG] = None
+    size_limit_bytes: Annotated[StoredCount | None, GIVEN_NUMBER] = None
+    force_full_fleet: Annotated[Flag | None, GIVEN_FLAG] = None
+    acknowledge_branch_ambiguous: Annotated[Flag | None, GIVEN_FLAG] = None
+    rule: Annotated[Text | None, GIVEN_TEXT] = None
+    keep_last: Annotated[Annotated[int, Field(ge=1, le=MAX_KEEP_LAST)] | None, GIVEN_NUMBER] = None
+    protect: Annotated[Annotated[list[Annotated[str, StringConstraints(min_length=1,
+                                                                       max_length=MAX_CHECKPOINT_ID_LENGTH), TEXT]],
+                                 Field(max_length=MAX_PROTECT)] | None, GIVEN_LIST] = None
+    backup: Annotated[Flag | None, GIVEN_FLAG] = None
+    max_delete_per_run: Annotated[Annotated[int, Field(ge=0, le=MAX_STORED_INT)] | None, GIVEN_NUMBER] = None
+    """Prune kinds: the most threads one run prunes or deletes (0: none this run; left out: no cap)."""
+    dry_run: Annotated[Flag | None, GIVEN_FLAG] = None
+    confirm: Annotated[Flag | None, GIVEN_FLAG] = None
     """Reclaim: ``true``, the page's confirmation."""
-    full: Flag | None = None
+    full: Annotated[Flag | None, GIVEN_FLAG] = None
     """Reclaim: ``VACUUM FULL`` on Postgres."""
-    source_job: StoredCount | None = None
+    source_job: Annotated[StoredCount | None, GIVEN_NUMBER] = None
     """Reclaim: the job whose freed rows it gives back."""
 
 

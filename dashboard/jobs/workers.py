@@ -27,6 +27,7 @@ from dashboard.celery import THREAD_QUEUE
 from dashboard.errors.jobs import DELTA_WORKER_COMMAND
 from dashboard.fleet.processes import process_rows
 from dashboard.fleet.recent import recent
+from dashboard.formatting import plural
 
 __all__ = [
     "WORKER_CHECK_KEY",
@@ -72,7 +73,8 @@ def check_delta_workers(timeout: float = 1.0, app=None) -> WorkerCheck:
     delta = sorted(n for n, queues in replies.items() if any(q.get("name") == THREAD_QUEUE for q in queues or []))
     others = sorted(set(replies) - set(delta))
     if delta:
-        return WorkerCheck("ok", delta, others, detail=f"Live worker(s) consuming {THREAD_QUEUE}: {', '.join(delta)}.")
+        return WorkerCheck("ok", delta, others,
+                           detail=f"{plural(delta, 'live worker')} consuming {THREAD_QUEUE}: {', '.join(delta)}.")
     if not replies and filesystem:
         return WorkerCheck("unknown", detail="No worker answered. The filesystem broker cannot confirm whether a "
                            "delta-mode worker is running.", hint=START_HINT)
@@ -111,7 +113,8 @@ def registry_check(now=None) -> WorkerCheck:
     delta = sorted(r["name"] for r in live if THREAD_QUEUE in (r["queues"] or []) and r["mode"] == "delta")
     others = sorted(f"{r['name']} ({r['mode']} mode)" for r in live if r["name"] not in delta)
     if delta:
-        return WorkerCheck("ok", delta, others, detail=f"Live worker(s) consuming {THREAD_QUEUE}: {', '.join(delta)}.")
+        return WorkerCheck("ok", delta, others,
+                           detail=f"{plural(delta, 'live worker')} consuming {THREAD_QUEUE}: {', '.join(delta)}.")
     if not live:
         return WorkerCheck("none", detail="No Celery worker has sent a heartbeat in the last three intervals: "
                            "no worker is running, or none reaches this dashboard's database.", hint=START_HINT)

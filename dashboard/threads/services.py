@@ -286,7 +286,7 @@ def head_digest(rt: DashboardRuntime, thread_id: str, checkpoint_ns: str = "") -
 
 def thread_cadence(rt: DashboardRuntime, thread_id: str, *,
                    summary: inventory.ThreadSummary | None = None) -> Any:
-    """The snapshot cadence(s) that wrote the thread, inferred from metadata.
+    """The snapshot cadences that wrote the thread, inferred from metadata.
 
     Args:
         summary: the thread's row as the page shows it (:func:`thread_summary`), if the caller has it:

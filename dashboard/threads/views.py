@@ -13,6 +13,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.accounts.auth import staff_required
 from dashboard.errors import HANDLED, ErrorView, describe, error_page, invalid_parameters
+from dashboard.formatting import plural
 from dashboard.fragments import is_htmx, wants_fragment
 from dashboard.runtime import get_runtime
 from dashboard.threads import extensions, fragments, services, storage
@@ -194,7 +195,7 @@ def _one_message(request: HttpRequest, state, index: int, *, download: bool) -> 
     if index >= len(messages):
         return error_page(request, ErrorView(
             404, "message_not_found",
-            f"Checkpoint {state.checkpoint_id} holds {len(messages)} message(s); there is no message {index}.",
+            f"Checkpoint {state.checkpoint_id} holds {plural(messages, 'message')}; there is no message {index}.",
             "Open the thread page and pick a message from the list (positions start at 0)."),
             thread_id=state.thread_id)
     if download:

@@ -248,10 +248,10 @@ def test_a_broker_restart_mid_job_loses_a_queued_task_and_requeue_finishes_the_j
     assert _job_state(home, job_id) == "running" and _queue_length(broker) == 0
 
     dry = helpers.run_manage(["requeue_stalled_threads", "--older-than", "0", "--dry-run"], home["env"])
-    assert dry.stdout.strip() == "1 thread task(s) queued for more than 0 s past their due time."
+    assert dry.stdout.strip() == "1 thread task queued for more than 0 s past their due time."
     sent = helpers.run_manage(["requeue_stalled_threads", "--older-than", "0"], home["env"])
     assert sent.stdout.splitlines() == [f"sent again: job {job_id} thread {lost['thread_id']} (row {lost['id']})",
-                                        "1 thread task(s) sent again."]
+                                        "1 thread task sent again."]
 
     helpers.wait_until(lambda: _job_state(home, job_id) == "succeeded", timeout=JOB_TIMEOUT, proc=worker,
                        what="the job to succeed")

@@ -48,7 +48,7 @@ def test_a_transient_failure_logs_one_warning_line_and_the_recovery(registration
     assert failed.levelno == logging.WARNING and failed.exc_info is None
     assert failed.getMessage() == f"heartbeat failed ({type(exc).__name__}: {first_line}); retrying in 15 s"
     assert "\n" not in failed.getMessage()
-    assert recovered.levelno == logging.INFO and recovered.getMessage() == "heartbeat recovered after 1 failed beat(s)"
+    assert recovered.levelno == logging.INFO and recovered.getMessage() == "heartbeat recovered after 1 failed beat"
     assert ProcessRecord.objects.filter(instance_id=registration.instance_id).exists()
 
 

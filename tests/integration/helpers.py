@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,23 @@ def dashboard_env(*, config_path: Path, var_dir: Path, **extra: str) -> dict[str
     })
     env.update(extra)
     return env
+
+
+def migrated_home(root: Path, mode: str = "delta", **extra: str) -> dict:
+    """A dashboard home under ``root`` (:func:`dashboard_home`) whose dashboard database is migrated.
+
+    Args:
+        root: the test's directory.
+        mode: the config.yaml's checkpoint channel mode.
+        extra: environment variables over :func:`dashboard_env`'s (``CELERY_BROKER_URL=...``).
+
+    Returns:
+        ``{"env": the processes' environment, "root": root, "var": the dashboard's var directory}``.
+    """
+    config_path, var_dir = dashboard_home(root, mode)
+    env = dashboard_env(config_path=config_path, var_dir=var_dir, **extra)
+    run_manage(["migrate", "--noinput", "-v0"], env)
+    return {"env": env, "root": root, "var": var_dir}
 
 
 def run_manage(args: Sequence[str], env: Mapping[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
@@ -193,6 +211,37 @@ def wait_for_log(proc: ManagedProcess, pattern: str, timeout: float = 60) -> re.
     return wait_until(lambda: rx.search(proc.log()), timeout=timeout, proc=proc, what=f"log /{pattern}/")
 
 
+#: What a Celery worker logs once it consumes (``[... INFO/MainProcess] celery@host ready.``).
+WORKER_READY = r"^.*\] (\S+@\S+) ready\.$"
+
+
+def start_worker(env: Mapping[str, str], log_path: Path, *, name: str = "celery worker", node: str = "worker",
+                 concurrency: int = 1, timeout: float = 120) -> ManagedProcess:
+    """A prefork Celery worker started as an operator starts one (``celery -A dashboard worker -Q dashboard``:
+    it adds the ``checkpoints.<mode>`` queue of the mode it froze), returned once it logged that it is ready.
+
+    Args:
+        env: its environment (:func:`dashboard_env`).
+        log_path: where its combined output goes.
+        name: how failures name it.
+        node: its node name's prefix; a random suffix keeps two workers of one broker apart (``node-1a2b3c4d@%h``).
+        concurrency: pool children.
+        timeout: seconds to wait for it to be ready.
+
+    Raises:
+        AssertionError: it exited or was not ready within ``timeout`` (it is stopped first; the log tail says why).
+    """
+    argv = [str(VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", f"--concurrency={concurrency}",
+            "--pool=prefork", "-Q", "dashboard", "-n", f"{node}-{uuid.uuid4().hex[:8]}@%h", "--without-heartbeat"]
+    proc = ManagedProcess.start(name, argv, env, log_path)
+    try:
+        wait_for_log(proc, WORKER_READY, timeout=timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc
+
+
 def wait_http(url: str, proc: ManagedProcess, timeout: float = 60) -> int:
     """Wait until ``url`` answers HTTP at all (any status); returns the first status seen."""
 
@@ -276,8 +325,6 @@ def _rabbitmqctl(*args: str) -> str:
 
 def claim_rabbitmq_vhost(owner: str) -> str:
     """A new, empty RabbitMQ virtual host for one test (guest may use it); returns its name."""
-    import uuid
-
     vhost = f"dfa-test-{uuid.uuid4().hex[:10]}"
     _rabbitmqctl("add_vhost", vhost, "--description", owner)
     _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")

@@ -32,7 +32,6 @@ import signal
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,25 +71,14 @@ BROKERS = [pytest.param("filesystem", id="filesystem"), pytest.param("redis", ma
 def home(request, tmp_path: Path) -> Iterator[dict]:
     kind = request.param
     if kind == "filesystem":
-        config_path, var_dir = helpers.dashboard_home(tmp_path, "delta")
-        env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir)
-        helpers.run_manage(["migrate", "--noinput", "-v0"], env)
-        yield {"env": env, "root": tmp_path, "var": var_dir, "broker": kind}
+        yield {**helpers.migrated_home(tmp_path), "broker": kind}
         return
     with helpers.private_broker(kind, f"test_worker_kill_trials pid={os.getpid()}") as url:
-        config_path, var_dir = helpers.dashboard_home(tmp_path, "delta")
-        env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, CELERY_BROKER_URL=url)
-        helpers.run_manage(["migrate", "--noinput", "-v0"], env)
-        yield {"env": env, "root": tmp_path, "var": var_dir, "broker": kind}
+        yield {**helpers.migrated_home(tmp_path, CELERY_BROKER_URL=url), "broker": kind}
 
 
 def _start_worker(home: dict, n: int) -> helpers.ManagedProcess:
-    node = f"kill-{uuid.uuid4().hex[:8]}@%h"
-    argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", "--concurrency=1",
-            "--pool=prefork", "-Q", "dashboard", "-n", node, "--without-heartbeat"]
-    proc = helpers.ManagedProcess.start("celery worker", argv, home["env"], home["root"] / f"worker-{n}.log")
-    helpers.wait_for_log(proc, r"^.*\] (\S+@\S+) ready\.$", timeout=120)
-    return proc
+    return helpers.start_worker(home["env"], home["root"] / f"worker-{n}.log", node="kill", concurrency=1)
 
 
 def _rows(var_dir: Path, sql: str, params=()) -> list[sqlite3.Row]:

@@ -9,6 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard.formatting import plural
 from deerflow import inventory
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.storage import reader_for
@@ -175,12 +176,12 @@ def test_rows_below_the_watermark_are_reported_then_found_by_the_on_demand_refre
     html = staff_client.get("/threads/").content.decode()
     footer = parse(html).find("span", cls="summary-missing")
     assert footer.attrs["data-missing"] == str(report.checkpoints)
-    assert f"misses {report.checkpoints} checkpoint(s) written below its watermark" in footer.text
+    assert f"misses {plural(report.checkpoints, 'checkpoint')} written below its watermark" in footer.text
     assert "Refresh rebuilds it" in footer.text and "complete up to" not in html
     response = staff_client.post("/threads/", HTTP_HX_REQUEST="true")  # the Refresh button
     html = response.content.decode()
-    assert re.search(rf"Summary refreshed: full, 31 thread\(s\) recomputed in [\d.]+ s \(it missed "
-                     rf"{report.checkpoints} checkpoint\(s\)", html), html[-800:]
+    assert re.search(rf"Summary refreshed: full, 31 threads recomputed in [\d.]+ s \(it missed "
+                     rf"{plural(report.checkpoints, 'checkpoint')}", html), html[-800:]
     assert "complete up to" in html and "summary-missing" not in html
     assert hidden <= _api_ids(staff_client) and len(_api_ids(staff_client)) == 31
     assert storage.freshness(rt).missing == 0

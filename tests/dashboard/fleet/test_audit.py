@@ -357,7 +357,7 @@ def test_readiness_checklists(runtime_for, sqlite_fixture_db, process_row):
     to_full = audit.readiness["to_full"]
     need = counts["delta"] + counts["delta_counters_only"] + counts["migrated"] + counts["inconsistent"]
     assert need == 19  # 17 delta, 1 migrated, 1 marker-less (inconsistent) in the fixture
-    assert to_full[0] == {"ok": False, "text": f"{need} thread(s) still need conversion to full",
+    assert to_full[0] == {"ok": False, "text": "19 threads still need conversion to full",
                           "link": "/threads/?mode=delta"}
     assert not to_full[1]["ok"]
     assert to_full[1]["text"] == ("processes to restart together with a full-mode config.yaml: "
@@ -388,7 +388,7 @@ def test_readiness_offers_compacting_legacy_threads_with_the_bytes_it_frees(runt
     done.results.create(thread_id="full-b", status="compacted", bytes_before=3000, bytes_after=750)
     item = run_audit(rt, live=NO_LIVE, hours=1).readiness["to_delta"][2]
     assert item["bytes_freed"] == int(legacy * 0.75)  # (4000 - 1000) / 4000 of the legacy bytes
-    assert "would free about" in item["text"] and "(75%, the share the 2 measured compaction(s) freed)" in item["text"]
+    assert "would free about" in item["text"] and "(75%, the share the 2 measured compactions freed)" in item["text"]
 
 
 def test_census_counts_every_class(runtime_for, sqlite_fixture_db):

@@ -69,10 +69,10 @@ def test_audit_page_shows_findings_processes_census_and_readiness(rt, staff_clie
     assert re.search(r'thread_class=migrated">migrated</a></td><td class="num">1</td>', html)
     # Readiness links to the threads that still need conversion.
     assert "/threads/?mode=delta" in page.hrefs
-    assert "19 thread(s) still need conversion to full" in html
+    assert "19 threads still need conversion to full" in html
     # ... and to the legacy threads compaction would shrink (issue 11, item 4).
     compact = page_item(html, "readiness-compact")
-    assert compact.startswith("✗ compact legacy threads: 9 thread(s) in full storage")
+    assert compact.startswith("✗ compact legacy threads: 9 threads in full storage")
     assert '<a href="/threads/?mode=full">compact legacy threads' in html
 
 
@@ -100,7 +100,7 @@ def test_empty_registry_says_so(rt, staff_client):
     recent_live_check(10, background=False)  # the page shows the newest check; here, one made now
     html = staff_client.get("/audit/").content.decode()
     assert "No process has registered yet." in html
-    assert "Live check: 0 worker(s) answered" in html
+    assert "Live check: 0 workers answered" in html
 
 
 def page_item(html: str, element_id: str) -> str:

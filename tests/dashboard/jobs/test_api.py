@@ -175,3 +175,31 @@ def test_a_reclaim_job_shows_its_sizes_in_the_api(delta_rt, viewer):
     assert data["kind"] == "reclaim" and data["reclaim"]["statement"] == "VACUUM"
     assert data["reclaim"]["bytes_after"] <= data["reclaim"]["bytes_before"]
     assert [r["status"] for r in data["results"]] == ["reclaimed"]
+
+
+@pytest.mark.parametrize(("field", "send", "code"), [
+    ("integrity", "true or false", "invalid_parameters"),
+    ("confirmed", "true or false", "invalid_parameters"),
+    ("max_in_flight", "a number", "invalid_parameters"),
+    ("estimate_job", "a number", "invalid_parameters"),
+    ("backup", "true or false", "invalid_retention"),
+    ("rule", "a string", "invalid_retention"),
+    ("protect", "a list", "invalid_retention"),
+])
+def test_an_explicit_null_option_is_refused_naming_the_field(delta_rt, manager, field, send, code):
+    """An option is given or left out: ``null`` is neither (``"integrity": null`` is not a boolean), so the 400
+    names the field and what to send; nothing is created."""
+    response = _post(Client(), {"kind": "dry_run", "thread_ids": ["delta-f10-9t"], field: None}, **_bearer(manager))
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": code, "hint": JOB_BODY_HINT,
+        "detail": f"Invalid job: {field}: is null; send {send}, or leave {field} out for its default"}
+    assert not ConversionJob.objects.exists()
+
+
+def test_a_null_selection_field_is_still_not_given(delta_rt, manager):
+    """The selection fields are the exception: ``null`` names the one not used (docs/api.md)."""
+    response = _post(Client(), {"kind": "dry_run", "thread_ids": ["delta-f10-9t"], "filter": None,
+                                "backup_ids": None}, **_bearer(manager))
+    assert response.status_code == 201, response.content
+    assert response.json()["selection"] == {"thread_ids": ["delta-f10-9t"]}

@@ -92,9 +92,11 @@ def test_booleans_are_strict(delta_rt, manager, field, value):
     assert f"{field}: must be true or false (a JSON boolean), not {value!r}" in body["detail"]
 
 
-@pytest.mark.parametrize(("value", "stored"), [(False, False), (True, True), (None, True)])
+@pytest.mark.parametrize(("value", "stored"), [(False, False), (True, True), (..., True)])
 def test_real_booleans_are_taken(delta_rt, manager, value, stored):
-    response = _post({"kind": "dry_run", "thread_ids": ["delta-f10-1t"], "integrity": value}, manager)
+    """``...``: the field left out (its default); ``null`` is refused (tests/dashboard/jobs/test_api.py)."""
+    option = {} if value is ... else {"integrity": value}
+    response = _post({"kind": "dry_run", "thread_ids": ["delta-f10-1t"], **option}, manager)
     assert response.status_code == 201
     assert ConversionJob.objects.get().integrity is stored
 
@@ -131,10 +133,10 @@ def test_bad_result_pages_are_400(finished_job, viewer, query):
     assert response.json()["code"] == "invalid_parameters" and "results_limit <= 1000" in response.json()["hint"]
 
 
-@pytest.mark.parametrize(("value", "stored"), [(True, True), (False, False), (None, False)])
+@pytest.mark.parametrize(("value", "stored"), [(True, True), (False, False), (..., False)])
 def test_the_branch_ambiguity_acknowledgement_is_recorded_on_the_job(delta_rt, manager, value, stored):
-    response = _post({"kind": "dry_run", "thread_ids": ["delta-f10-1t"], "acknowledge_branch_ambiguous": value},
-                     manager)
+    option = {} if value is ... else {"acknowledge_branch_ambiguous": value}
+    response = _post({"kind": "dry_run", "thread_ids": ["delta-f10-1t"], **option}, manager)
     assert response.status_code == 201
     job = ConversionJob.objects.get()
     assert job.acknowledge_branch_ambiguous is stored

@@ -50,7 +50,7 @@ def test_dry_run_prints_bytes_and_snapshot_positions_and_writes_nothing(delta_rt
     assert "needs_compaction         full-rollback" in out and "already_delta            delta-f10-9t" in out
     line = next(x for x in out.splitlines() if "full-rollback" in x)
     assert "bytes now" in line and "after" in line and "freed" in line and "snapshots " in line and "at steps [" in line
-    assert "total: 1 thread(s); bytes now" in out and "would free" in out
+    assert "total: 1 thread; bytes now" in out and "would free" in out
     assert "answers 409" in out
     assert convert.list_backups(small_db) == [] and _markers(small_db, "full-rollback") == {None}
 
@@ -64,14 +64,15 @@ def test_all_yes_compacts_every_full_and_migrated_thread(delta_rt, small_db):
         assert _markers(small_db, thread_id) == {"delta"}, thread_id
     # nothing left to do
     code, out, _ = run("--to", "delta", "--all", "--yes")
-    assert code == 0 and "total: 0 thread(s)" in out
+    assert code == 0 and "total: 0 threads" in out
 
 
 def test_a_live_full_mode_process_refuses_unless_forced(delta_rt, small_db):
     _full_mode_process()
     code, out, err = run("--to", "delta", "--thread", "full-short-3t", "--yes")
     assert code == 2
-    assert "web@old-host:1" in out and "Refused: 1 live process(es)" in err and "--force-full-fleet" in err
+    assert "web@old-host:1" in out and "--force-full-fleet" in err
+    assert "Refused: 1 live process of the fleet runs in full mode" in err
     assert convert.list_backups(small_db) == []
     code, out, err = run("--to", "delta", "--thread", "full-short-3t", "--yes", "--force-full-fleet")
     assert code == 0, err
@@ -86,7 +87,7 @@ def test_a_stopped_full_mode_process_does_not_refuse(delta_rt, small_db):
 
 def test_a_failed_thread_makes_the_exit_status_1(delta_rt):
     code, out, err = run("--to", "delta", "--thread", "full-short-3t", "--thread", "no-such-thread", "--yes")
-    assert code == 1 and "1 thread(s) failed" in err
+    assert code == 1 and "1 thread failed" in err
     assert "not_found" in out and "hint: Check the thread id." in out and "  compacted " in out
 
 

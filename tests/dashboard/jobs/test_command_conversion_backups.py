@@ -24,7 +24,7 @@ def test_it_lists_and_purges(delta_rt, small_db):
     two = convert.convert_thread(small_db, "delta-f10-9t").backup_id
 
     listing = _output()
-    assert one in listing and two in listing and "2 backup(s); active: 2" in listing and "by hand" in listing
+    assert one in listing and two in listing and "2 backups; active: 2" in listing and "by hand" in listing
     assert two not in _output("--thread", "delta-f10-1t")
 
     assert f"purged {one}" in _output("--purge", one)

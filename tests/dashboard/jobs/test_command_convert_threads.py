@@ -57,7 +57,7 @@ def test_all_selects_every_thread_with_delta_evidence(delta_rt):
 
 def test_a_failed_thread_makes_the_exit_status_1(delta_rt):
     code, out, err = run("--to", "full", "--thread", "delta-f10-1t", "--thread", "no-such-thread", "--yes")
-    assert code == 1 and "1 thread(s) failed" in err
+    assert code == 1 and "1 thread failed" in err
     assert "not_found" in out and "hint: Check the thread id." in out
     assert ConversionJob.objects.get(kind="convert").state == "succeeded"  # the good thread was converted
 

@@ -63,7 +63,7 @@ def test_max_delete_per_run_stops_the_command_and_reports_where(runtime_for, dee
     assert data["max_delete_per_run"] == {"max_delete_per_run": 2, "stopped_at": 2, "skipped": 1}
     code, out, err = run("prune_threads", *_threads(*THREADS), "--delete-threads", "--max-delete-per-run", "1",
                          "--dry-run")
-    assert code == 0 and "stopped at the cap: 1 thread(s) to prune or delete" in out
+    assert code == 0 and "stopped at the cap: 1 thread to prune or delete" in out
 
 
 @pytest.mark.parametrize("value", ["-1", "two", "1.5"])

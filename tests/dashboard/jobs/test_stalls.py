@@ -108,14 +108,14 @@ def test_the_command_sends_a_run_thread_task_per_stalled_row(delta_rt, capsys):
     _age(job, 700)
     rows = list(job.results.filter(status=ThreadResult.QUEUED).order_by("id"))
     call_command("requeue_stalled_threads", "--dry-run")
-    assert capsys.readouterr().out.strip() == "2 thread task(s) queued for more than 600 s past their due time."
+    assert capsys.readouterr().out.strip() == "2 thread tasks queued for more than 600 s past their due time."
     before = _broker_messages()
     call_command("requeue_stalled_threads")
     out = capsys.readouterr().out.splitlines()
     new = {p: m for p, m in _broker_messages().items() if p not in before}
     try:
         assert out == [*(f"sent again: job {job.pk} thread {r.thread_id} (row {r.pk})" for r in rows),
-                       "2 thread task(s) sent again."]
+                       "2 thread tasks sent again."]
         assert sorted((m["headers"]["task"], m["headers"]["argsrepr"]) for m in new.values()) == \
             sorted(("jobs.run_thread", f"({r.pk},)") for r in rows)
         assert all(p.name.endswith(".checkpoints.delta.msg") for p in new)
@@ -123,7 +123,7 @@ def test_the_command_sends_a_run_thread_task_per_stalled_row(delta_rt, capsys):
         for path in new:
             path.unlink(missing_ok=True)
     call_command("requeue_stalled_threads")
-    assert capsys.readouterr().out.strip() == "0 thread task(s) sent again."
+    assert capsys.readouterr().out.strip() == "0 thread tasks sent again."
 
 
 def test_the_job_page_says_when_tasks_are_stalled_and_what_to_do(delta_rt, staff_client):

@@ -160,3 +160,33 @@ def test_throughput_intervals_and_bar_heights():
     assert charts.throughput_chart([], t0) is None
     assert [charts.interval_words(s) for s in (1, 10, 60, 300, 3600, 7200, 86400)] == [
         "second", "10 s", "minute", "5 min", "hour", "2 h", "day"]
+
+
+def test_a_long_thread_id_is_shortened_in_the_middle_and_whole_in_its_tooltip(staff_client):
+    """Labels keep both ends of a long id in the label column (a 24-cell monospace line ends before the
+    bars); the bar's tooltip and data attribute hold the whole id, escaped."""
+    t0 = timezone.now() - dt.timedelta(minutes=5)
+    head, tail = "deerflow-run-2026-12-05-", "-worker-7<b>&-0042"
+    long_id = head + "x" * 40 + tail
+    twin = head + "x" * 40 + "-worker-7<b>&-0043"
+    job = _job_with_rows("dry_run", [(long_id, 100, 300, t0, "needs_conversion"),
+                                     (twin, 100, 200, t0 + dt.timedelta(seconds=30), "needs_conversion"),
+                                     ("short", 100, 150, t0 + dt.timedelta(seconds=60), "needs_conversion")])
+    html = staff_client.get(f"/jobs/{job.pk}/").content
+    assert b"<b>" not in html and b"-worker-7&lt;b&gt;&amp;-0042" in html
+    groups = parse(html).find("svg", id="growth-chart").find_all("g", cls="bar")
+    labels = [g.find("text", cls="label") for g in groups]
+    assert [lab.text for lab in labels] == ["deerflow-run…-7<b>&-0042", "deerflow-run…-7<b>&-0043", "short"]
+    assert {lab.attrs["font-family"] for lab in labels} == {"monospace"}
+    cell = 0.6 * int(labels[0].attrs["font-size"])
+    assert charts.LABEL_CELLS * cell <= float(labels[0].attrs["x"])  # the longest label starts inside the svg
+    assert [g.attrs["data-thread-id"] for g in groups] == [long_id, twin, "short"]
+    assert groups[0].find("title").text.startswith(f"{long_id}: × 3.00")
+
+
+def test_a_hidden_character_is_shown_in_the_label_and_the_tooltip(staff_client):
+    t0 = timezone.now() - dt.timedelta(minutes=5)
+    job = _job_with_rows("dry_run", [("evil\u202etxt.exe", 100, 300, t0, "needs_conversion")])
+    group = parse(staff_client.get(f"/jobs/{job.pk}/").content).find("svg", id="growth-chart").find("g", cls="bar")
+    assert group.find("text", cls="label").text == "evil\\u202etxt.exe"
+    assert group.find("title").text.startswith("evil\\u202etxt.exe: ")

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,20 +75,14 @@ def broker_env() -> dict[str, str]:
 def home(tmp_path: Path, broker_kind: str, broker_env: dict) -> Iterator[dict]:
     """A dashboard home (delta config.yaml, fixture SQLite copy, migrated dashboard DB) on a private broker."""
     with helpers.private_broker(broker_kind, f"test_worker_brokers pid={os.getpid()}") as url:
-        config_path, var_dir = helpers.dashboard_home(tmp_path, "delta")
-        env = helpers.dashboard_env(config_path=config_path, var_dir=var_dir, CELERY_BROKER_URL=url, **broker_env)
-        helpers.run_manage(["migrate", "--noinput", "-v0"], env)
-        yield {"env": env, "root": tmp_path, "var": var_dir, "broker": broker_kind}
+        yield {**helpers.migrated_home(tmp_path, CELERY_BROKER_URL=url, **broker_env), "broker": broker_kind}
 
 
 @pytest.fixture
 def worker(home: dict) -> Iterator[helpers.ManagedProcess]:
-    node = f"jobs-delta-{uuid.uuid4().hex[:8]}@%h"
-    argv = [str(helpers.VENV_BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", "--concurrency=2",
-            "--pool=prefork", "-Q", "dashboard", "-n", node, "--without-heartbeat"]
-    proc = helpers.ManagedProcess.start("celery worker (delta)", argv, home["env"], home["root"] / "worker.log")
+    proc = helpers.start_worker(home["env"], home["root"] / "worker.log", name="celery worker (delta)",
+                                node="jobs-delta", concurrency=2, timeout=READY_TIMEOUT)
     try:
-        helpers.wait_for_log(proc, r"^.*\] (\S+@\S+) ready\.$", timeout=READY_TIMEOUT)
         yield proc
     finally:
         proc.stop()

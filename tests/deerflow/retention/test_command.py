@@ -83,7 +83,7 @@ def test_without_yes_and_without_a_terminal_nothing_is_confirmed(delta, monkeypa
 def test_a_failed_thread_exits_1_and_the_others_are_pruned(delta):
     code, out, err = run("--thread", "no-such-thread", "--thread", "delta-f10-9t", "--keep-last", "2", "--yes",
                          "--json")
-    assert code == 1 and "1 thread(s) failed" in err and "Check the thread id." in err
+    assert code == 1 and "1 thread failed" in err and "Check the thread id." in err
     statuses = {r["thread_id"]: r["status"] for r in json.loads(out)["threads"]}
     assert statuses == {"no-such-thread": "not_found", "delta-f10-9t": "pruned"}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from dashboard.commands import DashboardCommand
+from dashboard.formatting import plural
 from dashboard.runtime import get_runtime
 from deerflow.convert import BackupNotFoundError, list_backups, purge_backup
 
@@ -31,7 +32,7 @@ class Command(DashboardCommand):
         for b in backups:
             self.stdout.write(f"{b.backup_id}  {b.status:<8} {b.bytes:>12} bytes  {b.checkpoint_rows:>5} rows  "
                               f"{b.created_at}  {b.thread_id}  {b.note}")
-        self.stdout.write(f"{len(backups)} backup(s); active: {sum(1 for b in backups if b.status == 'active')}")
+        self.stdout.write(f"{plural(backups, 'backup')}; active: {sum(1 for b in backups if b.status == 'active')}")
 
     def _purge(self, database, backup_ids: list[str]) -> None:
         missing = []

@@ -36,6 +36,7 @@ from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import DashboardCommand, require_delta_mode
 from dashboard.errors.jobs import JobError
+from dashboard.formatting import plural
 from dashboard.jobs import services
 from dashboard.jobs.compact_command import CompactCommand
 from dashboard.jobs.models import ConversionJob, ThreadResult
@@ -150,7 +151,7 @@ class Command(DashboardCommand):
         rows = list(dry.results.filter(status="needs_conversion"))
         after = sum(r.bytes_after for r in rows)
         limit = settings.CONVERSION_SIZE_LIMIT_BYTES
-        question = (f"Convert {len(rows)} thread(s) to full? Stored bytes after: about {filesizeformat(after)}"
+        question = (f"Convert {plural(rows, 'thread')} to full? Stored bytes after: about {filesizeformat(after)}"
                     + (f", ABOVE the size limit of {filesizeformat(limit)}" if after > limit else "") + ". [y/N] ")
         if yes:
             return True
@@ -163,4 +164,4 @@ class Command(DashboardCommand):
         """Exit 1 when a thread failed in any of the jobs (a dry run's blocked thread was not converted)."""
         failed = sum(progress(job).failed for job in jobs)
         if failed:
-            raise CommandError(f"{failed} thread(s) failed; see the table above and /jobs/.", returncode=1)
+            raise CommandError(f"{plural(failed, 'thread')} failed; see the table above and /jobs/.", returncode=1)

@@ -55,6 +55,7 @@ from django.core.management.base import CommandError
 from django.template.defaultfilters import filesizeformat
 
 from dashboard.commands import DashboardCommand, require_delta_mode
+from dashboard.formatting import plural
 from dashboard.jobs import reservations
 from dashboard.runtime import get_runtime
 from deerflow.convert import reclaim_space
@@ -194,7 +195,7 @@ class Command(DashboardCommand):
         self._emit(results, reclaimed, opts, final=not opts["dry_run"])
         failed = [r for r in results if r.failed or r.status == reservations.RUN_IN_FLIGHT]
         if failed:
-            raise CommandError(f"{len(failed)} thread(s) failed; nothing was written to them (see above).",
+            raise CommandError(f"{plural(failed, 'thread')} failed; nothing was written to them (see above).",
                                returncode=1)
 
     def _run(self, database: Any, threads: list[str], opts: dict[str, Any], *, dry_run: bool) -> list[PruneReport]:
@@ -246,7 +247,7 @@ class Command(DashboardCommand):
         freed = sum(r.bytes_before - r.bytes_after for r in todo)
         backup = ("no backup: this cannot be reverted" if opts["no_backup"]
                   else "backed up first: bytes are freed only once the backups are purged")
-        self.stderr.write(f"Prune {len(todo)} thread(s): delete {deleted} checkpoint(s), about "
+        self.stderr.write(f"Prune {plural(todo, 'thread')}: delete {plural(deleted, 'checkpoint')}, about "
                           f"{filesizeformat(max(freed, 0))} ({backup}).")
         return input("Go ahead? [y/N] ").strip().lower() in ("y", "yes")
 
@@ -277,11 +278,11 @@ class Command(DashboardCommand):
             if chain:
                 self.stdout.write(f"    protected {chain} more: chain_to_seed (a kept checkpoint reads through them)")
             if r.unbranchable_checkpoint_ids:
-                self.stdout.write(f"    no longer resumable or forkable: {len(r.unbranchable_checkpoint_ids)} "
-                                  "older checkpoint(s) of the head's chain, "
+                self.stdout.write("    no longer resumable or forkable: "
+                                  f"{plural(r.unbranchable_checkpoint_ids, 'older checkpoint')} of the head's chain, "
                                   f"newest {r.unbranchable_checkpoint_ids[-1]}")
         total = sum(len(r.deleted_checkpoint_ids) for r in results)
-        self.stdout.write(f"{len(results)} thread(s); {total} checkpoint(s) "
+        self.stdout.write(f"{plural(results, 'thread')}; {plural(total, 'checkpoint')} "
                           + ("deleted" if final else "would be deleted")
                           + ("" if opts["no_backup"] or not final
                              else "; backups keep the deleted rows until purged (manage.py conversion_backups)"))
@@ -289,7 +290,7 @@ class Command(DashboardCommand):
             self.stdout.write(f"reclaimed: file bytes {reclaimed['file_bytes_before']} -> "
                               f"{reclaimed['file_bytes_after']}")
         if cap is not None and cap["skipped"]:
-            self.stdout.write(f"stopped at the cap: {cap['stopped_at']} thread(s) "
+            self.stdout.write(f"stopped at the cap: {plural(cap['stopped_at'], 'thread')} "
                               + ("pruned or deleted" if final else "to prune or delete")
                               + f" (--max-delete-per-run {cap['max_delete_per_run']}); {cap['skipped']} left for "
                               "the next run")

@@ -23,6 +23,7 @@ from django.core.management.base import CommandError
 
 from dashboard.commands import DashboardCommand
 from dashboard.errors.outages import OUTAGES, describe_outage, is_outage
+from dashboard.formatting import plural
 from dashboard.jobs import reservations, stalls
 from dashboard.jobs.models import ThreadResult
 from dashboard.jobs.tasks import send_again
@@ -43,7 +44,8 @@ class Command(DashboardCommand):
             raise CommandError(f"--older-than must be 0 or more seconds; got {threshold:g}.")
         if dry_run:
             count = stalls.stalled_rows(threshold)
-            self.stdout.write(f"{count} thread task(s) queued for more than {threshold:g} s past their due time.")
+            self.stdout.write(f"{plural(count, 'thread task')} queued for more than {threshold:g} s "
+                              "past their due time.")
             return
         from dashboard.jobs.batches import claim_batch
         from dashboard.jobs.tasks import send_batch
@@ -69,7 +71,7 @@ class Command(DashboardCommand):
             self.stdout.write(f"sent again: job {row.job_id} thread {row.thread_id} (row {row.pk})")
         for row in ThreadResult.objects.filter(id__in=recovery.ended).order_by("id"):
             self.stdout.write(f"worker lost: job {row.job_id} thread {row.thread_id} (row {row.pk}) {row.status}")
-        self.stdout.write(f"{len(ids)} thread task(s) sent again.")
+        self.stdout.write(f"{plural(ids, 'thread task')} sent again.")
         released = reservations.release_expired()
         if released:
-            self.stdout.write(f"released {len(released)} expired DeerFlow reservation(s): {', '.join(released)}")
+            self.stdout.write(f"released {plural(released, 'expired DeerFlow reservation')}: {', '.join(released)}")

@@ -15,6 +15,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from dashboard.commands import DashboardCommand
+from dashboard.formatting import plural
 from dashboard.jobs import reservations
 from dashboard.runtime import get_runtime
 from deerflow.convert import list_backups
@@ -47,7 +48,7 @@ class Command(DashboardCommand):
         for r in failed:
             self.stderr.write(f"{r.backup_id}: {r.error}\n  hint: {r.hint}")
         if failed:
-            raise CommandError(f"{len(failed)} backup(s) could not be restored (see above).", returncode=1)
+            raise CommandError(f"{plural(failed, 'backup')} could not be restored (see above).", returncode=1)
 
     @staticmethod
     def _revert(database: Any, backup_id: str) -> PruneReport:

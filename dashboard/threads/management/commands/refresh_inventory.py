@@ -12,6 +12,7 @@ from __future__ import annotations
 import json as jsonlib
 
 from dashboard.commands import DashboardCommand
+from dashboard.formatting import plural
 from dashboard.runtime import get_runtime
 from dashboard.threads import storage
 
@@ -30,7 +31,7 @@ class Command(DashboardCommand):
         if json:
             self.stdout.write(_dumps(report.as_dict()))
             return
-        self.stdout.write(f"Thread summary: {report.kind} refresh, {report.threads} thread(s) recomputed in "
+        self.stdout.write(f"Thread summary: {report.kind} refresh, {plural(report.threads, 'thread')} recomputed in "
                           f"{report.seconds:.2f} s; complete up to checkpoint {report.watermark or '—'}.")
 
 

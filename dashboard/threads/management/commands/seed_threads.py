@@ -34,6 +34,7 @@ from django.template.defaultfilters import filesizeformat
 from dashboard.commands import MEMORY_BACKEND_MESSAGE, DashboardCommand
 from dashboard.errors import describe
 from dashboard.errors.outages import postgres_where
+from dashboard.formatting import plural
 from dashboard.runtime import startup
 from deerflow.config import DatabaseConfig, LoadedConfig, load_config
 from deerflow.inventory import summary
@@ -161,7 +162,7 @@ class Command(DashboardCommand):
                         templates=opts["templates"])
         if not opts["json"]:
             self.stdout.write(f"Seeding {plan.threads:,} threads into {describe_database(database)}: recording "
-                              f"up to {min(plan.templates, plan.threads)} template run(s) of {plan.turns_max} "
+                              f"up to {plural(min(plan.templates, plan.threads), 'template run')} of {plan.turns_max} "
                               "turns first.")
         try:
             report = seed_threads(database, plan, progress=None if opts["json"] else self._progress)
