@@ -21,7 +21,7 @@ So a prune costs the kept checkpoints (read through LangGraph's reader
 before and after, the verification) plus one pass of the database over the
 deleted rows, as LangGraph's own ``prune`` does.
 
-:func:`read_nodes` gives ``None`` when the thread is not for this path
+:func:`thread_facts` gives no nodes when the thread is not for this path
 (a parent link that does not resolve to an older checkpoint of its
 namespace: the walk reports it), and :func:`needs_general_path` tells a
 chain start that needs a rebase; the caller then takes the general path.
@@ -45,15 +45,13 @@ __all__ = [
     "delete_planned",
     "garbage_blobs",
     "has_delta_evidence",
+    "kept_bytes_digests",
     "read_bytes_digest",
     "read_bytes_digests",
-    "read_nodes",
-    "read_nodes_many",
     "seeds",
     "stored_bytes",
     "stores_none",
     "thread_facts",
-    "writes_owners_many",
 ]
 
 _Key = tuple[str, str]
@@ -63,32 +61,6 @@ _CHECKPOINT_COLS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
 _BLOB_COLS = "thread_id, checkpoint_ns, channel, version, type, blob"
 _IN_KEYS = "(checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[]))"
 _IN_BLOBS = "(checkpoint_ns, channel, version) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))"
-
-
-def read_nodes(session: ConversionSession, thread_id: str, owners: set[_Key]) -> list[Node] | None:
-    """Every checkpoint of the thread as a plan :class:`Node`, from its columns (no value decoded).
-
-    Args:
-        session: an open Postgres session.
-        thread_id: the thread.
-        owners: ``{(checkpoint_ns, checkpoint_id)}`` with writes rows stored under them.
-
-    Returns:
-        The nodes, or ``None`` when a parent link does not name an older checkpoint of the same
-        namespace (a dangling link or a loop: only the walk can say what that thread reads).
-    """
-    return read_nodes_many(session, [thread_id], {thread_id: owners})[thread_id]
-
-
-def read_nodes_many(session: ConversionSession, thread_ids: list[str],
-                    owners: dict[str, set[_Key]]) -> dict[str, list[Node] | None]:
-    """:func:`read_nodes` of several threads in one statement: ``{thread_id: nodes or None}`` (``[]``: none stored)."""
-    # one JSON document per thread: decoding it once is far cheaper than one jsonb value per row
-    docs = {r["thread_id"]: r["rows"] or [] for r in session.query(
-        "SELECT thread_id, jsonb_agg(jsonb_build_array(checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, "
-        "checkpoint -> 'channel_versions')) AS rows FROM checkpoints WHERE thread_id = ANY(?) GROUP BY thread_id",
-        [thread_ids])}
-    return {t: _nodes(docs.get(t, []), owners.get(t, set())) for t in thread_ids}
 
 
 def _nodes(rows: list[list[Any]], owners: set[_Key]) -> list[Node] | None:
@@ -107,7 +79,7 @@ class ThreadFacts:
 
     Attributes:
         count, newest: the watermark (checkpoint count, newest id).
-        nodes: the plan's nodes (:func:`read_nodes`'s rule: ``None`` when a parent link does not resolve);
+        nodes: the plan's nodes (``None`` when a parent link does not name an older checkpoint of its namespace);
             ``[]`` when not asked for.
         owners: ``{(checkpoint_ns, checkpoint_id)}`` with writes rows.
         blob_keys: ``{(checkpoint_ns, channel, version)}`` of the thread's blobs.
@@ -143,15 +115,6 @@ def thread_facts(session: ConversionSession, thread_id: str, *, with_nodes: bool
     nodes = _nodes(row["nodes"] or [], owners) if with_nodes else []
     return ThreadFacts(int(row["n"]), row["newest"], nodes, owners,
                        {(ns, ch, v) for ns, ch, v in row["blobs"] or []}, int(row["b"]))
-
-
-def writes_owners_many(session: ConversionSession, thread_ids: list[str]) -> dict[str, set[_Key]]:
-    """``{thread_id: {(checkpoint_ns, checkpoint_id)}}`` of the checkpoints with writes rows, in one statement."""
-    out: dict[str, set[_Key]] = {t: set() for t in thread_ids}
-    for r in session.query(f"SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM "
-                           f"{session.dialect.writes_table} WHERE thread_id = ANY(?)", [thread_ids]):
-        out[r["thread_id"]].add((r["checkpoint_ns"], r["checkpoint_id"]))
-    return out
 
 
 def seeds(session: ConversionSession, thread_id: str, keys: Iterable[_Key]) -> set[_Key]:
@@ -227,6 +190,30 @@ def read_bytes_digests(session: ConversionSession, threads: dict[str, tuple[Iter
         f"md5(blob), task_path)) FROM {writes} WHERE {in_keys}) AS parts GROUP BY thread_id",
         [*ck, *bk, *ck])
     out = {t: "" for t in threads}
+    out.update({r["thread_id"]: str(r["digest"]) for r in rows})
+    return out
+
+
+def kept_bytes_digests(session: ConversionSession, kept: dict[str, set[_Key]]) -> dict[str, str]:
+    """:func:`read_bytes_digest` of the ``kept`` checkpoints of several threads, in one statement, with the blobs
+    found from the kept rows' own ``channel_versions`` (so no node is needed): ``{thread_id: digest}``."""
+    keys = sorted((t, *k) for t, ks in kept.items() for k in ks)
+    ck = [list(col) for col in zip(*keys, strict=True)] if keys else [[], [], []]
+    writes = session.dialect.writes_table
+    in_keys = "(thread_id, checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))"
+    rows = session.query(
+        "SELECT thread_id, md5(string_agg(h, ',' ORDER BY h)) AS digest FROM ("
+        "SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, type, checkpoint::text, "
+        f"metadata::text)) AS h FROM checkpoints WHERE {in_keys} UNION ALL "
+        "SELECT DISTINCT b.thread_id, md5(concat_ws('/', b.checkpoint_ns, b.channel, b.version, b.type, md5(b.blob))) "
+        "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
+        "JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns "
+        f"AND b.channel = v.key AND b.version = v.value WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN "
+        "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) "
+        "UNION ALL SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, task_id, idx::text, channel, "
+        f"type, md5(blob), task_path)) FROM {writes} WHERE {in_keys}) AS parts GROUP BY thread_id",
+        [*ck, *ck, *ck])
+    out = dict.fromkeys(kept, "")
     out.update({r["thread_id"]: str(r["digest"]) for r in rows})
     return out
 
