@@ -50,6 +50,7 @@ __all__ = [
     "read_bytes_digests",
     "seeds",
     "stored_bytes",
+    "stored_messages",
     "stores_none",
     "thread_facts",
 ]
@@ -136,6 +137,21 @@ def seeds(session: ConversionSession, thread_id: str, keys: Iterable[_Key]) -> s
         f"FROM checkpoints c WHERE c.thread_id = ? AND {_IN_KEYS.replace('(checkpoint_ns', '(c.checkpoint_ns')}",
         [thread_id, [k[0] for k in keys], [k[1] for k in keys]])
     return {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows if r["version"] is None or r["stored"]}
+
+
+def stored_messages(session: ConversionSession, thread_id: str, keys: Iterable[_Key]) -> dict[_Key, tuple[str, bytes]]:
+    """``{key: (type, bytes)}``: the ``messages`` blob of each checkpoint's own ``messages`` version, as stored
+    (keys without one are left out)."""
+    keys = sorted(keys)
+    if not keys:
+        return {}
+    rows = session.query(
+        "SELECT c.checkpoint_ns, c.checkpoint_id, b.type, b.blob FROM checkpoints c JOIN checkpoint_blobs b "
+        "ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages' "
+        "AND b.version = c.checkpoint -> 'channel_versions' ->> 'messages' "
+        f"WHERE c.thread_id = ? AND {_IN_KEYS.replace('(checkpoint_ns', '(c.checkpoint_ns')}",
+        [thread_id, [k[0] for k in keys], [k[1] for k in keys]])
+    return {(r["checkpoint_ns"], r["checkpoint_id"]): (r["type"], bytes(r["blob"])) for r in rows}
 
 
 def stores_none(session: ConversionSession, thread_id: str) -> bool:
