@@ -264,14 +264,14 @@ def delete_planned(session: ConversionSession, thread_id: str, plan: Plan, garba
     blob_keys = [[b[0] for b in blobs], [b[1] for b in blobs], [b[2] for b in blobs]]
     writes, cols = session.dialect.writes_table, session.dialect.write_columns
     statements = [
-        (writes, cols, f"thread_id = ? AND {_IN_KEYS}", keys, "dfa_backup_writes"),
-        ("checkpoints", _CHECKPOINT_COLS, f"thread_id = ? AND {_IN_KEYS}", keys, "dfa_backup_checkpoints"),
-        ("checkpoint_blobs", _BLOB_COLS, f"thread_id = ? AND {_IN_BLOBS}", blob_keys, "dfa_backup_blobs"),
+        (writes, cols, _IN_KEYS, keys, "dfa_backup_writes"),
+        ("checkpoints", _CHECKPOINT_COLS, _IN_KEYS, keys, "dfa_backup_checkpoints"),
+        ("checkpoint_blobs", _BLOB_COLS, _IN_BLOBS, blob_keys, "dfa_backup_blobs"),
     ]
     if backup_id is None:
-        for table, _cols, where, params, _into in statements:
+        for table, _cols, in_keys, params, _into in statements:
             if params[0]:
-                session.execute(f"DELETE FROM {table} WHERE {where}", [thread_id, *params])
+                session.execute(f"DELETE FROM {table} WHERE thread_id = ? AND {in_keys}", [thread_id, *params])
     else:
         _move(session, thread_id, statements, backup_id, note, size)
     starts = sorted(plan.chain_starts)
@@ -301,23 +301,25 @@ def stored_bytes(session: ConversionSession, thread_id: str) -> int:
 
 def _move(session: ConversionSession, thread_id: str, statements: list[tuple[str, str, str, list[Any], str]],
           backup_id: str, note: str, size: int) -> None:
-    """Move the deleted rows into the backup (one statement per table), then copy the kept ones."""
+    """Move the deleted rows into the backup and copy the kept ones beside them: one statement per table (the
+    copy reads the statement's snapshot, before its delete), and one for the backup's record."""
     if session.conn not in _HAS_BACKUP_TABLES:
         backups.ensure_whole_thread_tables(session)
     counts = {}
-    for table, cols, where, params, into in statements:
-        moved = 0
-        if params[0]:
-            moved = session.execute(
-                f"WITH d AS (DELETE FROM {table} WHERE {where} RETURNING {cols}) "
-                f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM d", [thread_id, *params, backup_id])
-        copied = session.execute(f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM {table} "
-                                 "WHERE thread_id = ?", [backup_id, thread_id])
-        counts[table] = moved + copied
+    for table, cols, in_keys, params, into in statements:
+        if not params[0]:
+            counts[table] = session.execute(f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM {table} "
+                                            "WHERE thread_id = ?", [backup_id, thread_id])
+            continue
+        counts[table] = session.execute(
+            f"WITH d AS (DELETE FROM {table} WHERE thread_id = ? AND {in_keys} RETURNING {cols}) "
+            f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM d "
+            f"UNION ALL SELECT ?, {cols} FROM {table} WHERE thread_id = ? AND NOT {in_keys}",
+            [thread_id, *params, backup_id, backup_id, thread_id, *params])
     created = dt.datetime.now(dt.UTC).isoformat()
     others = sum(n for table, n in counts.items() if table != "checkpoints")
     session.execute(
-        "INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, status, note) "
-        "VALUES (?, ?, ?, ?, ?, ?, 'active', ?)",
+        "WITH b AS (INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, "
+        "status, note) VALUES (?, ?, ?, ?, ?, ?, 'active', ?) RETURNING backup_id) "
+        "INSERT INTO dfa_backup_scopes (backup_id, scope) SELECT backup_id, 'thread' FROM b",
         [backup_id, thread_id, created, counts["checkpoints"], others, size, note])
-    session.execute("INSERT INTO dfa_backup_scopes (backup_id, scope) VALUES (?, 'thread')", [backup_id])
