@@ -31,11 +31,11 @@ rows under no checkpoint, the blobs no kept checkpoint references).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from deerflow.errors import StorageError
+from deerflow.retention.batchfacts import BatchFacts, read_batch_facts, writes_facts
 from deerflow.retention.plan import Node, Plan, plan_keep_last
 from deerflow.retention.report import PruneReport
 from deerflow.retention.setbased import kept_bytes_digests
@@ -93,7 +93,7 @@ def _saver_type() -> Any:
 def _prune(session: Any, thread_ids: list[str]) -> dict[str, PruneReport]:
     for t in thread_ids:
         session.lock_thread(t)
-    before = _read_before(session, thread_ids)
+    before = read_batch_facts(session, thread_ids)
     plans = {t: plan for t, facts in before.items() if not facts.refused and (plan := _plan(facts.nodes)) is not None}
     if not plans:
         return {}
@@ -125,77 +125,6 @@ def _plan(nodes: list[Node] | None) -> Plan | None:
 
 
 @dataclass
-class _Facts:
-    """One thread as this path reads it: the plan's nodes (``None``: a parent link does not resolve), whether
-    LangGraph's ``keep_latest`` would not do the plan (delta evidence, a format before v4), the writes rows
-    stored under no checkpoint, and the bytes in LangGraph's three tables."""
-
-    nodes: list[Node] | None
-    refused: bool
-    orphan_writes: set[_Key]
-    stored_bytes: int
-
-
-def _read_before(session: Any, thread_ids: list[str]) -> dict[str, _Facts]:
-    """Every thread's :class:`_Facts` in one statement, from the columns the plan needs (no value decoded).
-
-    A node carries ``metadata.parents`` only in a subgraph call's namespace (the one place the plan reads it).
-    """
-    d = session.dialect
-    rows = session.query(
-        "SELECT thread_id, array_agg(checkpoint_ns) AS ns, array_agg(checkpoint_id) AS ids, "
-        "array_agg(parent_checkpoint_id) AS parents, "
-        "array_agg(CASE WHEN strpos(checkpoint_ns, ':') > 0 THEN metadata ->> 'parents' END) AS roots, "
-        "array_agg((thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, checkpoint_ns, checkpoint_id "
-        f"FROM {d.writes_table} WHERE thread_id = ANY(?))) AS owns, "
-        "bool_or(metadata -> 'counters_since_delta_snapshot' IS NOT NULL "
-        "OR metadata -> 'delta_writes_versioned' IS NOT NULL "
-        "OR COALESCE(checkpoint ->> 'v', '0')::int < 4) AS refused, "
-        f"SUM({d.checkpoint_bytes(None)}) AS b FROM checkpoints WHERE thread_id = ANY(?) GROUP BY thread_id",
-        [thread_ids, thread_ids])
-    orphans, others = _writes_facts(session, thread_ids)
-    out = {}
-    for r in rows:
-        t = r["thread_id"]
-        nodes = _nodes(r["ns"], r["ids"], r["parents"], r["roots"], r["owns"])
-        out[t] = _Facts(nodes, bool(r["refused"]), orphans[t], int(r["b"] or 0) + others[t])
-    return out
-
-
-def _nodes(namespaces: list[str], ids: list[str], parents: list[str | None], roots: list[str | None],
-           owns: list[bool]) -> list[Node] | None:
-    """The plan's nodes (``None`` when a parent link does not name an older checkpoint of its namespace)."""
-    keys = set(zip(namespaces, ids, strict=True))
-    nodes = []
-    for ns, cid, parent, root, owned in zip(namespaces, ids, parents, roots, owns, strict=True):
-        if parent is not None and (parent >= cid or (ns, parent) not in keys):
-            return None
-        nodes.append(Node(ns, cid, parent, {"parents": json.loads(root)} if root else {}, {}, bool(owned)))
-    return nodes
-
-
-def _writes_facts(session: Any, thread_ids: list[str]) -> tuple[dict[str, set[_Key]], dict[str, int]]:
-    """``({thread_id: keys of writes rows under no checkpoint}, {thread_id: bytes of writes rows and blobs})``."""
-    d = session.dialect
-    orphans: dict[str, set[_Key]] = {t: set() for t in thread_ids}
-    sizes = dict.fromkeys(thread_ids, 0)
-    for r in session.query(
-            f"SELECT thread_id, NULL AS ns, NULL AS id, SUM({d.write_bytes(None)})::bigint AS b FROM {d.writes_table} "
-            "WHERE thread_id = ANY(?) GROUP BY thread_id UNION ALL "
-            f"SELECT thread_id, NULL, NULL, SUM({d.blob_bytes()}) FROM checkpoint_blobs WHERE thread_id = ANY(?) "
-            "GROUP BY thread_id UNION ALL "
-            f"SELECT DISTINCT w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::bigint FROM {d.writes_table} w "
-            "WHERE w.thread_id = ANY(?) AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id "
-            "AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
-            [thread_ids, thread_ids, thread_ids]):
-        if r["ns"] is None:
-            sizes[r["thread_id"]] += int(r["b"] or 0)
-        else:
-            orphans[r["thread_id"]].add((r["ns"], r["id"]))
-    return orphans, sizes
-
-
-@dataclass
 class _After:
     """One thread after LangGraph's ``prune``: the checkpoints left, the writes rows under no checkpoint, the
     blobs no checkpoint left references, and the bytes in LangGraph's three tables."""
@@ -215,7 +144,7 @@ def _read_after(session: Any, thread_ids: list[str]) -> dict[str, _After]:
             f"{d.checkpoint_bytes(None)} AS b FROM checkpoints WHERE thread_id = ANY(?)", [thread_ids]):
         out[r["thread_id"]].left.add((r["checkpoint_ns"], r["checkpoint_id"]))
         out[r["thread_id"]].stored_bytes += int(r["b"] or 0)
-    orphans, sizes = _writes_facts(session, thread_ids)
+    orphans, sizes = writes_facts(session, thread_ids)
     for r in session.query(
             "SELECT b.thread_id, COUNT(*) AS n FROM checkpoint_blobs b WHERE b.thread_id = ANY(?) AND NOT EXISTS "
             "(SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
@@ -226,7 +155,7 @@ def _read_after(session: Any, thread_ids: list[str]) -> dict[str, _After]:
     return out
 
 
-def _verify(session: Any, kept: dict[str, set[_Key]], before: dict[str, _Facts], after: dict[str, _After],
+def _verify(session: Any, kept: dict[str, set[_Key]], before: dict[str, BatchFacts], after: dict[str, _After],
             kept_digest: dict[str, str]) -> None:
     """Exactly the planned checkpoints left, their stored bytes unchanged, no writes row of a deleted checkpoint
     (the writes rows under no checkpoint are the ones before) and no blob that no kept checkpoint references
