@@ -10,17 +10,26 @@ start-up paid once:
   LangGraph's ``PostgresSaver.prune(thread_ids, strategy="keep_latest")``
   prunes exactly as planned (:mod:`deerflow.retention.delegate`), is handed
   to that ``prune`` inside our transaction and verified before commit;
+* any other keep-last prune first plans the threads with at most ``n``
+  checkpoints from one statement over the batch
+  (:mod:`deerflow.retention.batchfacts`): one it leaves as it is gets its
+  ``nothing_to_prune`` report there, without a transaction of its own (what
+  :func:`prune_thread` would have found, read and rolled back);
 * every other thread takes :func:`prune_thread`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from deerflow.config.database_config import DatabaseConfig
+from deerflow.errors import StorageError
+from deerflow.retention.batchfacts import read_batch_facts
 from deerflow.retention.delegate import keep_latest_with_langgraph
+from deerflow.retention.plan import plan_keep_last
 from deerflow.retention.prune import check_rule, prune_thread
 from deerflow.retention.report import PruneReport
 from deerflow.storage.dialect import Dialect
@@ -105,7 +114,42 @@ def prune_threads(target: DatabaseConfig | Any, thread_ids: Iterable[str], rule:
     with SharedConnection(target) as shared:
         if rule == "keep_last" and n == 1 and not protect and not dry_run and not backup:
             reports.update(keep_latest_with_langgraph(shared, ids))
+        elif rule == "keep_last":
+            reports.update(_left_as_they_are(shared, ids, n or 1, protect))
         for t in ids:
             if t not in reports:
                 reports[t] = prune_thread(target, t, rule, shared=shared, **options)
     return [reports[t] for t in ids]
+
+
+def _left_as_they_are(shared: SharedConnection, thread_ids: list[str], n: int,
+                      protect: set[str]) -> dict[str, PruneReport]:
+    """``{thread_id: nothing_to_prune report}`` of the threads a keep-last ``n`` prune deletes nothing of.
+
+    Planned on one read-only snapshot, from one statement over the threads with at most ``n`` checkpoints
+    (a longer thread leaves one, at least, unless protected ids keep it: :func:`prune_thread` plans it); the
+    others, and all when a read fails, are left out.
+    """
+    started = time.monotonic()
+    try:
+        with shared.session(write=False) as session:
+            short = [r["thread_id"] for r in session.query(
+                "SELECT thread_id FROM checkpoints WHERE thread_id = ANY(?) GROUP BY thread_id HAVING COUNT(*) <= ?",
+                [thread_ids, n])]
+            facts = read_batch_facts(session, short) if short else {}
+    except StorageError:
+        return {}
+    reports = {}
+    for t, fact in facts.items():
+        if not fact.nodes:
+            continue
+        plan = plan_keep_last(fact.nodes, n, protect)
+        if plan.deleted:
+            continue
+        report = PruneReport(thread_id=t, rule="keep_last", attempts=1, status="nothing_to_prune",
+                             bytes_before=fact.stored_bytes, bytes_after=fact.stored_bytes)
+        report.describe(plan, [])
+        reports[t] = report
+    for report in reports.values():
+        report.duration_s = round((time.monotonic() - started) / len(thread_ids), 3)
+    return reports

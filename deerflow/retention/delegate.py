@@ -21,22 +21,24 @@ checkpoints' stored bytes (rows, the blobs they name, their writes rows) are
 unchanged, and no writes row of a deleted checkpoint and no garbage blob is
 left. A failed check, a refusal or a concurrent change rolls the whole batch
 back and the caller prunes those threads one by one on our own path.
+
+What is read costs what LangGraph's ``prune`` reads, or less: the plan comes
+from one statement over the batch's ``checkpoints`` rows (ids, parent links,
+whether writes rows are stored under each; no value decoded), and the checks
+after the ``prune`` read only what is left (the kept checkpoints, the writes
+rows under no checkpoint, the blobs no kept checkpoint references).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from deerflow.errors import StorageError
+from deerflow.retention.batchfacts import BatchFacts, read_batch_facts, writes_facts
 from deerflow.retention.plan import Node, Plan, plan_keep_last
 from deerflow.retention.report import PruneReport
-from deerflow.retention.setbased import (
-    garbage_blobs,
-    has_delta_evidence,
-    read_bytes_digests,
-    read_nodes_many,
-    writes_owners_many,
-)
+from deerflow.retention.setbased import kept_bytes_digests
 
 __all__ = ["keep_latest_with_langgraph", "saver_prunes"]
 
@@ -91,26 +93,20 @@ def _saver_type() -> Any:
 def _prune(session: Any, thread_ids: list[str]) -> dict[str, PruneReport]:
     for t in thread_ids:
         session.lock_thread(t)
-    owners = writes_owners_many(session, thread_ids)
-    nodes = read_nodes_many(session, thread_ids, owners)
-    old = {r["thread_id"] for r in session.query(
-        "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id = ANY(?) "
-        "AND COALESCE(checkpoint ->> 'v', '0')::int < 4", [thread_ids])}
-    plans = {t: plan for t in thread_ids if t not in old and (plan := _plan(nodes[t])) is not None}
+    before = read_batch_facts(session, thread_ids)
+    plans = {t: plan for t, facts in before.items() if not facts.refused and (plan := _plan(facts.nodes)) is not None}
     if not plans:
         return {}
     chosen = sorted(plans)
-    before_bytes = _stored_bytes(session, chosen)
-    blob_keys = _blob_keys(session, chosen)
-    garbage = {t: garbage_blobs(nodes[t] or [], plans[t], blob_keys[t]) for t in chosen}
-    kept_digest = read_bytes_digests(session, {t: (nodes[t] or [], plans[t].kept) for t in chosen})
+    kept = {t: plans[t].kept for t in chosen}
+    kept_digest = kept_bytes_digests(session, kept)
     session.saver.prune(chosen, strategy="keep_latest")
-    _verify(session, chosen, nodes, plans, garbage, kept_digest)
-    after_bytes = _stored_bytes(session, chosen)
+    after = _read_after(session, chosen)
+    _verify(session, kept, before, after, kept_digest)
     reports = {}
     for t in chosen:
         report = PruneReport(thread_id=t, rule="keep_last", attempts=1, status="pruned",
-                             bytes_before=before_bytes[t], bytes_after=after_bytes[t])
+                             bytes_before=before[t].stored_bytes, bytes_after=after[t].stored_bytes)
         report.describe(plans[t], [])
         reports[t] = report
     session.commit()
@@ -119,7 +115,7 @@ def _prune(session: Any, thread_ids: list[str]) -> dict[str, PruneReport]:
 
 def _plan(nodes: list[Node] | None) -> Plan | None:
     """The keep-last-1 plan when LangGraph's ``keep_latest`` does exactly it, else ``None``."""
-    if not nodes or has_delta_evidence(nodes):
+    if not nodes:
         return None
     plan = plan_keep_last(nodes, 1)
     heads = {(ns, cid) for (ns, cid), reason in plan.protected.items() if reason == "head"}
@@ -128,37 +124,44 @@ def _plan(nodes: list[Node] | None) -> Plan | None:
     return plan
 
 
-def _stored_bytes(session: Any, thread_ids: list[str]) -> dict[str, int]:
+@dataclass
+class _After:
+    """One thread after LangGraph's ``prune``: the checkpoints left, the writes rows under no checkpoint, the
+    blobs no checkpoint left references, and the bytes in LangGraph's three tables."""
+
+    left: set[_Key]
+    orphan_writes: set[_Key]
+    unreferenced_blobs: int
+    stored_bytes: int
+
+
+def _read_after(session: Any, thread_ids: list[str]) -> dict[str, _After]:
+    """Every pruned thread's :class:`_After` (two statements; what is left is a few rows per thread)."""
     d = session.dialect
-    out = dict.fromkeys(thread_ids, 0)
+    out = {t: _After(set(), set(), 0, 0) for t in thread_ids}
     for r in session.query(
-            f"SELECT thread_id, SUM({d.checkpoint_bytes(None)}) AS b FROM checkpoints WHERE thread_id = ANY(?) "
-            f"GROUP BY thread_id UNION ALL SELECT thread_id, SUM({d.write_bytes(None)}) FROM {d.writes_table} "
-            f"WHERE thread_id = ANY(?) GROUP BY thread_id UNION ALL SELECT thread_id, SUM({d.blob_bytes()}) "
-            "FROM checkpoint_blobs WHERE thread_id = ANY(?) GROUP BY thread_id",
-            [thread_ids, thread_ids, thread_ids]):
-        out[r["thread_id"]] += int(r["b"] or 0)
-    return out
-
-
-def _blob_keys(session: Any, thread_ids: list[str]) -> dict[str, set[tuple[str, str, str]]]:
-    out: dict[str, set[tuple[str, str, str]]] = {t: set() for t in thread_ids}
-    for r in session.query("SELECT thread_id, checkpoint_ns, channel, version FROM checkpoint_blobs "
-                           "WHERE thread_id = ANY(?)", [thread_ids]):
-        out[r["thread_id"]].add((r["checkpoint_ns"], r["channel"], r["version"]))
-    return out
-
-
-def _verify(session: Any, thread_ids: list[str], nodes: dict[str, Any], plans: dict[str, Plan],
-            garbage: dict[str, set[tuple[str, str, str]]], kept_digest: dict[str, str]) -> None:
-    left: dict[str, set[_Key]] = {t: set() for t in thread_ids}
-    for r in session.query("SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
-                           "WHERE thread_id = ANY(?)", [thread_ids]):
-        left[r["thread_id"]].add((r["checkpoint_ns"], r["checkpoint_id"]))
-    owners = writes_owners_many(session, thread_ids)
-    blobs = _blob_keys(session, thread_ids)
-    after = read_bytes_digests(session, {t: (nodes[t] or [], plans[t].kept) for t in thread_ids})
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, "
+            f"{d.checkpoint_bytes(None)} AS b FROM checkpoints WHERE thread_id = ANY(?)", [thread_ids]):
+        out[r["thread_id"]].left.add((r["checkpoint_ns"], r["checkpoint_id"]))
+        out[r["thread_id"]].stored_bytes += int(r["b"] or 0)
+    orphans, sizes = writes_facts(session, thread_ids)
+    for r in session.query(
+            "SELECT b.thread_id, COUNT(*) AS n FROM checkpoint_blobs b WHERE b.thread_id = ANY(?) AND NOT EXISTS "
+            "(SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
+            "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) GROUP BY b.thread_id", [thread_ids]):
+        out[r["thread_id"]].unreferenced_blobs = int(r["n"])
     for t in thread_ids:
-        if left[t] != plans[t].kept or owners[t] & plans[t].deleted or blobs[t] & garbage[t] \
-                or after[t] != kept_digest[t]:
+        out[t].orphan_writes, out[t].stored_bytes = orphans[t], out[t].stored_bytes + sizes[t]
+    return out
+
+
+def _verify(session: Any, kept: dict[str, set[_Key]], before: dict[str, BatchFacts], after: dict[str, _After],
+            kept_digest: dict[str, str]) -> None:
+    """Exactly the planned checkpoints left, their stored bytes unchanged, no writes row of a deleted checkpoint
+    (the writes rows under no checkpoint are the ones before) and no blob that no kept checkpoint references
+    (so none a deleted one used; a thread that had such blobs before is left to our own path)."""
+    digest = kept_bytes_digests(session, kept)
+    for t, keys in kept.items():
+        if after[t].left != keys or after[t].orphan_writes != before[t].orphan_writes \
+                or after[t].unreferenced_blobs or digest[t] != kept_digest[t]:
             raise _Rollback(t)

@@ -2,16 +2,22 @@
 
 The accessor is built in ONE place (:func:`langgraph_reader`), so a change
 of :class:`~deerflow.runtime.checkpoint_state.CheckpointStateAccessor`'s
-constructor is a one-line change here.
+constructor is a one-line change here. Its graph (the delta-mode state
+graph ``CheckpointStateAccessor.for_saver`` compiles) is compiled once per
+cadence and copied onto each saver: compiling it is most of an accessor's
+cost, and a prune reads through a new one per thread.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from deerflow.convert.digest import channels_sha256, messages_sha256
+from deerflow.runtime.checkpoint_mode import resolve_checkpoint_snapshot_frequency
 from deerflow.runtime.checkpoint_state import CheckpointStateAccessor
+from deerflow.runtime.mutation_graph import build_state_mutation_graph
 from deerflow.storage.addressing import config_for
 
 if TYPE_CHECKING:
@@ -23,8 +29,16 @@ Reading = tuple[str, str]  # (messages_sha256, channels_sha256)
 
 
 def langgraph_reader(saver: BaseCheckpointSaver[Any]) -> CheckpointStateAccessor:
-    """A delta-mode accessor over ``saver`` (a delta-mode process reads both modes)."""
-    return CheckpointStateAccessor.for_saver(saver, mode="delta")
+    """A delta-mode accessor over ``saver`` (a delta-mode process reads both modes), as
+    ``CheckpointStateAccessor.for_saver(saver, mode="delta")`` builds it."""
+    graph = _reading_graph(resolve_checkpoint_snapshot_frequency())
+    return CheckpointStateAccessor(graph.copy(update={"checkpointer": saver}), saver, mode="delta")
+
+
+@functools.lru_cache(maxsize=4)
+def _reading_graph(snapshot_frequency: int) -> Any:
+    """The delta-mode state graph ``for_saver`` compiles (default node and schema), without a checkpointer."""
+    return build_state_mutation_graph("manual_state_update", "delta", snapshot_frequency=snapshot_frequency)
 
 
 def read_through_langgraph(saver: BaseCheckpointSaver[Any], thread_id: str, keys: Iterable[tuple[str, str]],

@@ -21,7 +21,7 @@ So a prune costs the kept checkpoints (read through LangGraph's reader
 before and after, the verification) plus one pass of the database over the
 deleted rows, as LangGraph's own ``prune`` does.
 
-:func:`read_nodes` gives ``None`` when the thread is not for this path
+:func:`thread_facts` gives no nodes when the thread is not for this path
 (a parent link that does not resolve to an older checkpoint of its
 namespace: the walk reports it), and :func:`needs_general_path` tells a
 chain start that needs a rebase; the caller then takes the general path.
@@ -45,15 +45,14 @@ __all__ = [
     "delete_planned",
     "garbage_blobs",
     "has_delta_evidence",
+    "kept_bytes_digests",
     "read_bytes_digest",
     "read_bytes_digests",
-    "read_nodes",
-    "read_nodes_many",
     "seeds",
     "stored_bytes",
+    "stored_messages",
     "stores_none",
     "thread_facts",
-    "writes_owners_many",
 ]
 
 _Key = tuple[str, str]
@@ -63,32 +62,6 @@ _CHECKPOINT_COLS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_i
 _BLOB_COLS = "thread_id, checkpoint_ns, channel, version, type, blob"
 _IN_KEYS = "(checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[]))"
 _IN_BLOBS = "(checkpoint_ns, channel, version) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))"
-
-
-def read_nodes(session: ConversionSession, thread_id: str, owners: set[_Key]) -> list[Node] | None:
-    """Every checkpoint of the thread as a plan :class:`Node`, from its columns (no value decoded).
-
-    Args:
-        session: an open Postgres session.
-        thread_id: the thread.
-        owners: ``{(checkpoint_ns, checkpoint_id)}`` with writes rows stored under them.
-
-    Returns:
-        The nodes, or ``None`` when a parent link does not name an older checkpoint of the same
-        namespace (a dangling link or a loop: only the walk can say what that thread reads).
-    """
-    return read_nodes_many(session, [thread_id], {thread_id: owners})[thread_id]
-
-
-def read_nodes_many(session: ConversionSession, thread_ids: list[str],
-                    owners: dict[str, set[_Key]]) -> dict[str, list[Node] | None]:
-    """:func:`read_nodes` of several threads in one statement: ``{thread_id: nodes or None}`` (``[]``: none stored)."""
-    # one JSON document per thread: decoding it once is far cheaper than one jsonb value per row
-    docs = {r["thread_id"]: r["rows"] or [] for r in session.query(
-        "SELECT thread_id, jsonb_agg(jsonb_build_array(checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, "
-        "checkpoint -> 'channel_versions')) AS rows FROM checkpoints WHERE thread_id = ANY(?) GROUP BY thread_id",
-        [thread_ids])}
-    return {t: _nodes(docs.get(t, []), owners.get(t, set())) for t in thread_ids}
 
 
 def _nodes(rows: list[list[Any]], owners: set[_Key]) -> list[Node] | None:
@@ -107,7 +80,7 @@ class ThreadFacts:
 
     Attributes:
         count, newest: the watermark (checkpoint count, newest id).
-        nodes: the plan's nodes (:func:`read_nodes`'s rule: ``None`` when a parent link does not resolve);
+        nodes: the plan's nodes (``None`` when a parent link does not name an older checkpoint of its namespace);
             ``[]`` when not asked for.
         owners: ``{(checkpoint_ns, checkpoint_id)}`` with writes rows.
         blob_keys: ``{(checkpoint_ns, channel, version)}`` of the thread's blobs.
@@ -125,15 +98,16 @@ class ThreadFacts:
 def thread_facts(session: ConversionSession, thread_id: str, *, with_nodes: bool) -> ThreadFacts:
     """:class:`ThreadFacts` of one thread, in one statement (one round trip)."""
     d = session.dialect
-    nodes_sql = ("(SELECT jsonb_agg(jsonb_build_array(checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, "
+    # json, not jsonb: the server only writes the documents out (building jsonb ones costs twice the read)
+    nodes_sql = ("(SELECT json_agg(json_build_array(checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, "
                  "checkpoint -> 'channel_versions')) FROM checkpoints WHERE thread_id = ?)") if with_nodes else "NULL"
     row = session.query(
         "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?) AS n, "
         "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?) AS newest, "
         f"{nodes_sql} AS nodes, "
-        "(SELECT jsonb_agg(DISTINCT jsonb_build_array(checkpoint_ns, checkpoint_id)) "
-        f"FROM {d.writes_table} WHERE thread_id = ?) AS owners, "
-        "(SELECT jsonb_agg(jsonb_build_array(checkpoint_ns, channel, version)) FROM checkpoint_blobs "
+        "(SELECT json_agg(json_build_array(checkpoint_ns, checkpoint_id)) FROM (SELECT DISTINCT checkpoint_ns, "
+        f"checkpoint_id FROM {d.writes_table} WHERE thread_id = ?) AS o) AS owners, "
+        "(SELECT json_agg(json_build_array(checkpoint_ns, channel, version)) FROM checkpoint_blobs "
         "WHERE thread_id = ?) AS blobs, "
         f"(SELECT COALESCE(SUM({d.checkpoint_bytes(None)}), 0) FROM checkpoints WHERE thread_id = ?) + "
         f"(SELECT COALESCE(SUM({d.write_bytes(None)}), 0) FROM {d.writes_table} WHERE thread_id = ?) + "
@@ -143,15 +117,6 @@ def thread_facts(session: ConversionSession, thread_id: str, *, with_nodes: bool
     nodes = _nodes(row["nodes"] or [], owners) if with_nodes else []
     return ThreadFacts(int(row["n"]), row["newest"], nodes, owners,
                        {(ns, ch, v) for ns, ch, v in row["blobs"] or []}, int(row["b"]))
-
-
-def writes_owners_many(session: ConversionSession, thread_ids: list[str]) -> dict[str, set[_Key]]:
-    """``{thread_id: {(checkpoint_ns, checkpoint_id)}}`` of the checkpoints with writes rows, in one statement."""
-    out: dict[str, set[_Key]] = {t: set() for t in thread_ids}
-    for r in session.query(f"SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM "
-                           f"{session.dialect.writes_table} WHERE thread_id = ANY(?)", [thread_ids]):
-        out[r["thread_id"]].add((r["checkpoint_ns"], r["checkpoint_id"]))
-    return out
 
 
 def seeds(session: ConversionSession, thread_id: str, keys: Iterable[_Key]) -> set[_Key]:
@@ -173,6 +138,21 @@ def seeds(session: ConversionSession, thread_id: str, keys: Iterable[_Key]) -> s
         f"FROM checkpoints c WHERE c.thread_id = ? AND {_IN_KEYS.replace('(checkpoint_ns', '(c.checkpoint_ns')}",
         [thread_id, [k[0] for k in keys], [k[1] for k in keys]])
     return {(r["checkpoint_ns"], r["checkpoint_id"]) for r in rows if r["version"] is None or r["stored"]}
+
+
+def stored_messages(session: ConversionSession, thread_id: str, keys: Iterable[_Key]) -> dict[_Key, tuple[str, bytes]]:
+    """``{key: (type, bytes)}``: the ``messages`` blob of each checkpoint's own ``messages`` version, as stored
+    (keys without one are left out)."""
+    keys = sorted(keys)
+    if not keys:
+        return {}
+    rows = session.query(
+        "SELECT c.checkpoint_ns, c.checkpoint_id, b.type, b.blob FROM checkpoints c JOIN checkpoint_blobs b "
+        "ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages' "
+        "AND b.version = c.checkpoint -> 'channel_versions' ->> 'messages' "
+        f"WHERE c.thread_id = ? AND {_IN_KEYS.replace('(checkpoint_ns', '(c.checkpoint_ns')}",
+        [thread_id, [k[0] for k in keys], [k[1] for k in keys]])
+    return {(r["checkpoint_ns"], r["checkpoint_id"]): (r["type"], bytes(r["blob"])) for r in rows}
 
 
 def stores_none(session: ConversionSession, thread_id: str) -> bool:
@@ -231,6 +211,30 @@ def read_bytes_digests(session: ConversionSession, threads: dict[str, tuple[Iter
     return out
 
 
+def kept_bytes_digests(session: ConversionSession, kept: dict[str, set[_Key]]) -> dict[str, str]:
+    """:func:`read_bytes_digest` of the ``kept`` checkpoints of several threads, in one statement, with the blobs
+    found from the kept rows' own ``channel_versions`` (so no node is needed): ``{thread_id: digest}``."""
+    keys = sorted((t, *k) for t, ks in kept.items() for k in ks)
+    ck = [list(col) for col in zip(*keys, strict=True)] if keys else [[], [], []]
+    writes = session.dialect.writes_table
+    in_keys = "(thread_id, checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))"
+    rows = session.query(
+        "SELECT thread_id, md5(string_agg(h, ',' ORDER BY h)) AS digest FROM ("
+        "SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, type, checkpoint::text, "
+        f"metadata::text)) AS h FROM checkpoints WHERE {in_keys} UNION ALL "
+        "SELECT DISTINCT b.thread_id, md5(concat_ws('/', b.checkpoint_ns, b.channel, b.version, b.type, md5(b.blob))) "
+        "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
+        "JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns "
+        f"AND b.channel = v.key AND b.version = v.value WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN "
+        "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) "
+        "UNION ALL SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, task_id, idx::text, channel, "
+        f"type, md5(blob), task_path)) FROM {writes} WHERE {in_keys}) AS parts GROUP BY thread_id",
+        [*ck, *ck, *ck])
+    out = dict.fromkeys(kept, "")
+    out.update({r["thread_id"]: str(r["digest"]) for r in rows})
+    return out
+
+
 def garbage_blobs(nodes: Iterable[Node], plan: Plan, blob_keys: set[_BlobKey],
                   overrides: dict[_Key, dict[str, Any]] | None = None) -> set[_BlobKey]:
     """Blobs a deleted checkpoint used and no kept one does (LangGraph ``prune``'s rule).
@@ -260,14 +264,14 @@ def delete_planned(session: ConversionSession, thread_id: str, plan: Plan, garba
     blob_keys = [[b[0] for b in blobs], [b[1] for b in blobs], [b[2] for b in blobs]]
     writes, cols = session.dialect.writes_table, session.dialect.write_columns
     statements = [
-        (writes, cols, f"thread_id = ? AND {_IN_KEYS}", keys, "dfa_backup_writes"),
-        ("checkpoints", _CHECKPOINT_COLS, f"thread_id = ? AND {_IN_KEYS}", keys, "dfa_backup_checkpoints"),
-        ("checkpoint_blobs", _BLOB_COLS, f"thread_id = ? AND {_IN_BLOBS}", blob_keys, "dfa_backup_blobs"),
+        (writes, cols, _IN_KEYS, keys, "dfa_backup_writes"),
+        ("checkpoints", _CHECKPOINT_COLS, _IN_KEYS, keys, "dfa_backup_checkpoints"),
+        ("checkpoint_blobs", _BLOB_COLS, _IN_BLOBS, blob_keys, "dfa_backup_blobs"),
     ]
     if backup_id is None:
-        for table, _cols, where, params, _into in statements:
+        for table, _cols, in_keys, params, _into in statements:
             if params[0]:
-                session.execute(f"DELETE FROM {table} WHERE {where}", [thread_id, *params])
+                session.execute(f"DELETE FROM {table} WHERE thread_id = ? AND {in_keys}", [thread_id, *params])
     else:
         _move(session, thread_id, statements, backup_id, note, size)
     starts = sorted(plan.chain_starts)
@@ -297,23 +301,25 @@ def stored_bytes(session: ConversionSession, thread_id: str) -> int:
 
 def _move(session: ConversionSession, thread_id: str, statements: list[tuple[str, str, str, list[Any], str]],
           backup_id: str, note: str, size: int) -> None:
-    """Move the deleted rows into the backup (one statement per table), then copy the kept ones."""
+    """Move the deleted rows into the backup and copy the kept ones beside them: one statement per table (the
+    copy reads the statement's snapshot, before its delete), and one for the backup's record."""
     if session.conn not in _HAS_BACKUP_TABLES:
         backups.ensure_whole_thread_tables(session)
     counts = {}
-    for table, cols, where, params, into in statements:
-        moved = 0
-        if params[0]:
-            moved = session.execute(
-                f"WITH d AS (DELETE FROM {table} WHERE {where} RETURNING {cols}) "
-                f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM d", [thread_id, *params, backup_id])
-        copied = session.execute(f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM {table} "
-                                 "WHERE thread_id = ?", [backup_id, thread_id])
-        counts[table] = moved + copied
+    for table, cols, in_keys, params, into in statements:
+        if not params[0]:
+            counts[table] = session.execute(f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM {table} "
+                                            "WHERE thread_id = ?", [backup_id, thread_id])
+            continue
+        counts[table] = session.execute(
+            f"WITH d AS (DELETE FROM {table} WHERE thread_id = ? AND {in_keys} RETURNING {cols}) "
+            f"INSERT INTO {into} (backup_id, {cols}) SELECT ?, {cols} FROM d "
+            f"UNION ALL SELECT ?, {cols} FROM {table} WHERE thread_id = ? AND NOT {in_keys}",
+            [thread_id, *params, backup_id, backup_id, thread_id, *params])
     created = dt.datetime.now(dt.UTC).isoformat()
     others = sum(n for table, n in counts.items() if table != "checkpoints")
     session.execute(
-        "INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, status, note) "
-        "VALUES (?, ?, ?, ?, ?, ?, 'active', ?)",
+        "WITH b AS (INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, "
+        "status, note) VALUES (?, ?, ?, ?, ?, ?, 'active', ?) RETURNING backup_id) "
+        "INSERT INTO dfa_backup_scopes (backup_id, scope) SELECT backup_id, 'thread' FROM b",
         [backup_id, thread_id, created, counts["checkpoints"], others, size, note])
-    session.execute("INSERT INTO dfa_backup_scopes (backup_id, scope) VALUES (?, 'thread')", [backup_id])

@@ -47,6 +47,7 @@ from deerflow.retention.setbased import (
     has_delta_evidence,
     read_bytes_digest,
     seeds,
+    stored_messages,
     stores_none,
     thread_facts,
 )
@@ -105,8 +106,9 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     # With the heads kept, a kept checkpoint reads its own rows, the writes of its kept ancestors and its chain
     # start's value: so the kept rows' bytes, unchanged, and the chain starts, read the same through LangGraph's
     # reader, prove every kept checkpoint reads as before. Full-mode chain starts store their value in their
-    # rows; delta ones are read (all channels) before and after, with the kept checkpoints that share a rebased
-    # one's ``messages`` version (the split-version rule needs their readings).
+    # rows; delta ones are read (all channels) before, with the kept checkpoints that share a rebased one's
+    # ``messages`` version (the split-version rule needs their readings), and again after the deletes unless
+    # their stored ``messages`` blob is their reading's own encoding (:func:`_stored_as_read`).
     by_bytes = old_heads == new_heads
     if by_bytes:
         read_keys = sorted((plan.chain_starts if has_delta_evidence(nodes) else set()) | set(to_rebase)
@@ -114,9 +116,11 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
         rows_keys = plan.kept - set(to_rebase)
     else:
         read_keys, rows_keys = sorted(plan.kept | set(old_heads.items())), set()
-    before, messages = _read(store, thread_id, read_keys, digest, set(to_rebase))
+    values, messages = _read(store, thread_id, read_keys)
     if any(tuples[k] is None or k not in messages for k in to_rebase):
         return False  # LangGraph's reader cannot read a chain start: the walk's findings say why
+    # the readings' digests where a rebase or the walk's comparison needs them now; the others only if read again
+    before = _readings(values, messages, read_keys if to_rebase or not by_bytes else [], digest)
     targets = _versions(store, facts, nodes, before, to_rebase) if to_rebase else {}
     garbage = garbage_blobs(nodes, plan, facts.blob_keys, {k: {"messages": v} for k, v in targets.items()})
     if dry_run:
@@ -127,6 +131,9 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
         return True
     written = {(k[0], "messages", str(v)) for k, v in targets.items()}  # the rebases' snapshots (read below)
     rows_digest = read_bytes_digest(store.session, thread_id, nodes, rows_keys, written) if by_bytes else ""
+    proven = _stored_as_read(store, thread_id, read_keys, messages, to_rebase) if by_bytes else set()
+    reread = [k for k in read_keys if k not in proven] if by_bytes else []
+    before.update(_readings(values, messages, [k for k in reread if k not in before], digest))
     if backup and store.persistent:
         report.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     delete_planned(store.session, thread_id, plan, garbage, backup_id=report.backup_id,
@@ -138,8 +145,8 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     if by_bytes:
         if read_bytes_digest(store.session, thread_id, nodes, rows_keys, written) != rows_digest:
             raise _fail("a kept checkpoint's stored rows changed during the prune", {})
-        if read_keys and read_through_langgraph(store.saver, thread_id, read_keys, digest) != before:
-            raise GeneralPathNeeded(read_keys)  # a chain start reads differently: the general path's rules decide
+        if reread and read_through_langgraph(store.saver, thread_id, reread, digest) != {k: before[k] for k in reread}:
+            raise GeneralPathNeeded(reread)  # a chain start reads differently: the general path's rules decide
     else:
         _verify_readings(store, thread_id, plan, before, digest, old_heads)
     _verify_rows(after, plan, garbage, new_heads)
@@ -154,24 +161,38 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     return True
 
 
-def _read(store: Any, thread_id: str, keys: list[_Key], digest: Any,
-          keep: set[_Key]) -> tuple[dict[_Key, Any], dict[_Key, list[Any]]]:
-    """Readings through LangGraph's reader (as :func:`read_through_langgraph`) and the ``messages`` read at the
-    ``keep`` keys (the chain starts to rebase; absent where the reader failed)."""
+def _read(store: Any, thread_id: str, keys: list[_Key]) -> tuple[dict[_Key, Any], dict[_Key, list[Any]]]:
+    """``({key: values read, or the failed reading}, {key: messages read})`` through LangGraph's reader, each
+    key read once (a failed reading is :func:`read_through_langgraph`'s; no ``messages`` for it)."""
     reader = langgraph_reader(store.saver)
-    readings: dict[_Key, Any] = {}
+    values: dict[_Key, Any] = {}
     messages: dict[_Key, list[Any]] = {}
     for ns, cid in keys:
         try:
-            values = reader.get(config_for(thread_id, ns, cid)).values
+            values[(ns, cid)] = reader.get(config_for(thread_id, ns, cid)).values
         except Exception as exc:  # noqa: BLE001 - a reader failure is a difference (and no rebase)
-            readings[(ns, cid)] = (f"error: {type(exc).__name__}: {exc}", "")
+            values[(ns, cid)] = (f"error: {type(exc).__name__}: {exc}", "")
             continue
-        listed = list(values.get("messages") or [])
-        readings[(ns, cid)] = (digest(listed), channels_sha256(values))
-        if (ns, cid) in keep:
-            messages[(ns, cid)] = listed
-    return readings, messages
+        messages[(ns, cid)] = list(values[(ns, cid)].get("messages") or [])
+    return values, messages
+
+
+def _readings(values: dict[_Key, Any], messages: dict[_Key, list[Any]], keys: list[_Key],
+              digest: Any) -> dict[_Key, Any]:
+    """``{key: (messages_sha256, channels_sha256)}`` of :func:`_read`'s values, as :func:`read_through_langgraph`
+    gives them (a failed reading as it was)."""
+    return {k: (digest(messages[k]), channels_sha256(values[k])) if k in messages else values[k] for k in keys}
+
+
+def _stored_as_read(store: Any, thread_id: str, keys: list[_Key], messages: dict[_Key, list[Any]],
+                    rebased: list[_Key]) -> set[_Key]:
+    """The ``keys`` (none rebased) whose stored ``messages`` value, the blob of their own version, is byte for
+    byte LangGraph's reading of them encoded as a ``_DeltaSnapshot`` by the saver's serializer. Such a
+    checkpoint reads that blob and its other channels from its own rows: with those bytes unchanged it reads
+    as before whatever became of its ancestors, so it needs no second reading."""
+    stored = stored_messages(store.session, thread_id, [k for k in keys if k in messages and k not in rebased])
+    return {k for k, value in stored.items()
+            if value == store.saver.serde.dumps_typed(_DeltaSnapshot(messages[k]))}
 
 
 def _inputs_after_pending_writes(nodes: list[Any]) -> bool:

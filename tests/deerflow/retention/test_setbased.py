@@ -222,3 +222,27 @@ def test_a_failed_check_after_langgraphs_prune_rolls_the_batch_back(pg, monkeypa
     assert used[0] == {"write": True, "repeatable_read": True} and len(used) == 3
     for t in ("a", "b"):
         assert len(ids(pg, t)) == 1 and raw_rows(pg, t) != before[t]
+
+
+def test_a_batch_reports_the_threads_it_leaves_as_they_are_without_pruning_each(pg, monkeypatch):
+    turns(pg, "short", 1, mode="full")
+    turns(pg, "forked", 1, mode="delta")
+    branched(pg, "branched", mode="full")  # a sibling branch goes, however few checkpoints the thread has
+    n = max(len(ids(pg, t)) for t in ("short", "forked", "branched"))
+    one_by_one = {t: keep_last(pg, t, n, dry_run=True) for t in ("short", "forked", "branched")}
+    assert [r.status for r in one_by_one.values()] == ["nothing_to_prune", "nothing_to_prune", "would_prune"]
+    pruned: list[str] = []
+    real = batch_module.prune_thread
+
+    def spy(target: Any, thread_id: str, *args: Any, **kwargs: Any) -> Any:
+        pruned.append(thread_id)
+        return real(target, thread_id, *args, **kwargs)
+
+    monkeypatch.setattr(batch_module, "prune_thread", spy)
+    before = all_rows(pg)
+    reports = prune_threads(pg, ["short", "forked", "branched"], "keep_last", n=n, dry_run=True)
+    assert pruned == ["branched"] and all_rows(pg) == before
+    for report in reports:
+        assert report.as_dict() | {"duration_s": 0} == one_by_one[report.thread_id].as_dict() | {"duration_s": 0}
+    assert reports[0].kept_checkpoint_ids == sorted(ids(pg, "short"))
+    assert reports[0].protected == [{"checkpoint_ns": "", "checkpoint_id": max(ids(pg, "short")), "reason": "head"}]
