@@ -114,12 +114,16 @@ def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *
     Returns:
         The new backup's :class:`BackupInfo` (``blob_rows`` counts blobs and
         writes rows of a whole-thread backup; ``bytes`` their stored size).
+
+    Raises:
+        ValueError: ``move_messages`` with ``whole_thread``, or on SQLite (no blob table); nothing is written.
     """
+    if move_messages is not None and (whole_thread or not session.dialect.has_blob_table):
+        raise ValueError("move_messages moves the messages blobs of a conversion backup on Postgres: "
+                         "not with whole_thread, nor on a backend without a blob table")
     session.ensure_backup_tables()
     if whole_thread:
         ensure_whole_thread_tables(session)
-    if move_messages is not None and (whole_thread or not session.dialect.has_blob_table):
-        raise ValueError("move_messages moves Postgres messages blobs of a conversion backup, not of a whole thread")
     rows = session.execute(
         f"INSERT INTO dfa_backup_checkpoints (backup_id, {_CHECKPOINT_COLS}) "
         f"SELECT ?, {_CHECKPOINT_COLS} FROM checkpoints WHERE thread_id = ?", [backup_id, thread_id])

@@ -186,7 +186,7 @@ def test_a_backup_that_moves_blobs_holds_the_same_rows_and_deletes_only_those(sc
         plain = copy_to_backup(session, "plain", "moved")
         session.commit()
     with open_session(scratch_db) as session:
-        with pytest.raises(ValueError, match="whole thread"):
+        with pytest.raises(ValueError, match="not with whole_thread"):
             copy_to_backup(session, "refused", "moved", whole_thread=True, move_messages=("", moved))
     with open_session(scratch_db) as session:
         info = copy_to_backup(session, "moving", "moved", move_messages=("", moved))
