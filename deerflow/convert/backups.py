@@ -95,7 +95,7 @@ def _scope(session: ConversionSession, backup_id: str) -> str:
 
 
 def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *, note: str = "",
-                   whole_thread: bool = False) -> BackupInfo:
+                   whole_thread: bool = False, move_messages: tuple[str, list[str]] | None = None) -> BackupInfo:
     """Copy the thread's rows into the backup tables (inside the session's transaction).
 
     Args:
@@ -106,11 +106,21 @@ def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *
         whole_thread: also copy every blob (all channels; Postgres) and every
             writes row, so :func:`restore_rows` can put the whole thread back
             byte for byte after rows were deleted (retention).
+        move_messages: ``(checkpoint_ns, versions)``: Postgres, not with ``whole_thread``: the thread's
+            ``messages`` blobs of that namespace at those versions are deleted by the statement that copies
+            them (``DELETE ... RETURNING`` into the backup: one pass over their stored values instead of a copy
+            and then a delete); the backup holds the same rows either way.
 
     Returns:
         The new backup's :class:`BackupInfo` (``blob_rows`` counts blobs and
         writes rows of a whole-thread backup; ``bytes`` their stored size).
+
+    Raises:
+        ValueError: ``move_messages`` with ``whole_thread``, or on SQLite (no blob table); nothing is written.
     """
+    if move_messages is not None and (whole_thread or not session.dialect.has_blob_table):
+        raise ValueError("move_messages moves the messages blobs of a conversion backup on Postgres: "
+                         "not with whole_thread, nor on a backend without a blob table")
     session.ensure_backup_tables()
     if whole_thread:
         ensure_whole_thread_tables(session)
@@ -124,12 +134,19 @@ def copy_to_backup(session: ConversionSession, backup_id: str, thread_id: str, *
         blobs, extra = _copy_whole_thread(session, backup_id, thread_id)
         size += extra
     elif session.dialect.has_blob_table:
-        blobs = session.execute(
-            f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} FROM checkpoint_blobs "
-            "WHERE thread_id = ? AND channel = 'messages'", [backup_id, thread_id])
         size += int(session.query(f"SELECT COALESCE(SUM({session.dialect.blob_bytes()}), 0) AS b "
                                   "FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages'",
                                   [thread_id])[0]["b"])
+        if move_messages is not None:
+            ns, versions = move_messages
+            blobs = session.execute(
+                f"WITH moved AS (DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
+                f"AND channel = 'messages' AND version = ANY(?) RETURNING {_BLOB_COLS}) "
+                f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} FROM moved",
+                [thread_id, ns, versions, backup_id])
+        blobs += session.execute(
+            f"INSERT INTO dfa_backup_blobs (backup_id, {_BLOB_COLS}) SELECT ?, {_BLOB_COLS} FROM checkpoint_blobs "
+            "WHERE thread_id = ? AND channel = 'messages'", [backup_id, thread_id])
     created = dt.datetime.now(dt.UTC).isoformat()
     session.execute(
         "INSERT INTO dfa_backups (backup_id, thread_id, created_at, checkpoint_rows, blob_rows, bytes, status, note) "

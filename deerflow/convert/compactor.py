@@ -205,11 +205,15 @@ class _Writer:
         self.backup_id: str | None = None
         self.snapshot_blobs: set[tuple[str, str]] = set()  # Postgres: (ns, version) written as a snapshot
 
-    def _back_up(self) -> None:
-        if self.backup_id is None:
-            self.session.ensure_backup_tables()
-            self.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-            backups.copy_to_backup(self.session, self.backup_id, self.thread_id, note=self.note)
+    def _back_up(self, move_messages: tuple[str, list[str]] | None = None) -> bool:
+        """Back up the thread once; True when this call did, moving ``move_messages`` (Postgres blobs)."""
+        if self.backup_id is not None:
+            return False
+        self.session.ensure_backup_tables()
+        self.backup_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        backups.copy_to_backup(self.session, self.backup_id, self.thread_id, note=self.note,
+                               move_messages=move_messages)
+        return True
 
     def begin_namespace(self, ns: str, tuples: dict[str, Any]) -> None:
         """Postgres: delete the full ``messages`` blobs at the versions this namespace's rewrites use.
@@ -217,12 +221,13 @@ class _Writer:
         The saver's blob upsert keeps an existing row, and a delta-mode reader
         takes any blob at a checkpoint's version as its seed, so a non-snapshot
         version must have none. Which checkpoints are rewritten does not depend
-        on their values (:func:`is_full_checkpoint`). Part of the transaction.
+        on their values (:func:`is_full_checkpoint`). Part of the transaction. The first namespace's
+        blobs leave in the backup's own statement (:func:`~deerflow.convert.backups.copy_to_backup`'s
+        ``move_messages``: copied and deleted in one pass).
         """
         versions = sorted({str(t.checkpoint["channel_versions"]["messages"]) for t in tuples.values()
                            if is_full_checkpoint(t) and _has_messages(t)})
-        if self.session.dialect.has_blob_table and versions:
-            self._back_up()
+        if self.session.dialect.has_blob_table and versions and not self._back_up(move_messages=(ns, versions)):
             self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
                                  "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])
 

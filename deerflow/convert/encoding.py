@@ -95,13 +95,15 @@ class SharingDecoder:
         self._hook: Callable[[int, bytes], Any] | None = getattr(inner, "_unpack_ext_hook", None)
         self._cache: dict[bytes, Any] = {}
         self.prefixes = PrefixDecoder(self._unpack)
+        # a thread's snapshots, read newest first, are each a prefix of the one before: compared among themselves
+        self.snapshots = PrefixDecoder(self._unpack)
 
     def _unpack(self, raw: bytes) -> Any:
         return ormsgpack.unpackb(raw, ext_hook=self._ext, option=ormsgpack.OPT_NON_STR_KEYS)
 
     def _ext(self, code: int, data: bytes) -> Any:
         if code == EXT_DELTA_SNAPSHOT:
-            return _DeltaSnapshot(ormsgpack.unpackb(data, ext_hook=self._ext, option=ormsgpack.OPT_NON_STR_KEYS))
+            return _DeltaSnapshot(self.snapshots.loads(data))
         assert self._hook is not None, "loads_typed uses this ext hook only when the serializer has one"
         if code != EXT_PYDANTIC_V2:
             return self._hook(code, data)

@@ -165,3 +165,42 @@ def test_revert_of_a_tampered_backup_fails_verification_and_changes_nothing(scra
     assert diff["converted_sha256"] != diff["restored_sha256"] and diff["checkpoint_id"]
     assert raw_rows(scratch_db, "tamper") == converted
     assert [b.status for b in list_backups(scratch_db, "tamper")] == ["active"]
+
+
+def test_a_backup_that_moves_blobs_holds_the_same_rows_and_deletes_only_those(scratch_db):
+    if scratch_db.backend != "postgres":
+        pytest.skip("moving blobs into the backup is Postgres only (SQLite has no blob table)")
+    from deerflow.convert.backups import copy_to_backup
+    from deerflow.storage.sessions import open_session
+
+    with open_saver(scratch_db) as saver:  # full mode: every checkpoint's messages list is its own blob
+        graph = agent_graph(saver, mode="full", tool_every=2)
+        for t in range(4):
+            run_turn(graph, "moved", human(t))
+    versions = [r[0] for r in execute(scratch_db, "SELECT version FROM checkpoint_blobs WHERE thread_id = ? "
+                                      "AND channel = 'messages' ORDER BY version", ("moved",))]
+    moved, kept = versions[::2], versions[1::2]
+    assert moved and kept
+    before = raw_rows(scratch_db, "moved")
+    with open_session(scratch_db) as session:
+        plain = copy_to_backup(session, "plain", "moved")
+        session.commit()
+    with open_session(scratch_db) as session:
+        with pytest.raises(ValueError, match="not with whole_thread"):
+            copy_to_backup(session, "refused", "moved", whole_thread=True, move_messages=("", moved))
+    with open_session(scratch_db) as session:
+        info = copy_to_backup(session, "moving", "moved", move_messages=("", moved))
+        session.commit()
+    assert (info.checkpoint_rows, info.blob_rows, info.bytes) == (plain.checkpoint_rows, plain.blob_rows, plain.bytes)
+    assert info.blob_rows == len(versions)
+
+    def backed_up(backup_id: str) -> list[tuple]:
+        return execute(scratch_db, "SELECT checkpoint_ns, channel, version, type, blob FROM dfa_backup_blobs "
+                       "WHERE backup_id = ? ORDER BY 1, 2, 3", (backup_id,))
+
+    assert backed_up("moving") == backed_up("plain") == [r for r in before["blobs"] if r[1] == "messages"]
+    after = raw_rows(scratch_db, "moved")
+    assert [r for r in after["blobs"] if r[1] == "messages"] == [
+        r for r in before["blobs"] if r[1] == "messages" and r[2] in kept]
+    assert [r for r in after["blobs"] if r[1] != "messages"] == [r for r in before["blobs"] if r[1] != "messages"]
+    assert after["checkpoints"] == before["checkpoints"] and after["writes"] == before["writes"]

@@ -8,6 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from deerflow._langgraph_compat import _DeltaSnapshot
 from deerflow.convert.encoding import SharingDecoder
 from deerflow.convert.shared_prefix import PrefixDecoder
 
@@ -156,3 +157,27 @@ def _raw_checkpoint(checkpoint: dict) -> bytes:
     type_, raw = SERDE.dumps_typed(checkpoint)
     assert type_ == "msgpack"
     return raw
+
+
+def test_snapshots_are_sliced_from_each_other_not_from_the_writes_between_them():
+    """A delta thread's ``_DeltaSnapshot`` s read newest first (writes read between them) share their items."""
+    full = _messages(60)
+    decoder = _decoder()
+
+    def snapshot(n: int) -> bytes:
+        return SERDE.dumps_typed(_DeltaSnapshot(full[:n]))[1]
+
+    newest = _loads(decoder, snapshot(60))
+    assert isinstance(newest, _DeltaSnapshot) and newest.value == full
+    for n in (50, 40, 30):
+        for k in range(6):  # pending writes (small lists of new messages) read between two snapshots
+            assert _loads(decoder, _raw([full[n + k % 3]])) == [full[n + k % 3]]
+        got = _loads(decoder, snapshot(n))
+        want = SERDE.loads_typed(("msgpack", snapshot(n)))
+        assert isinstance(got, _DeltaSnapshot) and got.value == want.value == full[:n]
+        assert all(a is b for a, b in zip(got.value, newest.value, strict=False))  # sliced, not decoded again
+    longer = _loads(decoder, SERDE.dumps_typed(_DeltaSnapshot(full + _messages(61)[60:]))[1])
+    assert longer.value == full + _messages(61)[60:] and longer.value[0] is newest.value[0]  # only the tail decoded
+    assert decoder.snapshots.counts == {"full": 1, "prefix": 3, "tail": 1}
+    edited = full[:20] + [HumanMessage("edited", id="m-20")]
+    assert _loads(decoder, SERDE.dumps_typed(_DeltaSnapshot(edited))[1]).value == edited  # different bytes: in full
