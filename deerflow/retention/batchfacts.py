@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deerflow.retention.plan import Node
+from deerflow.runtime.delta_evidence import PRUNE_REFUSES
 
 __all__ = ["BatchFacts", "read_batch_facts", "writes_facts"]
 
@@ -40,16 +41,15 @@ def read_batch_facts(session: Any, thread_ids: list[str]) -> dict[str, BatchFact
     A node carries ``metadata.parents`` only in a subgraph call's namespace (the one place the plan reads it).
     """
     d = session.dialect
+    refuses = "(" + " OR ".join(d.clause(c, "c") for c in PRUNE_REFUSES) + ")"  # LangGraph's prune takes it for delta
     rows = session.query(
         "SELECT thread_id, array_agg(checkpoint_ns) AS ns, array_agg(checkpoint_id) AS ids, "
         "array_agg(parent_checkpoint_id) AS parents, "
         "array_agg(CASE WHEN strpos(checkpoint_ns, ':') > 0 THEN metadata ->> 'parents' END) AS roots, "
         "array_agg((thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, checkpoint_ns, checkpoint_id "
         f"FROM {d.writes_table} WHERE thread_id = ANY(?))) AS owns, "
-        "bool_or(metadata -> 'counters_since_delta_snapshot' IS NOT NULL "
-        "OR metadata -> 'delta_writes_versioned' IS NOT NULL "
-        "OR COALESCE(checkpoint ->> 'v', '0')::int < 4) AS refused, "
-        f"SUM({d.checkpoint_bytes(None)}) AS b FROM checkpoints WHERE thread_id = ANY(?) GROUP BY thread_id",
+        f"bool_or({refuses} OR COALESCE(checkpoint ->> 'v', '0')::int < 4) AS refused, "
+        f"SUM({d.checkpoint_bytes(None)}) AS b FROM checkpoints c WHERE thread_id = ANY(?) GROUP BY thread_id",
         [thread_ids, thread_ids])
     orphans, others = writes_facts(session, thread_ids)
     out = {}

@@ -37,6 +37,7 @@ from typing import Any
 
 from deerflow.convert import backups
 from deerflow.retention.plan import Node, Plan
+from deerflow.runtime.delta_evidence import prune_refuses
 from deerflow.storage.sessions import ConversionSession
 
 __all__ = [
@@ -44,8 +45,8 @@ __all__ = [
     "backup_tables_committed",
     "delete_planned",
     "garbage_blobs",
-    "has_delta_evidence",
     "kept_bytes_digests",
+    "langgraph_reads_delta",
     "read_bytes_digest",
     "read_bytes_digests",
     "seeds",
@@ -167,10 +168,10 @@ def stores_none(session: ConversionSession, thread_id: str) -> bool:
     return bool(rows[0]["found"])
 
 
-def has_delta_evidence(nodes: Iterable[Node]) -> bool:
-    """True when a checkpoint's metadata carries a ``DeltaChannel``'s counters or LangGraph.js's marker."""
-    return any("counters_since_delta_snapshot" in n.metadata or "delta_writes_versioned" in n.metadata
-               for n in nodes)
+def langgraph_reads_delta(nodes: Iterable[Node]) -> bool:
+    """True when a checkpoint's metadata makes the thread delta to LangGraph's reader and ``prune``: any
+    ``DeltaChannel``'s counters or LangGraph.js's key (:data:`deerflow.runtime.delta_evidence.PRUNE_REFUSES`)."""
+    return any(prune_refuses(n.metadata) for n in nodes)
 
 
 def read_bytes_digest(session: ConversionSession, thread_id: str, nodes: Iterable[Node], kept: set[_Key],

@@ -44,7 +44,7 @@ from deerflow.retention.setbased import (
     backup_tables_committed,
     delete_planned,
     garbage_blobs,
-    has_delta_evidence,
+    langgraph_reads_delta,
     read_bytes_digest,
     seeds,
     stored_messages,
@@ -111,7 +111,7 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     # their stored ``messages`` blob is their reading's own encoding (:func:`_stored_as_read`).
     by_bytes = old_heads == new_heads
     if by_bytes:
-        read_keys = sorted((plan.chain_starts if has_delta_evidence(nodes) else set()) | set(to_rebase)
+        read_keys = sorted((plan.chain_starts if langgraph_reads_delta(nodes) else set()) | set(to_rebase)
                            | _sharing_version(nodes, plan, to_rebase))
         rows_keys = plan.kept - set(to_rebase)
     else:

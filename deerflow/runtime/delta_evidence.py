@@ -39,12 +39,15 @@ __all__ = [
     "BOOKKEEPING",
     "CHECKPOINT_MODE_METADATA_KEY",
     "COUNTERS",
+    "ANY_COUNTERS",
     "COUNTERS_METADATA_KEY",
     "DELTA_EVIDENCE",
     "DELTA_WRITES_VERSIONED_METADATA_KEY",
     "MARKER",
+    "PRUNE_REFUSES",
     "VERSIONED",
     "Clause",
+    "prune_refuses",
     "shows_delta",
 ]
 
@@ -83,8 +86,21 @@ VERSIONED = Clause("versioned", (DELTA_WRITES_VERSIONED_METADATA_KEY,), None)
 DELTA_EVIDENCE = (MARKER, COUNTERS, VERSIONED)
 #: LangGraph's own bookkeeping (no DeerFlow marker): what the census reports as "counters only".
 BOOKKEEPING = (COUNTERS, VERSIONED)
+#: Any ``DeltaChannel``'s counters, whatever its channel (broader than :data:`COUNTERS`).
+ANY_COUNTERS = Clause("any_counters", (COUNTERS_METADATA_KEY,), None)
+#: What LangGraph's own ``prune`` takes for a delta thread and refuses (checkpoint-postgres
+#: ``PRUNE_DELTA_THREADS_SQL``): any channel's counters, or LangGraph.js's key. Broader than the
+#: evidence: a thread whose only ``DeltaChannel`` is another channel is full to DeerFlow and still
+#: delta to LangGraph's prune.
+PRUNE_REFUSES = (ANY_COUNTERS, VERSIONED)
 
 
 def shows_delta(metadata: Mapping[str, Any] | None) -> bool:
     """Whether checkpoint ``metadata`` carries delta evidence (any clause of :data:`DELTA_EVIDENCE`)."""
     return any(clause.holds(metadata) for clause in DELTA_EVIDENCE)
+
+
+def prune_refuses(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether LangGraph's ``prune`` would take checkpoint ``metadata`` for a delta thread's
+    (any clause of :data:`PRUNE_REFUSES`)."""
+    return any(clause.holds(metadata) for clause in PRUNE_REFUSES)

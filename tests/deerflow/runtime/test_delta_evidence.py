@@ -14,12 +14,15 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from deerflow.runtime.checkpoint_mode import checkpoint_metadata_uses_delta
 from deerflow.runtime.delta_evidence import (
+    ANY_COUNTERS,
     CHECKPOINT_MODE_METADATA_KEY,
     COUNTERS,
     COUNTERS_METADATA_KEY,
     DELTA_EVIDENCE,
     MARKER,
+    PRUNE_REFUSES,
     VERSIONED,
+    prune_refuses,
     shows_delta,
 )
 from deerflow.storage import Dialect, open_checkpointer, reader_for
@@ -71,27 +74,41 @@ def test_python_reading_of_crafted_metadata(metadata, expected):
     assert checkpoint_metadata_uses_delta(metadata) is expected  # DeerFlow's public name is the same rule
 
 
+@pytest.mark.parametrize(("metadata", "refused"), [
+    ({"counters_since_delta_snapshot": {"messages": [1, 1]}}, True),
+    ({"counters_since_delta_snapshot": {"notes": [3, 2]}}, True),  # another channel: full to DeerFlow
+    ({"counters_since_delta_snapshot": {}}, True),
+    ({"delta_writes_versioned": True}, True),
+    ({"deerflow_checkpoint_channel_mode": "delta"}, False),  # DeerFlow's marker alone: LangGraph does not look
+    ({"step": 3}, False),
+])
+def test_langgraphs_prune_refuses_any_counters_or_the_js_key(metadata, refused):
+    assert prune_refuses(metadata) is refused
+    assert PRUNE_REFUSES == (ANY_COUNTERS, VERSIONED)
+
+
 def test_none_is_no_evidence():
     assert shows_delta(None) is False and checkpoint_metadata_uses_delta(None) is False
 
 
-def _sql_evidence(saver: Any) -> dict[tuple[str, str, str], tuple[bool, bool, bool]]:
+def _sql_evidence(saver: Any) -> dict[tuple[str, str, str], tuple[bool, bool, bool, bool]]:
     reader = reader_for(saver)
     d = reader.dialect
     rows = reader.query(
         f"SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, {d.truthy(d.delta_evidence('c'))} AS delta, "
-        f"{d.truthy(d.marker('c'))} AS marker, {d.truthy(d.counters('c'))} AS counters FROM checkpoints c")
-    return {(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]): (bool(r["delta"]), bool(r["marker"]),
-                                                                      bool(r["counters"])) for r in rows}
+        f"{d.truthy(d.marker('c'))} AS marker, {d.truthy(d.counters('c'))} AS counters, "
+        f"{d.truthy('(' + ' OR '.join(d.clause(c, 'c') for c in PRUNE_REFUSES) + ')')} AS refuses FROM checkpoints c")
+    return {(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]): (
+        bool(r["delta"]), bool(r["marker"]), bool(r["counters"]), bool(r["refuses"])) for r in rows}
 
 
-def _python_evidence(saver: Any) -> dict[tuple[str, str, str], tuple[bool, bool, bool]]:
+def _python_evidence(saver: Any) -> dict[tuple[str, str, str], tuple[bool, bool, bool, bool]]:
     out = {}
     for tup in saver.list(None):
         c = tup.config["configurable"]
         md = tup.metadata
         out[(c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])] = (
-            shows_delta(md), MARKER.holds(md), COUNTERS.holds(md) or VERSIONED.holds(md))
+            shows_delta(md), MARKER.holds(md), COUNTERS.holds(md) or VERSIONED.holds(md), prune_refuses(md))
     return out
 
 
@@ -103,8 +120,8 @@ def test_python_and_sql_agree_on_every_checkpoint_of_the_real_fixture(fixture_ba
     assert len(python) > 500 and python.keys() == sql.keys()
     assert {k: v for k, v in python.items() if sql[k] != v} == {}
     assert {v[0] for v in python.values()} == {True, False}  # the fixture holds both kinds
-    assert any(v == (True, False, True) for v in python.values())  # bookkeeping only (marker-less delta)
-    assert any(v == (True, True, False) for v in python.values())  # a marked snapshot without counters
+    assert any(v[:3] == (True, False, True) for v in python.values())  # bookkeeping only (marker-less delta)
+    assert any(v[:3] == (True, True, False) for v in python.values())  # a marked snapshot without counters
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
