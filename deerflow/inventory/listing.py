@@ -38,6 +38,7 @@ __all__ = [
     "mode_totals",
     "storage_by_class",
     "storage_by_mode",
+    "stored_bytes",
     "stored_summary",
     "summary_conditions",
     "validate_list_args",

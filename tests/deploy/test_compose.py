@@ -182,7 +182,7 @@ def test_env_file_and_published_ports(services):
 
 def test_env_example_lists_every_setting_the_dashboard_reads(env_file):
     settings_src = (REPO / "dashboard" / "settings.py").read_text(encoding="utf-8")
-    read = set(re.findall(r'env_(?:str|int|bool|list)\(\s*"([A-Z0-9_]+)"', settings_src))
+    read = set(re.findall(r'env_(?:str|int|float|bool|list)\(\s*"([A-Z0-9_]+)"', settings_src))
     assert read and read <= set(env_file), f"missing from docker/.env.example: {read - set(env_file)}"
 
 
