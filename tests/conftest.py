@@ -3,7 +3,9 @@ mode freeze, frozen dashboard runtimes, and personas."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -63,22 +65,48 @@ def _fresh_mode_freeze() -> Iterator[None]:
     _reset_checkpoint_mode_freeze_for_tests()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test starts with an empty Django cache (the fleet banners are cached per process), and the
-    background refreshes of live checks it starts (:mod:`dashboard.fleet.recent`) end with it: a refresh a
-    test left running never lands in the next test's cache."""
-    from concurrent.futures import ThreadPoolExecutor
+class _DrainingExecutor(ThreadPoolExecutor):
+    """The live-check refresher for the whole test session: it remembers what was submitted, so each test can wait
+    for every refresh (its own, or one a fixture started around it) before the next test's cache is used."""
 
+    def __init__(self) -> None:
+        super().__init__(max_workers=2, thread_name_prefix="live-state-test")
+        self._lock = threading.Lock()
+        self._futures: list[Future] = []
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:  # noqa: D102 - see the class docstring
+        future = super().submit(fn, *args, **kwargs)
+        with self._lock:
+            self._futures.append(future)
+        return future
+
+    def drain(self) -> None:
+        """Wait until every refresh submitted so far (and any they submit) has finished."""
+        while True:
+            with self._lock:
+                pending, self._futures = self._futures, []
+            if not pending:
+                return
+            wait(pending)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    """Each test starts with an empty Django cache (the fleet banners are cached per process), and every background
+    refresh of a live check (:mod:`dashboard.fleet.recent`) has finished before it and after it: a refresh never
+    lands in another test's cache. The refresher is replaced once for the session (never restored), so no refresh
+    started between two tests escapes to the module's own executor."""
     from django.core.cache import cache
 
     from dashboard.fleet import recent
 
-    refresher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="live-state-test")
-    monkeypatch.setattr(recent, "_refresher", refresher)
+    if not isinstance(recent._refresher, _DrainingExecutor):
+        recent._refresher = _DrainingExecutor()
+    refresher = recent._refresher
+    refresher.drain()
     cache.clear()
     yield
-    refresher.shutdown(wait=True, cancel_futures=True)
+    refresher.drain()
 
 
 def register_live_worker(name: str = "worker@tests:1", **fields: Any) -> Any:

@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 import redis
-from django.core.cache import cache
 
 from dashboard.fleet.facts import process_facts
 from dashboard.fleet.history_cache import MEMORY_WARNING, cache_setting
@@ -19,13 +18,6 @@ from deerflow.runtime.checkpoint_cache import checkpoint_cache_key_prefix, make_
 pytestmark = pytest.mark.django_db
 
 REDIS = "redis://:s3cret@127.0.0.1:6379/12"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def test_a_heartbeat_carries_the_cache_setting_without_the_password(runtime_for, sqlite_fixture_db):
