@@ -15,6 +15,9 @@ start-up paid once:
   (:mod:`deerflow.retention.batchfacts`): one it leaves as it is gets its
   ``nothing_to_prune`` report there, without a transaction of its own (what
   :func:`prune_thread` would have found, read and rolled back);
+* a keep-last prune (not a dry run) of threads whose kept checkpoints need no
+  new value is done for many threads at once, one transaction and one
+  deleting statement per batch (:mod:`deerflow.retention.setbatch`);
 * every other thread takes :func:`prune_thread`.
 """
 
@@ -32,6 +35,7 @@ from deerflow.retention.delegate import keep_latest_with_langgraph
 from deerflow.retention.plan import plan_keep_last
 from deerflow.retention.prune import check_rule, prune_thread
 from deerflow.retention.report import PruneReport
+from deerflow.retention.setbatch import keep_last_in_batches
 from deerflow.storage.dialect import Dialect
 from deerflow.storage.driver_errors import translated
 from deerflow.storage.sessions import ConversionSession
@@ -114,8 +118,11 @@ def prune_threads(target: DatabaseConfig | Any, thread_ids: Iterable[str], rule:
     with SharedConnection(target) as shared:
         if rule == "keep_last" and n == 1 and not protect and not dry_run and not backup:
             reports.update(keep_latest_with_langgraph(shared, ids))
-        elif rule == "keep_last":
+        elif rule == "keep_last" and dry_run:
             reports.update(_left_as_they_are(shared, ids, n or 1, protect))
+        if rule == "keep_last" and not dry_run:
+            reports.update(keep_last_in_batches(shared, [t for t in ids if t not in reports], n or 1, protect=protect,
+                                                backup=backup, note=note))
         for t in ids:
             if t not in reports:
                 reports[t] = prune_thread(target, t, rule, shared=shared, **options)

@@ -18,7 +18,7 @@ from typing import Any
 from deerflow.retention.plan import Node
 from deerflow.runtime.delta_evidence import PRUNE_REFUSES
 
-__all__ = ["BatchFacts", "read_batch_facts", "writes_facts"]
+__all__ = ["BatchFacts", "read_batch_facts", "read_batch_nodes", "writes_facts"]
 
 _Key = tuple[str, str]
 
@@ -43,11 +43,7 @@ def read_batch_facts(session: Any, thread_ids: list[str]) -> dict[str, BatchFact
     d = session.dialect
     refuses = "(" + " OR ".join(d.clause(c, "c") for c in PRUNE_REFUSES) + ")"  # LangGraph's prune takes it for delta
     rows = session.query(
-        "SELECT thread_id, array_agg(checkpoint_ns) AS ns, array_agg(checkpoint_id) AS ids, "
-        "array_agg(parent_checkpoint_id) AS parents, "
-        "array_agg(CASE WHEN strpos(checkpoint_ns, ':') > 0 THEN metadata ->> 'parents' END) AS roots, "
-        "array_agg((thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, checkpoint_ns, checkpoint_id "
-        f"FROM {d.writes_table} WHERE thread_id = ANY(?))) AS owns, "
+        f"SELECT thread_id, {_node_columns(d)}, "
         f"bool_or({refuses} OR COALESCE(checkpoint ->> 'v', '0')::int < 4) AS refused, "
         f"SUM({d.checkpoint_bytes(None)}) AS b FROM checkpoints c WHERE thread_id = ANY(?) GROUP BY thread_id",
         [thread_ids, thread_ids])
@@ -58,6 +54,23 @@ def read_batch_facts(session: Any, thread_ids: list[str]) -> dict[str, BatchFact
         nodes = _nodes(r["ns"], r["ids"], r["parents"], r["roots"], r["owns"])
         out[t] = BatchFacts(nodes, bool(r["refused"]), orphans[t], int(r["b"] or 0) + others[t])
     return out
+
+
+def read_batch_nodes(session: Any, thread_ids: list[str]) -> dict[str, list[Node] | None]:
+    """``{thread_id: the plan's nodes}`` (``None`` when a parent link does not resolve) of every thread with
+    checkpoints, in one statement: :func:`read_batch_facts` without the sizes and LangGraph's facts."""
+    rows = session.query(f"SELECT thread_id, {_node_columns(session.dialect)} FROM checkpoints WHERE "
+                         "thread_id = ANY(?) GROUP BY thread_id", [thread_ids, thread_ids])
+    return {r["thread_id"]: _nodes(r["ns"], r["ids"], r["parents"], r["roots"], r["owns"]) for r in rows}
+
+
+def _node_columns(d: Any) -> str:
+    """The aggregates a thread's nodes are built from (one ``?``: the thread ids, for the writes rows' keys)."""
+    return ("array_agg(checkpoint_ns) AS ns, array_agg(checkpoint_id) AS ids, "
+            "array_agg(parent_checkpoint_id) AS parents, "
+            "array_agg(CASE WHEN strpos(checkpoint_ns, ':') > 0 THEN metadata ->> 'parents' END) AS roots, "
+            "array_agg((thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, checkpoint_ns, checkpoint_id "
+            f"FROM {d.writes_table} WHERE thread_id = ANY(?))) AS owns")
 
 
 def _nodes(namespaces: list[str], ids: list[str], parents: list[str | None], roots: list[str | None],

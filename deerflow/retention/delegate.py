@@ -31,11 +31,11 @@ rows under no checkpoint, the blobs no kept checkpoint references).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from deerflow.errors import StorageError
-from deerflow.retention.batchfacts import BatchFacts, read_batch_facts, writes_facts
+from deerflow.retention.batchcheck import BatchRollback, read_after, verify_batch
+from deerflow.retention.batchfacts import read_batch_facts
 from deerflow.retention.plan import Node, Plan, plan_keep_last
 from deerflow.retention.report import PruneReport
 from deerflow.retention.setbased import kept_bytes_digests
@@ -62,16 +62,12 @@ def keep_latest_with_langgraph(shared: Any, thread_ids: list[str], *, note: str 
     try:
         with shared.session(write=True, repeatable_read=True) as session:
             return _prune(session, sorted(thread_ids))
-    except (StorageError, NotImplementedError, _Rollback):
+    except (StorageError, NotImplementedError, BatchRollback):
         return {}
     except Exception as exc:  # a psycopg error raised inside LangGraph's prune (e.g. a serialization failure)
         if type(exc).__module__.startswith("psycopg"):
             return {}
         raise
-
-
-class _Rollback(Exception):
-    """The batch's verification failed: roll back, prune the threads on our own path."""
 
 
 def saver_prunes(saver_type: type) -> bool:
@@ -101,8 +97,8 @@ def _prune(session: Any, thread_ids: list[str]) -> dict[str, PruneReport]:
     kept = {t: plans[t].kept for t in chosen}
     kept_digest = kept_bytes_digests(session, kept)
     session.saver.prune(chosen, strategy="keep_latest")
-    after = _read_after(session, chosen)
-    _verify(session, kept, before, after, kept_digest)
+    after = read_after(session, chosen)
+    verify_batch(session, kept, before, after, kept_digest)
     reports = {}
     for t in chosen:
         report = PruneReport(thread_id=t, rule="keep_last", attempts=1, status="pruned",
@@ -122,46 +118,3 @@ def _plan(nodes: list[Node] | None) -> Plan | None:
     if not plan.deleted or plan.kept != heads:
         return None
     return plan
-
-
-@dataclass
-class _After:
-    """One thread after LangGraph's ``prune``: the checkpoints left, the writes rows under no checkpoint, the
-    blobs no checkpoint left references, and the bytes in LangGraph's three tables."""
-
-    left: set[_Key]
-    orphan_writes: set[_Key]
-    unreferenced_blobs: int
-    stored_bytes: int
-
-
-def _read_after(session: Any, thread_ids: list[str]) -> dict[str, _After]:
-    """Every pruned thread's :class:`_After` (two statements; what is left is a few rows per thread)."""
-    d = session.dialect
-    out = {t: _After(set(), set(), 0, 0) for t in thread_ids}
-    for r in session.query(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, "
-            f"{d.checkpoint_bytes(None)} AS b FROM checkpoints WHERE thread_id = ANY(?)", [thread_ids]):
-        out[r["thread_id"]].left.add((r["checkpoint_ns"], r["checkpoint_id"]))
-        out[r["thread_id"]].stored_bytes += int(r["b"] or 0)
-    orphans, sizes = writes_facts(session, thread_ids)
-    for r in session.query(
-            "SELECT b.thread_id, COUNT(*) AS n FROM checkpoint_blobs b WHERE b.thread_id = ANY(?) AND NOT EXISTS "
-            "(SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
-            "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) GROUP BY b.thread_id", [thread_ids]):
-        out[r["thread_id"]].unreferenced_blobs = int(r["n"])
-    for t in thread_ids:
-        out[t].orphan_writes, out[t].stored_bytes = orphans[t], out[t].stored_bytes + sizes[t]
-    return out
-
-
-def _verify(session: Any, kept: dict[str, set[_Key]], before: dict[str, BatchFacts], after: dict[str, _After],
-            kept_digest: dict[str, str]) -> None:
-    """Exactly the planned checkpoints left, their stored bytes unchanged, no writes row of a deleted checkpoint
-    (the writes rows under no checkpoint are the ones before) and no blob that no kept checkpoint references
-    (so none a deleted one used; a thread that had such blobs before is left to our own path)."""
-    digest = kept_bytes_digests(session, kept)
-    for t, keys in kept.items():
-        if after[t].left != keys or after[t].orphan_writes != before[t].orphan_writes \
-                or after[t].unreferenced_blobs or digest[t] != kept_digest[t]:
-            raise _Rollback(t)

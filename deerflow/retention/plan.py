@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["DURATION_KEY", "Node", "Plan", "REASONS", "is_duration_only", "plan_keep_last", "plan_safe_only"]
 
@@ -44,9 +44,8 @@ rule and LangGraph's reader disagree (``keep_last``: a rebase could not keep Lan
 DURATION_KEY = "runtime_run_duration"
 
 
-@dataclass(frozen=True)
-class Node:
-    """One stored checkpoint, as a plan needs it.
+class Node(NamedTuple):
+    """One stored checkpoint, as a plan needs it (a named tuple: a batch builds one per checkpoint of its threads).
 
     Attributes:
         ns: ``checkpoint_ns`` (``""`` for the root graph).

@@ -269,14 +269,12 @@ def _rebase_values(store: Any, thread_id: str, rebased: list[_Key], before: dict
 
 def _garbage(entries: dict[_Key, Any], plan: Plan, versions: dict[_Key, Any],
              blob_keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
-    """Blobs a deleted checkpoint used and no kept one does (LangGraph ``prune``'s rule)."""
+    """The thread's blobs no kept checkpoint names (:func:`deerflow.retention.setbased.garbage_blobs`' rule)."""
     kept = set()
     for k in plan.kept:
         for channel, version in (entries[k].tup.checkpoint.get("channel_versions") or {}).items():
             kept.add((k[0], channel, str(versions[k]) if channel == "messages" else str(version)))
-    freed = {(k[0], channel, str(version)) for k in plan.deleted
-             for channel, version in (entries[k].tup.checkpoint.get("channel_versions") or {}).items()}
-    return (freed - kept) & blob_keys
+    return blob_keys - kept
 
 
 def _estimate(store: Any, thread_id: str, plan: Plan, garbage: set[tuple[str, str, str]],

@@ -23,7 +23,8 @@ from deerflow.storage.addressing import config_for
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["Reading", "config_for", "langgraph_reader", "langgraph_values", "read_through_langgraph"]
+__all__ = ["Reading", "config_for", "langgraph_reader", "langgraph_values", "read_through_langgraph",
+           "replayed_channels"]
 
 Reading = tuple[str, str]  # (messages_sha256, channels_sha256)
 
@@ -77,3 +78,17 @@ def langgraph_values(saver: Any, thread_id: str, keys: Iterable[tuple[str, str]]
         except Exception as exc:  # noqa: BLE001 - the caller reports the failure
             out[(ns, cid)] = exc
     return out
+
+
+def replayed_channels() -> frozenset[str]:
+    """The channels LangGraph's reader rebuilds from a checkpoint's ancestors when the checkpoint stores no value
+    for them: those of the reading graph that are a ``DeltaChannel`` or a ``BinaryOperatorAggregate`` (LangGraph's
+    ``_delta_channels_to_replay``, ``langgraph.pregel._checkpoint``). Every other channel is read from the
+    checkpoint's own rows. A checkpoint storing a value for each of these that it has a version of reads only
+    its own rows."""
+    from langgraph.channels.binop import BinaryOperatorAggregate
+    from langgraph.channels.delta import DeltaChannel
+
+    graph = _reading_graph(resolve_checkpoint_snapshot_frequency())
+    return frozenset(name for name, spec in graph.channels.items()
+                     if isinstance(spec, (DeltaChannel, BinaryOperatorAggregate)))

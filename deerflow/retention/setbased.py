@@ -43,6 +43,7 @@ from deerflow.storage.sessions import ConversionSession
 __all__ = [
     "ThreadFacts",
     "backup_tables_committed",
+    "backup_tables_known",
     "delete_planned",
     "garbage_blobs",
     "kept_bytes_digests",
@@ -238,17 +239,19 @@ def kept_bytes_digests(session: ConversionSession, kept: dict[str, set[_Key]]) -
 
 def garbage_blobs(nodes: Iterable[Node], plan: Plan, blob_keys: set[_BlobKey],
                   overrides: dict[_Key, dict[str, Any]] | None = None) -> set[_BlobKey]:
-    """Blobs a deleted checkpoint used and no kept one does (LangGraph ``prune``'s rule).
+    """The blobs of ``blob_keys`` no kept checkpoint names: what the deleted checkpoints used and no kept one does
+    (LangGraph ``prune``'s rule), and any blob no checkpoint names at all (no reader can reach it: a reader loads
+    the blobs its checkpoint's ``channel_versions`` name). So a pruned thread holds only what its kept
+    checkpoints read.
 
     ``overrides``: channel versions a kept checkpoint will have after the prune (a rebase's own version).
     """
     kept: set[_BlobKey] = set()
-    freed: set[_BlobKey] = set()
     for node in nodes:
-        into = kept if node.key in plan.kept else freed
-        versions = {**node.versions, **(overrides or {}).get(node.key, {})} if node.key in plan.kept else node.versions
-        into.update((node.ns, channel, str(version)) for channel, version in versions.items())
-    return (freed - kept) & blob_keys
+        if node.key in plan.kept:
+            versions = {**node.versions, **(overrides or {}).get(node.key, {})}
+            kept.update((node.ns, channel, str(version)) for channel, version in versions.items())
+    return blob_keys - kept
 
 
 def delete_planned(session: ConversionSession, thread_id: str, plan: Plan, garbage: set[_BlobKey], *,
@@ -283,6 +286,11 @@ def delete_planned(session: ConversionSession, thread_id: str, plan: Plan, garba
 
 #: Connections that committed a transaction with the backup tables (asked once per connection, not per thread).
 _HAS_BACKUP_TABLES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def backup_tables_known(session: ConversionSession) -> bool:
+    """Whether the session's connection already committed with the backup tables present (no DDL needed)."""
+    return session.conn in _HAS_BACKUP_TABLES
 
 
 def backup_tables_committed(session: ConversionSession) -> None:

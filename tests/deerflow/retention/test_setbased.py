@@ -204,11 +204,12 @@ def test_a_failed_check_after_langgraphs_prune_rolls_the_batch_back(pg, monkeypa
         turns(pg, t, 3, mode="full")
     before = {t: raw_rows(pg, t) for t in ("a", "b")}
     import deerflow.retention.delegate as delegate_module
+    from deerflow.retention.batchcheck import BatchRollback
 
     def failing(*args: Any, **kwargs: Any) -> None:
-        raise delegate_module._Rollback("a")
+        raise BatchRollback("a")
 
-    monkeypatch.setattr(delegate_module, "_verify", failing)
+    monkeypatch.setattr(delegate_module, "verify_batch", failing)
     used: list[Any] = []
     real = batch_module.SharedConnection.session
 
@@ -219,7 +220,8 @@ def test_a_failed_check_after_langgraphs_prune_rolls_the_batch_back(pg, monkeypa
     monkeypatch.setattr(batch_module.SharedConnection, "session", counting)
     reports = prune_threads(pg, ["a", "b"], "keep_last", n=1, backup=False)
     assert [r.status for r in reports] == ["pruned", "pruned"]  # our own path, after the rollback
-    assert used[0] == {"write": True, "repeatable_read": True} and len(used) == 3
+    # LangGraph's prune rolled back, then both threads in one transaction of our own batch path
+    assert used == [{"write": True, "repeatable_read": True}] * 2
     for t in ("a", "b"):
         assert len(ids(pg, t)) == 1 and raw_rows(pg, t) != before[t]
 

@@ -1,0 +1,68 @@
+"""What a batch prune is verified against before commit, read from what is left of its threads.
+
+A batch prune (LangGraph's ``keep_latest`` in :mod:`deerflow.retention.delegate`, our own statements in
+:mod:`deerflow.retention.setbatch`) is checked the same way: exactly the planned checkpoints remain, the
+kept checkpoints' stored bytes (rows without the parent link, the blobs they name, their writes rows) are
+unchanged, the writes rows under no checkpoint are the ones before, and no blob is left that no kept
+checkpoint references. What is read is what is left (a few rows per thread), never the deleted rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from deerflow.retention.batchfacts import BatchFacts, writes_facts
+from deerflow.retention.setbased import kept_bytes_digests
+
+__all__ = ["After", "BatchRollback", "read_after", "verify_batch"]
+
+_Key = tuple[str, str]
+
+
+class BatchRollback(Exception):
+    """A batch's verification failed (args: the first thread that failed it): roll the batch back and prune its
+    threads one by one on the per-thread path. Never leaves the package."""
+
+
+@dataclass
+class After:
+    """One thread after LangGraph's ``prune``: the checkpoints left, the writes rows under no checkpoint, the
+    blobs no checkpoint left references, and the bytes in LangGraph's three tables."""
+
+    left: set[_Key]
+    orphan_writes: set[_Key]
+    unreferenced_blobs: int
+    stored_bytes: int
+
+
+def read_after(session: Any, thread_ids: list[str]) -> dict[str, After]:
+    """Every pruned thread's :class:`After` (two statements; what is left is a few rows per thread)."""
+    d = session.dialect
+    out = {t: After(set(), set(), 0, 0) for t in thread_ids}
+    for r in session.query(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, "
+            f"{d.checkpoint_bytes(None)} AS b FROM checkpoints WHERE thread_id = ANY(?)", [thread_ids]):
+        out[r["thread_id"]].left.add((r["checkpoint_ns"], r["checkpoint_id"]))
+        out[r["thread_id"]].stored_bytes += int(r["b"] or 0)
+    orphans, sizes = writes_facts(session, thread_ids)
+    for r in session.query(
+            "SELECT b.thread_id, COUNT(*) AS n FROM checkpoint_blobs b WHERE b.thread_id = ANY(?) AND NOT EXISTS "
+            "(SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
+            "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) GROUP BY b.thread_id", [thread_ids]):
+        out[r["thread_id"]].unreferenced_blobs = int(r["n"])
+    for t in thread_ids:
+        out[t].orphan_writes, out[t].stored_bytes = orphans[t], out[t].stored_bytes + sizes[t]
+    return out
+
+
+def verify_batch(session: Any, kept: dict[str, set[_Key]], before: dict[str, BatchFacts], after: dict[str, After],
+            kept_digest: dict[str, str]) -> None:
+    """Exactly the planned checkpoints left, their stored bytes unchanged, no writes row of a deleted checkpoint
+    (the writes rows under no checkpoint are the ones before) and no blob that no kept checkpoint references
+    (so none a deleted one used; a thread that had such blobs before is left to our own path)."""
+    digest = kept_bytes_digests(session, kept)
+    for t, keys in kept.items():
+        if after[t].left != keys or after[t].orphan_writes != before[t].orphan_writes \
+                or after[t].unreferenced_blobs or digest[t] != kept_digest[t]:
+            raise BatchRollback(t)
