@@ -222,8 +222,7 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_
         "WITH k AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS k(thread_id, checkpoint_ns, "
         "checkpoint_id)), ",
         f"d AS (DELETE FROM checkpoints WHERE thread_id = ANY(?) AND ({_KEY}) NOT IN (SELECT {_KEY} FROM k) "
-        f"RETURNING {', '.join(_CHECKPOINT_COLS) + ', ' if backup_ids else _KEY + ', '}"
-        f"checkpoint -> 'channel_versions' AS versions, {d.checkpoint_bytes(None)} AS size), ",
+        f"RETURNING {', '.join(_CHECKPOINT_COLS) if backup_ids else _KEY}, {d.checkpoint_bytes(None)} AS size), ",
         f"w AS (DELETE FROM {writes} x USING d WHERE x.thread_id = d.thread_id AND x.checkpoint_ns = d.checkpoint_ns "
         "AND x.checkpoint_id = d.checkpoint_id RETURNING "
         f"{', '.join('x.' + c for c in write_cols) if backup_ids else 'x.thread_id, x.checkpoint_ns, x.channel'}, "
@@ -245,11 +244,8 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_
               "SELECT 'p', thread_id, NULL, NULL, COUNT(*) FROM p GROUP BY thread_id",
               "SELECT 'z', thread_id, NULL, NULL, SUM(size) FROM (SELECT thread_id, size FROM d UNION ALL "
               "SELECT thread_id, size FROM w UNION ALL SELECT thread_id, size FROM b) AS z GROUP BY thread_id",
-              "SELECT DISTINCT 'u', thread_id, checkpoint_ns, channel, 0 FROM (SELECT d.thread_id, d.checkpoint_ns, "
-              "v.key AS channel FROM d CROSS JOIN LATERAL jsonb_object_keys(d.versions) AS v(key) "
-              "WHERE jsonb_exists_any(d.versions, ?::text[]) "
-              "UNION ALL SELECT thread_id, checkpoint_ns, channel FROM w) AS u WHERE channel = ANY(?)"]
-    tail_params: list[Any] = [unversioned, unversioned]
+              "SELECT DISTINCT 'u', thread_id, checkpoint_ns, channel, 0 FROM w WHERE channel = ANY(?)"]
+    tail_params: list[Any] = [unversioned]
     if backup_ids:
         if not backup_tables_known(session):
             backups.ensure_whole_thread_tables(session)

@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base.id import uuid6
 
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert.digest import channels_sha256, messages_sha256
 from deerflow.retention.reading import langgraph_reader
+from tests import fixtures_real
 from tests.deerflow.convert.support import agent_graph, config_for, human, open_saver, run_turn
 
 
@@ -133,3 +135,19 @@ def branched(target: Any, thread_id: str, *, mode: str = "delta") -> tuple[list[
     branch = sorted(set(ids(target, thread_id)) - set(main))
     turns(target, thread_id, 2, mode=mode, start=10, from_checkpoint=main[-1])
     return main, branch
+
+
+@contextmanager
+def copy_of(database: DatabaseConfig) -> Iterator[DatabaseConfig]:
+    """A byte-identical copy of the Postgres database (``CREATE DATABASE ... TEMPLATE``), dropped afterwards."""
+    source = psycopg.conninfo.conninfo_to_dict(database.postgres_url)["dbname"]
+    name = f"{source}_copy"
+    admin = psycopg.conninfo.make_conninfo(database.postgres_url, dbname="postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (source,))
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+    try:
+        yield DatabaseConfig(backend="postgres", postgres_url=psycopg.conninfo.make_conninfo(
+            database.postgres_url, dbname=name))
+    finally:
+        fixtures_real.drop_database(name)

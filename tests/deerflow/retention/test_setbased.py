@@ -18,10 +18,9 @@ import deerflow.retention.setprune as setprune_module
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.retention import keep_last, prune_threads, revert_prune, safe_only
 from deerflow.retention.delegate import saver_prunes
-from tests import fixtures_real
 from tests.backends import fresh_database
 from tests.deerflow.convert.support import all_rows, backup_ids, execute, raw_rows
-from tests.deerflow.retention.support import branched, duration_stamp, ids, pending_write, read, turns
+from tests.deerflow.retention.support import branched, copy_of, duration_stamp, ids, pending_write, read, turns
 
 HAS_PRUNE = saver_prunes(PostgresSaver)
 
@@ -51,22 +50,6 @@ def general_path_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with monkeypatch.context() as m:
         m.setattr(prune_module, "_has_set_based_path", lambda store: False)
         yield
-
-
-@contextmanager
-def copy_of(database: DatabaseConfig) -> Iterator[DatabaseConfig]:
-    """A byte-identical copy of the Postgres database (``CREATE DATABASE ... TEMPLATE``), dropped afterwards."""
-    source = psycopg.conninfo.conninfo_to_dict(database.postgres_url)["dbname"]
-    name = f"{source}_copy"
-    admin = psycopg.conninfo.make_conninfo(database.postgres_url, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (source,))
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
-    try:
-        yield DatabaseConfig(backend="postgres", postgres_url=psycopg.conninfo.make_conninfo(
-            database.postgres_url, dbname=name))
-    finally:
-        fixtures_real.drop_database(name)
 
 
 def test_it_prunes_a_full_thread_without_the_walk_and_as_the_general_path_does(pg, monkeypatch, general_calls):
