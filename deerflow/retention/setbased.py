@@ -214,8 +214,14 @@ def read_bytes_digests(session: ConversionSession, threads: dict[str, tuple[Iter
 
 
 def kept_bytes_digests(session: ConversionSession, kept: dict[str, set[_Key]]) -> dict[str, str]:
-    """:func:`read_bytes_digest` of the ``kept`` checkpoints of several threads, in one statement, with the blobs
-    found from the kept rows' own ``channel_versions`` (so no node is needed): ``{thread_id: digest}``."""
+    """What :func:`read_bytes_digest` proves, for the ``kept`` checkpoints of several threads in one statement:
+    ``{thread_id: digest}``, compared before and after a change inside one transaction.
+
+    The checkpoints rows are digested by content (without the parent link, which a prune clears). The blobs they
+    name (found from the kept rows' own ``channel_versions``, so no node is needed) and their writes rows are
+    digested by row version (``ctid``, ``xmin``): Postgres writes a new row version for any change of a row, so
+    an unchanged version is unchanged bytes, and no blob is read or decompressed.
+    """
     keys = sorted((t, *k) for t, ks in kept.items() for k in ks)
     ck = [list(col) for col in zip(*keys, strict=True)] if keys else [[], [], []]
     writes = session.dialect.writes_table
@@ -224,13 +230,13 @@ def kept_bytes_digests(session: ConversionSession, kept: dict[str, set[_Key]]) -
         "SELECT thread_id, md5(string_agg(h, ',' ORDER BY h)) AS digest FROM ("
         "SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, type, checkpoint::text, "
         f"metadata::text)) AS h FROM checkpoints WHERE {in_keys} UNION ALL "
-        "SELECT DISTINCT b.thread_id, md5(concat_ws('/', b.checkpoint_ns, b.channel, b.version, b.type, md5(b.blob))) "
+        "SELECT DISTINCT b.thread_id, md5(concat_ws('/', b.checkpoint_ns, b.channel, b.version, b.ctid, b.xmin)) "
         "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
         "JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns "
         f"AND b.channel = v.key AND b.version = v.value WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN "
         "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) "
-        "UNION ALL SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, task_id, idx::text, channel, "
-        f"type, md5(blob), task_path)) FROM {writes} WHERE {in_keys}) AS parts GROUP BY thread_id",
+        "UNION ALL SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, task_id, idx::text, ctid, "
+        f"xmin)) FROM {writes} WHERE {in_keys}) AS parts GROUP BY thread_id",
         [*ck, *ck, *ck])
     out = dict.fromkeys(kept, "")
     out.update({r["thread_id"]: str(r["digest"]) for r in rows})

@@ -66,6 +66,7 @@ _CHECKPOINT_COLS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_check
                     "metadata")
 _BLOB_COLS = ("thread_id", "checkpoint_ns", "channel", "version", "type", "blob")
 _KEY = "thread_id, checkpoint_ns, checkpoint_id"
+_UNNEST3 = "SELECT * FROM unnest(?::text[], ?::text[], ?::text[])"
 
 
 def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect: set[str], backup: bool,
@@ -116,23 +117,16 @@ def _prune(session: Any, thread_ids: list[str], n: int, protect: set[str], backu
         plan = _plan(nodes, n, protect)
         if plan is not None:
             (plans if plan.deleted else unchanged)[t] = plan
-    replayed = sorted(replayed_channels())
-    versioned = _chain_start_channels(session, plans, replayed)
-    chosen = sorted(set(plans) - {key[0] for key, channels in versioned.items() if channels is None})
+    chosen = sorted(set(plans) - _unproven(session, plans))
     kept = {t: plans[t].kept for t in chosen}
     digest = kept_bytes_digests(session, kept) if chosen else {}
     backup_ids = {t: f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}" for t in chosen} \
         if backup else {}
-    unversioned = sorted(set().union(*(set(replayed) - (channels or set()) for key, channels in versioned.items()
-                                       if key[0] in kept)))
-    counts, used = _delete(session, chosen, plans, backup_ids, unversioned) if chosen else ({}, {})
+    counts = _delete(session, chosen, plans, backup_ids) if chosen else {}
     after = read_after(session, [*chosen, *unchanged])
     for t in chosen:
         if counts.get(("d", t), 0) != len(plans[t].deleted):
             raise BatchRollback(t)  # not the planned rows: changed since the plan's snapshot
-    for (t, ns, _cid), channels in versioned.items():
-        if t in kept and used.get((t, ns), set()) - (channels or set()):
-            raise BatchRollback(t)  # a reading below this chain start would walk into deleted rows
     _verify(session, plans, kept, after, digest)
     if backup_ids:
         _record_backups(session, chosen, backup_ids, counts, after, note)
@@ -171,29 +165,44 @@ def _verify(session: Any, plans: dict[str, Plan], kept: dict[str, set[_Key]], af
             raise BatchRollback(t)
 
 
-def _chain_start_channels(session: Any, plans: dict[str, Plan],
-                          replayed: list[str]) -> dict[tuple[str, str, str], set[str] | None]:
-    """``{(thread_id, ns, checkpoint_id): replayed channels it has a version of}`` for every chain start, or ``None``
-    for one that does not store a value for each of them (so its reading needs its ancestors)."""
+def _unproven(session: Any, plans: dict[str, Plan]) -> set[str]:
+    """The threads whose kept checkpoints' readings the batch cannot prove by their bytes (one statement).
+
+    A chain start must store a value (a blob of its version that is not the saver's ``empty`` or ``null``
+    marker, or an inline value that is not ``null``) for every channel LangGraph's reader rebuilds from
+    ancestors (:func:`~deerflow.retention.reading.replayed_channels`) that it has a version of; and no writes row
+    not stored under a kept checkpoint may hold such a channel the chain start has no version of (a reading
+    below it would walk past it into those rows). A chain start's ``channel_versions`` hold every channel its
+    ancestors wrote (LangGraph copies a checkpoint's versions into its child's), so the deleted checkpoints
+    name no other such channel.
+    """
     starts = sorted((t, *k) for t, plan in plans.items() for k in plan.chain_starts)
-    out: dict[tuple[str, str, str], set[str] | None] = {s: set() for s in starts}
     if not starts:
-        return out
+        return set()
+    replayed = sorted(replayed_channels())
+    kept = sorted((t, *k) for t, plan in plans.items() for k in plan.kept)
     rows = session.query(
         "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, v.key AS channel, "
         "(EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = "
         "c.checkpoint_ns AND b.channel = v.key AND b.version = v.value AND b.type NOT IN ('empty', 'null')) "
         "OR COALESCE(c.checkpoint -> 'channel_values' -> v.key, 'null'::jsonb) <> 'null'::jsonb) AS stored "
         "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
-        "WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN "
-        "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) AND v.key = ANY(?)",
-        [*_columns(starts, 3), replayed])
+        f"WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN ({_UNNEST3}) AND v.key = ANY(?) "
+        "UNION ALL SELECT DISTINCT thread_id, checkpoint_ns, NULL::text, channel, NULL::boolean "
+        f"FROM {session.dialect.writes_table} WHERE thread_id = ANY(?) AND channel = ANY(?) "
+        f"AND ({_KEY}) NOT IN ({_UNNEST3})",
+        [*_columns(starts, 3), replayed, sorted(plans), replayed, *_columns(kept, 3)])
+    versioned: dict[tuple[str, str, str], set[str]] = {s: set() for s in starts}
+    written: dict[tuple[str, str], set[str]] = {}
+    out: set[str] = set()
     for r in rows:
-        key = (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])
-        channels = out[key]
-        if channels is not None:
-            out[key] = channels | {r["channel"]} if r["stored"] else None
-    return out
+        if r["checkpoint_id"] is None:
+            written.setdefault((r["thread_id"], r["checkpoint_ns"]), set()).add(r["channel"])
+        elif r["stored"]:
+            versioned[(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])].add(r["channel"])
+        else:
+            out.add(r["thread_id"])
+    return out | {t for (t, ns, _cid), channels in versioned.items() if written.get((t, ns), set()) - channels}
 
 
 def _columns(rows: Sequence[tuple[str, ...]], width: int) -> list[list[str]]:
@@ -201,17 +210,16 @@ def _columns(rows: Sequence[tuple[str, ...]], width: int) -> list[list[str]]:
     return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
 
 
-def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_ids: dict[str, str],
-            unversioned: list[str]) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], set[str]]]:
+def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
+            backup_ids: dict[str, str]) -> dict[tuple[str, str], int]:
     """One statement: every checkpoint of ``thread_ids`` not kept, its writes rows, the blobs only deleted checkpoints
     used; the chain starts' parent links cleared. With ``backup_ids`` (``{thread_id: backup id}``) the deleted rows
     move into the backup tables and the rest of each thread is copied beside them, as it was.
 
     Returns:
-        ``({(what, thread_id): rows}, {(thread_id, ns): channels})``: ``d`` checkpoints deleted, ``z`` the bytes
-        deleted (the three tables, as the thread summary counts them), with a backup
-        ``bc``, ``bw``, ``bb`` the checkpoint, writes and blob rows in the thread's backup; and which of the
-        ``unversioned`` channels the deleted checkpoints of each namespace have a version of or writes rows for.
+        ``{(what, thread_id): rows}``: ``d`` checkpoints deleted, ``z`` the bytes deleted (the three tables, as
+        the thread summary counts them), with a backup ``bc``, ``bw``, ``bb`` the checkpoint, writes and blob
+        rows in the thread's backup.
     """
     d = session.dialect
     writes = d.writes_table
@@ -225,7 +233,7 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_
         f"RETURNING {', '.join(_CHECKPOINT_COLS) if backup_ids else _KEY}, {d.checkpoint_bytes(None)} AS size), ",
         f"w AS (DELETE FROM {writes} x USING d WHERE x.thread_id = d.thread_id AND x.checkpoint_ns = d.checkpoint_ns "
         "AND x.checkpoint_id = d.checkpoint_id RETURNING "
-        f"{', '.join('x.' + c for c in write_cols) if backup_ids else 'x.thread_id, x.checkpoint_ns, x.channel'}, "
+        f"{', '.join('x.' + c for c in write_cols) if backup_ids else 'x.thread_id'}, "
         f"{d.write_bytes('x')} AS size), ",
         # the batch's blobs no kept checkpoint names (garbage_blobs' rule)
         "g AS (SELECT thread_id, checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = ANY(?) "
@@ -239,13 +247,10 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_
         "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) RETURNING thread_id)",
     ]
     params: list[Any] = [*_columns(kept, 3), thread_ids, thread_ids, *_columns(starts, 3)]
-    counts = ["SELECT 'd' AS what, thread_id, NULL AS checkpoint_ns, NULL AS channel, COUNT(*) AS n FROM d "
-              "GROUP BY thread_id",
-              "SELECT 'p', thread_id, NULL, NULL, COUNT(*) FROM p GROUP BY thread_id",
-              "SELECT 'z', thread_id, NULL, NULL, SUM(size) FROM (SELECT thread_id, size FROM d UNION ALL "
-              "SELECT thread_id, size FROM w UNION ALL SELECT thread_id, size FROM b) AS z GROUP BY thread_id",
-              "SELECT DISTINCT 'u', thread_id, checkpoint_ns, channel, 0 FROM w WHERE channel = ANY(?)"]
-    tail_params: list[Any] = [unversioned]
+    counts = ["SELECT 'd' AS what, thread_id, COUNT(*) AS n FROM d GROUP BY thread_id",
+              "SELECT 'p', thread_id, COUNT(*) FROM p GROUP BY thread_id",
+              "SELECT 'z', thread_id, SUM(size) FROM (SELECT thread_id, size FROM d UNION ALL "
+              "SELECT thread_id, size FROM w UNION ALL SELECT thread_id, size FROM b) AS z GROUP BY thread_id"]
     if backup_ids:
         if not backup_tables_known(session):
             backups.ensure_whole_thread_tables(session)
@@ -259,14 +264,10 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_
         sql.append(_move("bb", "dfa_backup_blobs", "checkpoint_blobs", _BLOB_COLS, "b",
                          "WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.thread_id = x.thread_id AND g.checkpoint_ns = "
                          "x.checkpoint_ns AND g.channel = x.channel AND g.version = x.version)"))
-        counts += [f"SELECT '{c}', m.thread_id, NULL, NULL, COUNT(*) FROM {c} JOIN m USING (backup_id) "
+        counts += [f"SELECT '{c}', m.thread_id, COUNT(*) FROM {c} JOIN m USING (backup_id) "
                    "GROUP BY m.thread_id" for c in ("bc", "bw", "bb")]
-    rows = session.query("".join(sql) + " " + " UNION ALL ".join(counts), [*params, *tail_params])
-    used: dict[tuple[str, str], set[str]] = {}
-    for r in rows:
-        if r["what"] == "u":
-            used.setdefault((r["thread_id"], r["checkpoint_ns"]), set()).add(r["channel"])
-    return {(r["what"], r["thread_id"]): int(r["n"]) for r in rows if r["what"] != "u"}, used
+    rows = session.query("".join(sql) + " " + " UNION ALL ".join(counts), params)
+    return {(r["what"], r["thread_id"]): int(r["n"]) for r in rows}
 
 
 def _move(name: str, into: str, table: str, cols: tuple[str, ...], moved: str, kept_rows: str) -> str:

@@ -155,7 +155,8 @@ def test_the_per_thread_path_also_deletes_a_blob_no_checkpoint_names(pg):
     assert execute(pg, "SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = 't' AND version = '7'") == [(0,)]
 
 
-def test_a_pending_write_of_a_channel_the_chain_start_never_had_sends_the_batch_to_the_per_thread_path(pg, alone):
+def test_a_pending_write_of_a_channel_the_chain_start_never_had_leaves_the_thread_to_the_per_thread_path(
+        pg, alone):
     for t in ("a", "b"):
         turns(pg, t, 4, mode="full")
     oldest = ids(pg, "a")[1]
@@ -164,7 +165,7 @@ def test_a_pending_write_of_a_channel_the_chain_start_never_had_sends_the_batch_
         saver.put_writes(config_for("a", "", oldest), [("todos", [{"content": "x", "status": "pending"}])], "task-t")
     reports = prune_threads(pg, ["a", "b"], "keep_last", n=2)
     assert [r.status for r in reports] == ["pruned", "pruned"]
-    assert alone == ["a", "b"]  # the batch rolled back; each thread alone
+    assert alone == ["a"]  # "b" went in the batch
     assert execute(pg, "SELECT COUNT(*) FROM checkpoint_writes WHERE thread_id = 'a' AND channel = 'todos'") == [(0,)]
 
 
@@ -198,3 +199,19 @@ def test_a_failed_check_leaves_nothing_written_when_the_per_thread_path_fails_to
 
 def _raise(exc: Exception) -> None:
     raise exc
+
+
+def test_a_kept_blob_rewritten_inside_the_batch_fails_the_check_even_with_the_same_bytes(pg, alone, monkeypatch):
+    for t in ("a", "b"):
+        turns(pg, t, 3, mode="full")
+    real = setbatch_module._delete
+
+    def rewriting(session: Any, *args: Any) -> Any:
+        counts = real(session, *args)
+        session.execute("UPDATE checkpoint_blobs SET blob = blob WHERE thread_id = ?", ["a"])  # new row versions
+        return counts
+
+    monkeypatch.setattr(setbatch_module, "_delete", rewriting)
+    reports = prune_threads(pg, ["a", "b"], "keep_last", n=1)
+    assert alone == ["a", "b"]  # the batch rolled back: a kept row is not the row it was
+    assert [r.status for r in reports] == ["pruned", "pruned"]
