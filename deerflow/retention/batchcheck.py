@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from deerflow.retention.batchfacts import BatchFacts, writes_facts
+from deerflow.retention.batchfacts import BatchFacts, parse_writes_facts, writes_facts_sql
 from deerflow.retention.setbased import kept_bytes_digests
 
 __all__ = ["After", "BatchRollback", "read_after", "verify_batch"]
@@ -37,27 +37,31 @@ class After:
 
 
 def read_after(session: Any, thread_ids: list[str]) -> dict[str, After]:
-    """Every pruned thread's :class:`After` (two statements; what is left is a few rows per thread)."""
+    """Every pruned thread's :class:`After`, in one statement (what is left is a few rows per thread)."""
     d = session.dialect
     out = {t: After(set(), set(), 0, 0) for t in thread_ids}
-    for r in session.query(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, "
-            f"{d.checkpoint_bytes(None)} AS b FROM checkpoints WHERE thread_id = ANY(?)", [thread_ids]):
-        out[r["thread_id"]].left.add((r["checkpoint_ns"], r["checkpoint_id"]))
-        out[r["thread_id"]].stored_bytes += int(r["b"] or 0)
-    orphans, sizes = writes_facts(session, thread_ids)
-    for r in session.query(
-            "SELECT b.thread_id, COUNT(*) AS n FROM checkpoint_blobs b WHERE b.thread_id = ANY(?) AND NOT EXISTS "
-            "(SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
-            "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) GROUP BY b.thread_id", [thread_ids]):
-        out[r["thread_id"]].unreferenced_blobs = int(r["n"])
+    rows = session.query(
+        f"SELECT 'c' AS part, thread_id, checkpoint_ns AS ns, checkpoint_id AS id, {d.checkpoint_bytes(None)} AS b "
+        "FROM checkpoints WHERE thread_id = ANY(?) "
+        f"UNION ALL SELECT 'w', * FROM ({writes_facts_sql(d)}) AS w "
+        "UNION ALL SELECT 'u', b.thread_id, NULL, NULL, COUNT(*) FROM checkpoint_blobs b WHERE b.thread_id = ANY(?) "
+        "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = "
+        "b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) GROUP BY b.thread_id",
+        [thread_ids] * 5)
+    for r in rows:
+        if r["part"] == "c":
+            out[r["thread_id"]].left.add((r["ns"], r["id"]))
+            out[r["thread_id"]].stored_bytes += int(r["b"] or 0)
+        elif r["part"] == "u":
+            out[r["thread_id"]].unreferenced_blobs = int(r["b"])
+    orphans, sizes = parse_writes_facts([r for r in rows if r["part"] == "w"], thread_ids)
     for t in thread_ids:
         out[t].orphan_writes, out[t].stored_bytes = orphans[t], out[t].stored_bytes + sizes[t]
     return out
 
 
 def verify_batch(session: Any, kept: dict[str, set[_Key]], before: dict[str, BatchFacts], after: dict[str, After],
-            kept_digest: dict[str, str]) -> None:
+                 kept_digest: dict[str, str]) -> None:
     """Exactly the planned checkpoints left, their stored bytes unchanged, no writes row of a deleted checkpoint
     (the writes rows under no checkpoint are the ones before) and no blob that no kept checkpoint references
     (so none a deleted one used; a thread that had such blobs before is left to our own path)."""

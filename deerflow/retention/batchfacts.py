@@ -18,7 +18,8 @@ from typing import Any
 from deerflow.retention.plan import Node
 from deerflow.runtime.delta_evidence import PRUNE_REFUSES
 
-__all__ = ["BatchFacts", "read_batch_facts", "read_batch_nodes", "writes_facts"]
+__all__ = ["BatchFacts", "parse_writes_facts", "read_batch_facts", "read_batch_nodes", "writes_facts",
+           "writes_facts_sql"]
 
 _Key = tuple[str, str]
 
@@ -87,18 +88,27 @@ def _nodes(namespaces: list[str], ids: list[str], parents: list[str | None], roo
 
 def writes_facts(session: Any, thread_ids: list[str]) -> tuple[dict[str, set[_Key]], dict[str, int]]:
     """``({thread_id: keys of writes rows under no checkpoint}, {thread_id: bytes of writes rows and blobs})``."""
-    d = session.dialect
-    orphans: dict[str, set[_Key]] = {t: set() for t in thread_ids}
-    sizes = dict.fromkeys(thread_ids, 0)
-    for r in session.query(
-            f"SELECT thread_id, NULL AS ns, NULL AS id, SUM({d.write_bytes(None)})::bigint AS b FROM {d.writes_table} "
+    return parse_writes_facts(session.query(writes_facts_sql(session.dialect), [thread_ids] * 3), thread_ids)
+
+
+def writes_facts_sql(d: Any) -> str:
+    """The statement :func:`writes_facts` reads (three ``?``: the thread ids), with columns ``thread_id``, ``ns``,
+    ``id`` (a writes row's key under no checkpoint) and ``b`` (bytes, on the rows whose ``ns`` is ``NULL``)."""
+    return (f"SELECT thread_id, NULL AS ns, NULL AS id, SUM({d.write_bytes(None)})::bigint AS b FROM {d.writes_table} "
             "WHERE thread_id = ANY(?) GROUP BY thread_id UNION ALL "
             f"SELECT thread_id, NULL, NULL, SUM({d.blob_bytes()}) FROM checkpoint_blobs WHERE thread_id = ANY(?) "
             "GROUP BY thread_id UNION ALL "
             f"SELECT DISTINCT w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::bigint FROM {d.writes_table} w "
             "WHERE w.thread_id = ANY(?) AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id "
-            "AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
-            [thread_ids, thread_ids, thread_ids]):
+            "AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)")
+
+
+def parse_writes_facts(rows: list[dict[str, Any]],
+                       thread_ids: list[str]) -> tuple[dict[str, set[_Key]], dict[str, int]]:
+    """:func:`writes_facts`' answer from the rows of :func:`writes_facts_sql`."""
+    orphans: dict[str, set[_Key]] = {t: set() for t in thread_ids}
+    sizes = dict.fromkeys(thread_ids, 0)
+    for r in rows:
         if r["ns"] is None:
             sizes[r["thread_id"]] += int(r["b"] or 0)
         else:

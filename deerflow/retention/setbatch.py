@@ -117,7 +117,8 @@ def _prune(session: Any, thread_ids: list[str], n: int, protect: set[str], backu
         plan = _plan(nodes, n, protect)
         if plan is not None:
             (plans if plan.deleted else unchanged)[t] = plan
-    chosen = sorted(set(plans) - _unproven(session, plans))
+    unproven, stored = _before_delete(session, plans) if plans else (set(), {})
+    chosen = sorted(set(plans) - unproven)
     kept = {t: plans[t].kept for t in chosen}
     digest = kept_bytes_digests(session, kept) if chosen else {}
     backup_ids = {t: f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}" for t in chosen} \
@@ -129,14 +130,14 @@ def _prune(session: Any, thread_ids: list[str], n: int, protect: set[str], backu
             raise BatchRollback(t)  # not the planned rows: changed since the plan's snapshot
     _verify(session, plans, kept, after, digest)
     if backup_ids:
-        _record_backups(session, chosen, backup_ids, counts, after, note)
+        _record_backups(session, chosen, backup_ids, counts, stored, note)
     session.commit()
     if backup_ids:
         backup_tables_committed(session)
     reports = {t: _report(t, plan, "nothing_to_prune", after[t].stored_bytes, after[t].stored_bytes)
                for t, plan in unchanged.items()}
     for t in chosen:
-        reports[t] = _report(t, plans[t], "pruned", after[t].stored_bytes + counts.get(("z", t), 0),
+        reports[t] = _report(t, plans[t], "pruned", stored[t],
                              after[t].stored_bytes)
         reports[t].backup_id = backup_ids.get(t)
     return reports
@@ -165,8 +166,9 @@ def _verify(session: Any, plans: dict[str, Plan], kept: dict[str, set[_Key]], af
             raise BatchRollback(t)
 
 
-def _unproven(session: Any, plans: dict[str, Plan]) -> set[str]:
-    """The threads whose kept checkpoints' readings the batch cannot prove by their bytes (one statement).
+def _before_delete(session: Any, plans: dict[str, Plan]) -> tuple[set[str], dict[str, int]]:
+    """``(threads whose kept checkpoints' readings the batch cannot prove by their bytes, {thread_id: bytes stored})``
+    in one statement (the bytes in LangGraph's three tables, as the thread summary counts them).
 
     A chain start must store a value (a blob of its version that is not the saver's ``empty`` or ``null``
     marker, or an inline value that is not ``null``) for every channel LangGraph's reader rebuilds from
@@ -176,33 +178,42 @@ def _unproven(session: Any, plans: dict[str, Plan]) -> set[str]:
     ancestors wrote (LangGraph copies a checkpoint's versions into its child's), so the deleted checkpoints
     name no other such channel.
     """
+    d = session.dialect
+    ids = sorted(plans)
     starts = sorted((t, *k) for t, plan in plans.items() for k in plan.chain_starts)
-    if not starts:
-        return set()
     replayed = sorted(replayed_channels())
     kept = sorted((t, *k) for t, plan in plans.items() for k in plan.kept)
     rows = session.query(
         "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, v.key AS channel, "
         "(EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = "
         "c.checkpoint_ns AND b.channel = v.key AND b.version = v.value AND b.type NOT IN ('empty', 'null')) "
-        "OR COALESCE(c.checkpoint -> 'channel_values' -> v.key, 'null'::jsonb) <> 'null'::jsonb) AS stored "
-        "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
-        f"WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN ({_UNNEST3}) AND v.key = ANY(?) "
-        "UNION ALL SELECT DISTINCT thread_id, checkpoint_ns, NULL::text, channel, NULL::boolean "
-        f"FROM {session.dialect.writes_table} WHERE thread_id = ANY(?) AND channel = ANY(?) "
-        f"AND ({_KEY}) NOT IN ({_UNNEST3})",
-        [*_columns(starts, 3), replayed, sorted(plans), replayed, *_columns(kept, 3)])
+        "OR COALESCE(c.checkpoint -> 'channel_values' -> v.key, 'null'::jsonb) <> 'null'::jsonb) AS stored, "
+        "NULL::bigint AS b FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') "
+        f"AS v WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN ({_UNNEST3}) AND v.key = ANY(?) "
+        # one pass over the writes rows: their bytes, and the replayed channels of those not under a kept checkpoint
+        "UNION ALL SELECT thread_id, checkpoint_ns, NULL::text, CASE WHEN channel = ANY(?) AND "
+        f"({_KEY}) NOT IN ({_UNNEST3}) THEN channel END AS written, NULL::boolean, SUM({d.write_bytes(None)}) "
+        f"FROM {d.writes_table} WHERE thread_id = ANY(?) GROUP BY thread_id, checkpoint_ns, written "
+        f"UNION ALL SELECT thread_id, NULL, NULL, NULL, NULL::boolean, SUM({d.checkpoint_bytes(None)}) "
+        "FROM checkpoints WHERE thread_id = ANY(?) GROUP BY thread_id "
+        f"UNION ALL SELECT thread_id, NULL, NULL, NULL, NULL::boolean, SUM({d.blob_bytes()}) FROM checkpoint_blobs "
+        "WHERE thread_id = ANY(?) GROUP BY thread_id",
+        [*_columns(starts, 3), replayed, replayed, *_columns(kept, 3), ids, ids, ids])
     versioned: dict[tuple[str, str, str], set[str]] = {s: set() for s in starts}
     written: dict[tuple[str, str], set[str]] = {}
-    out: set[str] = set()
+    unproven: set[str] = set()
+    stored = dict.fromkeys(ids, 0)
     for r in rows:
-        if r["checkpoint_id"] is None:
-            written.setdefault((r["thread_id"], r["checkpoint_ns"]), set()).add(r["channel"])
+        if r["b"] is not None:
+            stored[r["thread_id"]] += int(r["b"])
+            if r["channel"] is not None:
+                written.setdefault((r["thread_id"], r["checkpoint_ns"]), set()).add(r["channel"])
         elif r["stored"]:
             versioned[(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])].add(r["channel"])
         else:
-            out.add(r["thread_id"])
-    return out | {t for (t, ns, _cid), channels in versioned.items() if written.get((t, ns), set()) - channels}
+            unproven.add(r["thread_id"])
+    unproven |= {t for (t, ns, _cid), channels in versioned.items() if written.get((t, ns), set()) - channels}
+    return unproven, stored
 
 
 def _columns(rows: Sequence[tuple[str, ...]], width: int) -> list[list[str]]:
@@ -212,14 +223,13 @@ def _columns(rows: Sequence[tuple[str, ...]], width: int) -> list[list[str]]:
 
 def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
             backup_ids: dict[str, str]) -> dict[tuple[str, str], int]:
-    """One statement: every checkpoint of ``thread_ids`` not kept, its writes rows, the blobs only deleted checkpoints
-    used; the chain starts' parent links cleared. With ``backup_ids`` (``{thread_id: backup id}``) the deleted rows
+    """One statement: every checkpoint of ``thread_ids`` not kept, its writes rows, the blobs no kept checkpoint
+    names; the chain starts' parent links cleared. With ``backup_ids`` (``{thread_id: backup id}``) the deleted rows
     move into the backup tables and the rest of each thread is copied beside them, as it was.
 
     Returns:
-        ``{(what, thread_id): rows}``: ``d`` checkpoints deleted, ``z`` the bytes deleted (the three tables, as
-        the thread summary counts them), with a backup ``bc``, ``bw``, ``bb`` the checkpoint, writes and blob
-        rows in the thread's backup.
+        ``{(what, thread_id): rows}``: ``d`` checkpoints deleted, ``p`` parent links cleared, with a backup
+        ``bc``, ``bw``, ``bb`` the checkpoint, writes and blob rows in the thread's backup.
     """
     d = session.dialect
     writes = d.writes_table
@@ -230,11 +240,10 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
         "WITH k AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS k(thread_id, checkpoint_ns, "
         "checkpoint_id)), ",
         f"d AS (DELETE FROM checkpoints WHERE thread_id = ANY(?) AND ({_KEY}) NOT IN (SELECT {_KEY} FROM k) "
-        f"RETURNING {', '.join(_CHECKPOINT_COLS) if backup_ids else _KEY}, {d.checkpoint_bytes(None)} AS size), ",
+        f"RETURNING {', '.join(_CHECKPOINT_COLS) if backup_ids else _KEY}), ",
         f"w AS (DELETE FROM {writes} x USING d WHERE x.thread_id = d.thread_id AND x.checkpoint_ns = d.checkpoint_ns "
         "AND x.checkpoint_id = d.checkpoint_id RETURNING "
-        f"{', '.join('x.' + c for c in write_cols) if backup_ids else 'x.thread_id'}, "
-        f"{d.write_bytes('x')} AS size), ",
+        f"{', '.join('x.' + c for c in write_cols) if backup_ids else 'x.thread_id'}), ",
         # the batch's blobs no kept checkpoint names (garbage_blobs' rule)
         "g AS (SELECT thread_id, checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = ANY(?) "
         "EXCEPT SELECT c.thread_id, c.checkpoint_ns, v.key, v.value FROM checkpoints c "
@@ -242,15 +251,13 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
         "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v), ",
         "b AS (DELETE FROM checkpoint_blobs x USING g WHERE x.thread_id = g.thread_id AND x.checkpoint_ns = "
         f"g.checkpoint_ns AND x.channel = g.channel AND x.version = g.version RETURNING "
-        f"{', '.join('x.' + c for c in _BLOB_COLS) if backup_ids else 'x.thread_id'}, {d.blob_bytes('x')} AS size), ",
+        f"{', '.join('x.' + c for c in _BLOB_COLS) if backup_ids else 'x.thread_id'}), ",
         f"p AS (UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE ({_KEY}) IN "
         "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) RETURNING thread_id)",
     ]
     params: list[Any] = [*_columns(kept, 3), thread_ids, thread_ids, *_columns(starts, 3)]
     counts = ["SELECT 'd' AS what, thread_id, COUNT(*) AS n FROM d GROUP BY thread_id",
-              "SELECT 'p', thread_id, COUNT(*) FROM p GROUP BY thread_id",
-              "SELECT 'z', thread_id, SUM(size) FROM (SELECT thread_id, size FROM d UNION ALL "
-              "SELECT thread_id, size FROM w UNION ALL SELECT thread_id, size FROM b) AS z GROUP BY thread_id"]
+              "SELECT 'p', thread_id, COUNT(*) FROM p GROUP BY thread_id"]
     if backup_ids:
         if not backup_tables_known(session):
             backups.ensure_whole_thread_tables(session)
@@ -282,7 +289,7 @@ def _move(name: str, into: str, table: str, cols: tuple[str, ...], moved: str, k
 
 
 def _record_backups(session: Any, thread_ids: list[str], backup_ids: dict[str, str],
-                    counts: dict[tuple[str, str], int], after: dict[str, After], note: str) -> None:
+                    counts: dict[tuple[str, str], int], stored: dict[str, int], note: str) -> None:
     """Each thread's ``dfa_backups`` record (whole-thread scope), as a single thread's prune records it."""
     created = dt.datetime.now(dt.UTC).isoformat()
     session.execute(
@@ -294,7 +301,7 @@ def _record_backups(session: Any, thread_ids: list[str], backup_ids: dict[str, s
         [created, note, [backup_ids[t] for t in thread_ids], thread_ids,
          [counts.get(("bc", t), 0) for t in thread_ids],
          [counts.get(("bw", t), 0) + counts.get(("bb", t), 0) for t in thread_ids],
-         [after[t].stored_bytes + counts.get(("z", t), 0) for t in thread_ids]])
+         [stored[t] for t in thread_ids]])
 
 
 def _report(thread_id: str, plan: Plan, status: str, before: int, after: int) -> PruneReport:
