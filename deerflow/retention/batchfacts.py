@@ -12,7 +12,9 @@ keep-last prune leaves as they are.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from deerflow.retention.plan import Node
@@ -22,6 +24,7 @@ __all__ = ["BatchFacts", "parse_writes_facts", "read_batch_facts", "read_batch_n
            "writes_facts_sql"]
 
 _Key = tuple[str, str]
+_NONE: Mapping[str, Any] = MappingProxyType({})  # the metadata and versions a node is not read for (shared, read-only)
 
 
 @dataclass
@@ -82,7 +85,7 @@ def _nodes(namespaces: list[str], ids: list[str], parents: list[str | None], roo
     for ns, cid, parent, root, owned in zip(namespaces, ids, parents, roots, owns, strict=True):
         if parent is not None and (parent >= cid or (ns, parent) not in keys):
             return None
-        nodes.append(Node(ns, cid, parent, {"parents": json.loads(root)} if root else {}, {}, bool(owned)))
+        nodes.append(Node(ns, cid, parent, {"parents": json.loads(root)} if root else _NONE, _NONE, bool(owned)))
     return nodes
 
 
