@@ -4,13 +4,14 @@
   keep-last 1 without backup of full-mode threads (30 threads of 120 turns at
   full scale, 10 of 40 at small) over LangGraph's
   ``PostgresSaver.prune(thread_ids, strategy="keep_latest")``, each on its own
-  byte-identical copy of one seeded database, one run each;
+  byte-identical copy of one seeded database; the medians of :data:`REPEATS`
+  runs of each, interleaved;
 * ``prune_full_backup_ratio_vs_langgraph``: the same prune with backup and
   verification (the default) over the same LangGraph time;
 * ``prune_delta_ratio_to_floor``: keep-last 10 of delta threads (backup off)
   over the floor on an identical copy: deleting exactly the rows the prune
   deleted plus writing the rebased snapshots it wrote (the same bytes),
-  committed;
+  committed; medians of :data:`REPEATS` runs of each, each pair on fresh copies;
 * ``prune_threads_per_s_100k_2_workers`` (``_1k_`` at small scale): keep-last
   10 with backups of an evenly spaced sample of a seeded mixed-mode database
   by two processes, each calling ``prune_threads`` on its half.
@@ -19,6 +20,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import statistics
 import time
 from typing import Any
 
@@ -30,6 +32,9 @@ from deerflow.retention import prune_threads
 from deerflow.seed import SeedPlan, seed_threads
 
 __all__ = ["run"]
+
+#: Runs of each side of a comparison (each on a fresh copy of the seeded database); the keys are their medians.
+REPEATS = 3
 
 
 def _thread_ids(database: Any) -> list[str]:
@@ -60,12 +65,15 @@ def _full(ctx: Context) -> None:
                                                  seed="bench-prune-peer", templates=1, fork_rate=0, text_scale=0.1,
                                                  long_output_rate=0, max_tool_rounds=0), summarize=False)
         ids = _thread_ids(database)
-        with copy_database(ctx, database, "lg") as theirs:
-            langgraph_s = _langgraph_prune(theirs, ids)
-        with copy_database(ctx, database, "ours") as ours:
-            plain_s = _ours(ours, ids, n=1, backup=False)[0]
-        with copy_database(ctx, database, "oursb") as ours:
-            backup_s = _ours(ours, ids, n=1, backup=True)[0]
+        runs: dict[str, list[float]] = {"langgraph": [], "plain": [], "backup": []}
+        for _ in range(REPEATS):  # each side on a fresh copy, interleaved, so the machine's drift hits all three
+            with copy_database(ctx, database, "lg") as theirs:
+                runs["langgraph"].append(_langgraph_prune(theirs, ids))
+            with copy_database(ctx, database, "ours") as ours:
+                runs["plain"].append(_ours(ours, ids, n=1, backup=False)[0])
+            with copy_database(ctx, database, "oursb") as ours:
+                runs["backup"].append(_ours(ours, ids, n=1, backup=True)[0])
+        langgraph_s, plain_s, backup_s = (statistics.median(runs[k]) for k in ("langgraph", "plain", "backup"))
     r["prune_full_checkpoints"] = report.checkpoints
     r["prune_full_langgraph_s"] = round(langgraph_s, 3)
     r["prune_full_s"] = round(plain_s, 3)
@@ -120,10 +128,14 @@ def _delta(ctx: Context) -> None:
                                         snapshot_frequency=10, seed="bench-prune-delta", templates=1, fork_rate=0,
                                         text_scale=0.1, long_output_rate=0), summarize=False)
         ids = _thread_ids(database)
-        with copy_database(ctx, database, "floor") as floor_db:
-            with copy_database(ctx, database, "ours") as ours:
+        ours_runs, floor_runs = [], []
+        for _ in range(REPEATS):
+            with copy_database(ctx, database, "floor") as floor_db, copy_database(ctx, database, "ours") as ours:
                 ours_s, reports = _ours(ours, ids, n=10, backup=False)
-                floor_s = _floor(floor_db, ours, ids, {c for rep in reports for c in rep.rebased_checkpoint_ids})
+                ours_runs.append(ours_s)
+                rebased = {c for rep in reports for c in rep.rebased_checkpoint_ids}
+                floor_runs.append(_floor(floor_db, ours, ids, rebased))
+        ours_s, floor_s = statistics.median(ours_runs), statistics.median(floor_runs)
     r["prune_delta_s"] = round(ours_s, 3)
     r["prune_delta_floor_s"] = round(floor_s, 3)
     r["prune_delta_ratio_to_floor"] = round(ours_s / floor_s, 2)
