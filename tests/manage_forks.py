@@ -159,6 +159,21 @@ class ForkedScript:
         if self._process.exitcode is None:
             self._process.kill()
 
+    def kill_after(self, delay: float) -> bool:
+        """Wait up to ``delay`` seconds; if the child still runs then, ``SIGKILL`` it and wait for it to be gone.
+
+        Returns:
+            ``True`` when it was killed, ``False`` when it ended on its own first.
+        """
+        try:
+            self.wait(timeout=delay)
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+        self.wait(timeout=30)
+        return True
+
     def close(self) -> None:
         """Kill the child if it still runs, wait for it, and release the pipe and the temporary directory."""
         self.kill()

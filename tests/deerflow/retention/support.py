@@ -151,3 +151,16 @@ def copy_of(database: DatabaseConfig) -> Iterator[DatabaseConfig]:
             database.postgres_url, dbname=name))
     finally:
         fixtures_real.drop_database(name)
+
+
+def thread_calls(monkeypatch: Any, module: Any, name: str) -> list[str]:
+    """The thread ids ``module.name(target, thread_id, ...)`` is called with from now on (it still runs)."""
+    calls: list[str] = []
+    real = getattr(module, name)
+
+    def spy(target: Any, thread_id: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(thread_id)
+        return real(target, thread_id, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls

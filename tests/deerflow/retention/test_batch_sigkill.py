@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -55,13 +54,8 @@ def _run(db, threads: list[str], delay: float) -> str:
         if proc.stdout.readline().strip() != "ready":
             proc.wait(timeout=30)
             pytest.fail(f"prune child did not start: {proc.stderr_path.read_text()}")
-        try:
-            proc.wait(timeout=delay)
+        if not proc.kill_after(delay):
             return "exited"
-        except subprocess.TimeoutExpired:
-            pass
-        proc.kill()
-        proc.wait(timeout=30)
         for t in threads:
             settle(db, t)  # the killed child's server backend may still be committing
         return "killed"

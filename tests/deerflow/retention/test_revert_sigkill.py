@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,13 +78,8 @@ def _run(db: Any, backup_id: str, kind: str, delay: float | None) -> tuple[str, 
             words = proc.stdout.read().split()
             proc.wait(timeout=120)
             return "done", words
-        try:
-            proc.wait(timeout=delay)
+        if not proc.kill_after(delay):
             return "exited", []
-        except subprocess.TimeoutExpired:
-            pass
-        proc.kill()
-        proc.wait(timeout=30)
         settle(db, THREAD)  # the killed child's server backend may still be committing
         return "killed", []
     finally:

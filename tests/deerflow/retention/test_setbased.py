@@ -20,7 +20,16 @@ from deerflow.retention import keep_last, prune_threads, revert_prune, safe_only
 from deerflow.retention.delegate import saver_prunes
 from tests.backends import fresh_database
 from tests.deerflow.convert.support import all_rows, backup_ids, execute, raw_rows
-from tests.deerflow.retention.support import branched, copy_of, duration_stamp, ids, pending_write, read, turns
+from tests.deerflow.retention.support import (
+    branched,
+    copy_of,
+    duration_stamp,
+    ids,
+    pending_write,
+    read,
+    thread_calls,
+    turns,
+)
 
 HAS_PRUNE = saver_prunes(PostgresSaver)
 
@@ -34,15 +43,7 @@ def pg(tmp_path: Path) -> Iterator[DatabaseConfig]:
 @pytest.fixture
 def general_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Thread ids the general path (the walk of every checkpoint) pruned."""
-    calls: list[str] = []
-    original = prune_module._prune_once
-
-    def spy(store: Any, thread_id: str, *args: Any, **kwargs: Any) -> None:
-        calls.append(thread_id)
-        original(store, thread_id, *args, **kwargs)
-
-    monkeypatch.setattr(prune_module, "_prune_once", spy)
-    return calls
+    return thread_calls(monkeypatch, prune_module, "_prune_once")
 
 
 @contextmanager

@@ -20,7 +20,17 @@ from deerflow.retention.batchcheck import BatchRollback
 from deerflow.storage.addressing import config_for
 from tests.backends import fresh_database
 from tests.deerflow.convert.support import all_rows, execute, raw_rows
-from tests.deerflow.retention.support import all_keys, branched, copy_of, ids, pending_write, read, saver_for, turns
+from tests.deerflow.retention.support import (
+    all_keys,
+    branched,
+    copy_of,
+    ids,
+    pending_write,
+    read,
+    saver_for,
+    thread_calls,
+    turns,
+)
 
 _REPORT_FIELDS = ("status", "kept_checkpoint_ids", "deleted_checkpoint_ids", "protected", "rebased_checkpoint_ids",
                   "unbranchable_checkpoint_ids", "deleted_namespaces", "bytes_before", "bytes_after")
@@ -43,15 +53,7 @@ def each_alone(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture
 def alone(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Thread ids ``prune_threads`` handed to the per-thread path."""
-    calls: list[str] = []
-    real = batch_module.prune_thread
-
-    def spy(target: Any, thread_id: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(thread_id)
-        return real(target, thread_id, *args, **kwargs)
-
-    monkeypatch.setattr(batch_module, "prune_thread", spy)
-    return calls
+    return thread_calls(monkeypatch, batch_module, "prune_thread")
 
 
 def _langgraph_rows(database: DatabaseConfig) -> dict[str, Any]:

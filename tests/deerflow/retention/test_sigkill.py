@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import time
 from pathlib import Path
 
@@ -64,12 +63,8 @@ def _run(db, delay: float | None = None, *, at_commit: float | None = None) -> t
         if at_commit is not None:
             assert proc.stdout.readline().strip() == "before_commit"
             time.sleep(at_commit)
-        else:
-            try:
-                proc.wait(timeout=delay)
-                return "exited", []
-            except subprocess.TimeoutExpired:
-                pass
+        elif not proc.kill_after(delay or 0):
+            return "exited", []
         proc.kill()
         proc.wait(timeout=30)
         settle(db, THREAD)  # the killed child's server backend may still be committing
