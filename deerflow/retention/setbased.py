@@ -37,6 +37,7 @@ from typing import Any
 
 from deerflow.convert import backups
 from deerflow.retention.plan import Node, Plan
+from deerflow.retention.reading import replayed_channels
 from deerflow.runtime.delta_evidence import prune_refuses
 from deerflow.storage.sessions import ConversionSession
 
@@ -44,6 +45,7 @@ __all__ = [
     "ThreadFacts",
     "backup_tables_committed",
     "backup_tables_known",
+    "chain_starts_on_own_rows",
     "delete_planned",
     "garbage_blobs",
     "kept_bytes_digests",
@@ -167,6 +169,57 @@ def stores_none(session: ConversionSession, thread_id: str) -> bool:
         "OR EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = ? AND channel = 'messages' "
         "AND type = 'null') AS found", [thread_id, thread_id])
     return bool(rows[0]["found"])
+
+
+def chain_starts_on_own_rows(session: ConversionSession, plans: dict[str, Plan]) -> set[tuple[str, str, str]]:
+    """``{(thread_id, checkpoint_ns, checkpoint_id)}`` of the plans' chain starts that LangGraph's reader reads from
+    their own rows alone, so that their rows' bytes, unchanged, prove their readings (one statement).
+
+    LangGraph's reader (``channels_from_checkpoint``) rebuilds a channel from a checkpoint's ancestors only when
+    it is one of :func:`~deerflow.retention.reading.replayed_channels` with a version and nothing stored at the
+    checkpoint. So such a chain start stores a value (a blob of its version that is not the saver's ``empty`` or
+    ``null`` marker, or an inline value that is not ``null``) for every one of those channels it has a version
+    of, and no writes row outside the plan's kept checkpoints holds one it has no version of (a reading of a kept
+    checkpoint below it would walk past it into those rows). Its ``channel_versions`` hold every channel its
+    ancestors wrote (LangGraph copies a checkpoint's versions into its child's), so no deleted checkpoint names
+    another. A kept checkpoint below it reads its own rows, its kept ancestors' writes rows and at most the
+    chain start's stored values: all rows the prune keeps.
+    """
+    starts = sorted((t, *k) for t, plan in plans.items() for k in plan.chain_starts)
+    if not starts:
+        return set()
+    replayed = sorted(replayed_channels())
+    kept = sorted((t, *k) for t, plan in plans.items() for k in plan.kept)
+    unnest = "SELECT * FROM unnest(?::text[], ?::text[], ?::text[])"
+    rows = session.query(
+        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, v.key AS channel, "
+        "(EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = "
+        "c.checkpoint_ns AND b.channel = v.key AND b.version = v.value AND b.type NOT IN ('empty', 'null')) "
+        "OR COALESCE(c.checkpoint -> 'channel_values' -> v.key, 'null'::jsonb) <> 'null'::jsonb) AS stored "
+        "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
+        f"WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN ({unnest}) AND v.key = ANY(?) "
+        "UNION ALL SELECT DISTINCT thread_id, checkpoint_ns, NULL::text, channel, NULL::boolean "
+        f"FROM {session.dialect.writes_table} WHERE thread_id = ANY(?) AND channel = ANY(?) "
+        f"AND (thread_id, checkpoint_ns, checkpoint_id) NOT IN ({unnest})",
+        [*_columns(starts), replayed, sorted(plans), replayed, *_columns(kept)])
+    versioned: dict[tuple[str, str, str], set[str]] = {s: set() for s in starts}
+    written: dict[tuple[str, str], set[str]] = {}
+    failed: set[tuple[str, str, str]] = set()
+    for r in rows:
+        key = (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])
+        if r["checkpoint_id"] is None:
+            written.setdefault((r["thread_id"], r["checkpoint_ns"]), set()).add(r["channel"])
+        elif r["stored"]:
+            versioned[key].add(r["channel"])
+        else:
+            failed.add(key)
+    return {(t, ns, cid) for (t, ns, cid), channels in versioned.items()
+            if (t, ns, cid) not in failed and not written.get((t, ns), set()) - channels}
+
+
+def _columns(rows: list[tuple[str, str, str]]) -> list[list[str]]:
+    """Three parallel lists (one array parameter each) of ``(thread_id, checkpoint_ns, checkpoint_id)`` rows."""
+    return [list(col) for col in zip(*rows, strict=True)] if rows else [[], [], []]
 
 
 def langgraph_reads_delta(nodes: Iterable[Node]) -> bool:

@@ -51,9 +51,13 @@ from deerflow.errors import StorageError
 from deerflow.retention.batchcheck import After, BatchRollback, read_after
 from deerflow.retention.batchfacts import read_batch_nodes
 from deerflow.retention.plan import Node, Plan, plan_keep_last
-from deerflow.retention.reading import replayed_channels
 from deerflow.retention.report import PruneReport
-from deerflow.retention.setbased import backup_tables_committed, backup_tables_known, kept_bytes_digests
+from deerflow.retention.setbased import (
+    backup_tables_committed,
+    backup_tables_known,
+    chain_starts_on_own_rows,
+    kept_bytes_digests,
+)
 
 __all__ = ["BATCH_THREADS", "keep_last_in_batches"]
 
@@ -66,7 +70,6 @@ _CHECKPOINT_COLS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_check
                     "metadata")
 _BLOB_COLS = ("thread_id", "checkpoint_ns", "channel", "version", "type", "blob")
 _KEY = "thread_id, checkpoint_ns, checkpoint_id"
-_UNNEST3 = "SELECT * FROM unnest(?::text[], ?::text[], ?::text[])"
 
 
 def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect: set[str], backup: bool,
@@ -117,8 +120,9 @@ def _prune(session: Any, thread_ids: list[str], n: int, protect: set[str], backu
         plan = _plan(nodes, n, protect)
         if plan is not None:
             (plans if plan.deleted else unchanged)[t] = plan
-    unproven, stored = _before_delete(session, plans) if plans else (set(), {})
-    chosen = sorted(set(plans) - unproven)
+    on_own_rows = chain_starts_on_own_rows(session, plans)
+    chosen = sorted(t for t, plan in plans.items() if all((t, *k) in on_own_rows for k in plan.chain_starts))
+    stored = _stored_bytes(session, chosen) if chosen else {}
     kept = {t: plans[t].kept for t in chosen}
     digest = kept_bytes_digests(session, kept) if chosen else {}
     backup_ids = {t: f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}" for t in chosen} \
@@ -166,54 +170,17 @@ def _verify(session: Any, plans: dict[str, Plan], kept: dict[str, set[_Key]], af
             raise BatchRollback(t)
 
 
-def _before_delete(session: Any, plans: dict[str, Plan]) -> tuple[set[str], dict[str, int]]:
-    """``(threads whose kept checkpoints' readings the batch cannot prove by their bytes, {thread_id: bytes stored})``
-    in one statement (the bytes in LangGraph's three tables, as the thread summary counts them).
-
-    A chain start must store a value (a blob of its version that is not the saver's ``empty`` or ``null``
-    marker, or an inline value that is not ``null``) for every channel LangGraph's reader rebuilds from
-    ancestors (:func:`~deerflow.retention.reading.replayed_channels`) that it has a version of; and no writes row
-    not stored under a kept checkpoint may hold such a channel the chain start has no version of (a reading
-    below it would walk past it into those rows). A chain start's ``channel_versions`` hold every channel its
-    ancestors wrote (LangGraph copies a checkpoint's versions into its child's), so the deleted checkpoints
-    name no other such channel.
-    """
+def _stored_bytes(session: Any, thread_ids: list[str]) -> dict[str, int]:
+    """``{thread_id: bytes in LangGraph's three tables}`` (as the thread summary counts them), one statement."""
     d = session.dialect
-    ids = sorted(plans)
-    starts = sorted((t, *k) for t, plan in plans.items() for k in plan.chain_starts)
-    replayed = sorted(replayed_channels())
-    kept = sorted((t, *k) for t, plan in plans.items() for k in plan.kept)
-    rows = session.query(
-        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, v.key AS channel, "
-        "(EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = "
-        "c.checkpoint_ns AND b.channel = v.key AND b.version = v.value AND b.type NOT IN ('empty', 'null')) "
-        "OR COALESCE(c.checkpoint -> 'channel_values' -> v.key, 'null'::jsonb) <> 'null'::jsonb) AS stored, "
-        "NULL::bigint AS b FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') "
-        f"AS v WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN ({_UNNEST3}) AND v.key = ANY(?) "
-        # one pass over the writes rows: their bytes, and the replayed channels of those not under a kept checkpoint
-        "UNION ALL SELECT thread_id, checkpoint_ns, NULL::text, CASE WHEN channel = ANY(?) AND "
-        f"({_KEY}) NOT IN ({_UNNEST3}) THEN channel END AS written, NULL::boolean, SUM({d.write_bytes(None)}) "
-        f"FROM {d.writes_table} WHERE thread_id = ANY(?) GROUP BY thread_id, checkpoint_ns, written "
-        f"UNION ALL SELECT thread_id, NULL, NULL, NULL, NULL::boolean, SUM({d.checkpoint_bytes(None)}) "
-        "FROM checkpoints WHERE thread_id = ANY(?) GROUP BY thread_id "
-        f"UNION ALL SELECT thread_id, NULL, NULL, NULL, NULL::boolean, SUM({d.blob_bytes()}) FROM checkpoint_blobs "
-        "WHERE thread_id = ANY(?) GROUP BY thread_id",
-        [*_columns(starts, 3), replayed, replayed, *_columns(kept, 3), ids, ids, ids])
-    versioned: dict[tuple[str, str, str], set[str]] = {s: set() for s in starts}
-    written: dict[tuple[str, str], set[str]] = {}
-    unproven: set[str] = set()
-    stored = dict.fromkeys(ids, 0)
-    for r in rows:
-        if r["b"] is not None:
-            stored[r["thread_id"]] += int(r["b"])
-            if r["channel"] is not None:
-                written.setdefault((r["thread_id"], r["checkpoint_ns"]), set()).add(r["channel"])
-        elif r["stored"]:
-            versioned[(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])].add(r["channel"])
-        else:
-            unproven.add(r["thread_id"])
-    unproven |= {t for (t, ns, _cid), channels in versioned.items() if written.get((t, ns), set()) - channels}
-    return unproven, stored
+    stored = dict.fromkeys(thread_ids, 0)
+    for r in session.query(
+            f"SELECT thread_id, SUM({d.checkpoint_bytes(None)}) AS b FROM checkpoints WHERE thread_id = ANY(?) "
+            f"GROUP BY thread_id UNION ALL SELECT thread_id, SUM({d.write_bytes(None)}) FROM {d.writes_table} "
+            f"WHERE thread_id = ANY(?) GROUP BY thread_id UNION ALL SELECT thread_id, SUM({d.blob_bytes()}) "
+            "FROM checkpoint_blobs WHERE thread_id = ANY(?) GROUP BY thread_id", [thread_ids] * 3):
+        stored[r["thread_id"]] += int(r["b"] or 0)
+    return stored
 
 
 def _columns(rows: Sequence[tuple[str, ...]], width: int) -> list[list[str]]:

@@ -42,6 +42,7 @@ from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.setbased import (
     ThreadFacts,
     backup_tables_committed,
+    chain_starts_on_own_rows,
     delete_planned,
     garbage_blobs,
     langgraph_reads_delta,
@@ -106,13 +107,16 @@ def prune_set_based(store: Any, thread_id: str, report: PruneReport, rule: str, 
     # With the heads kept, a kept checkpoint reads its own rows, the writes of its kept ancestors and its chain
     # start's value: so the kept rows' bytes, unchanged, and the chain starts, read the same through LangGraph's
     # reader, prove every kept checkpoint reads as before. Full-mode chain starts store their value in their
-    # rows; delta ones are read (all channels) before, with the kept checkpoints that share a rebased one's
+    # rows, and so do delta chain starts that read only their own rows (:func:`chain_starts_on_own_rows`); the
+    # other delta ones are read (all channels) before, with the kept checkpoints that share a rebased one's
     # ``messages`` version (the split-version rule needs their readings), and again after the deletes unless
     # their stored ``messages`` blob is their reading's own encoding (:func:`_stored_as_read`).
     by_bytes = old_heads == new_heads
     if by_bytes:
-        read_keys = sorted((plan.chain_starts if langgraph_reads_delta(nodes) else set()) | set(to_rebase)
-                           | _sharing_version(nodes, plan, to_rebase))
+        starts = plan.chain_starts - set(to_rebase) if langgraph_reads_delta(nodes) else set()
+        if starts:
+            starts -= {(ns, cid) for _t, ns, cid in chain_starts_on_own_rows(store.session, {thread_id: plan})}
+        read_keys = sorted(starts | set(to_rebase) | _sharing_version(nodes, plan, to_rebase))
         rows_keys = plan.kept - set(to_rebase)
     else:
         read_keys, rows_keys = sorted(plan.kept | set(old_heads.items())), set()
