@@ -2,7 +2,8 @@
 
 Public entry points (each works on one thread, so a Celery task can call it
 with a thread id): :func:`keep_last`, :func:`safe_only`, :func:`prune_thread`
-(and :func:`prune_threads`, many threads on one connection),
+(and :func:`prune_threads`, many threads on one connection, a keep-last batch
+in one transaction where the kept checkpoints' bytes prove their readings),
 :func:`delete_thread` / :func:`delete_threads` and :func:`revert_prune`; the
 database's space is given back afterwards by :func:`deerflow.convert.reclaim_space`
 (the same reclaim compaction uses). See ``docs/retention.md``.
