@@ -21,6 +21,8 @@
     │   └── RetentionAbort                  (deerflow.retention.report) a prune of one thread stopped, rolled back
     ├── GeneralPathNeeded                   (deerflow.retention.setprune) internal: the set-based prune hands
     │                                       the thread to the general path (caught by prune_thread)
+    ├── BatchRollback                       (deerflow.retention.batchcheck) internal: a batch prune's check
+    │                                       failed; it rolls back and its threads are pruned one by one
     ├── RunInFlightError                    (deerflow.storage.reservation) DeerFlow has a run on the thread
     ├── NoSqlTablesError                    the saver keeps no SQL tables (InMemorySaver); also a TypeError
     └── StorageError                        a database driver error at the reader/session boundary

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from deerflow.errors import DeerFlowError
 from deerflow.retention.batchfacts import BatchFacts, parse_writes_facts, writes_facts_sql
 from deerflow.retention.setbased import kept_bytes_digests
 
@@ -20,7 +21,7 @@ __all__ = ["After", "BatchRollback", "read_after", "verify_batch"]
 _Key = tuple[str, str]
 
 
-class BatchRollback(Exception):
+class BatchRollback(DeerFlowError):
     """A batch's verification failed (args: the first thread that failed it): roll the batch back and prune its
     threads one by one on the per-thread path. Never leaves the package."""
 
