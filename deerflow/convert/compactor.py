@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -52,9 +53,9 @@ from deerflow.convert.integrity import IntegrityCheck, verify_against_langgraph
 from deerflow.convert.pipelined import PipelinedPuts
 from deerflow.convert.reader_values import ReaderValues
 from deerflow.convert.report import Abort, ThreadReport, record
-from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts
+from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts, share_decoded_messages
 from deerflow.storage.addressing import config_for
-from deerflow.storage.sessions import ConversionSession, open_session
+from deerflow.storage.sessions import ConversionSession, open_session, open_snapshot_reader
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import CheckpointTuple
@@ -204,6 +205,8 @@ class _Writer:
         self.encoder = MessageEncoder(session.saver.serde)
         self.backup_id: str | None = None
         self.snapshot_blobs: set[tuple[str, str]] = set()  # Postgres: (ns, version) written as a snapshot
+        self._meanwhile: threading.Thread | None = None
+        self._meanwhile_error: BaseException | None = None
 
     def _back_up(self, move_messages: tuple[str, list[str]] | None = None) -> bool:
         """Back up the thread once; True when this call did, moving ``move_messages`` (Postgres blobs)."""
@@ -215,6 +218,39 @@ class _Writer:
                                move_messages=move_messages)
         return True
 
+    def back_up_meanwhile(self) -> None:
+        """Start the backup (:meth:`_back_up`, a plain copy) on a thread of its own; the caller reads meanwhile.
+
+        The backup's statements run on the session's connection, which nothing
+        else uses until :meth:`_join` (called by :meth:`begin_namespace` and
+        :meth:`write` before they touch the session): while the server copies
+        the thread's rows, the walk reads and decodes them through a second
+        connection (:func:`~deerflow.storage.sessions.open_snapshot_reader`).
+        Same transaction, same rows, same backup.
+        """
+        def run() -> None:
+            try:
+                self._back_up()
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread by _join
+                self._meanwhile_error = exc
+
+        self._meanwhile = threading.Thread(target=run, name="dfa-compact-backup", daemon=True)
+        self._meanwhile.start()
+
+    def _join(self) -> None:
+        """Wait for :meth:`back_up_meanwhile`'s backup; raises what it raised."""
+        if self._meanwhile is not None:
+            self._meanwhile.join()
+            self._meanwhile = None
+            if self._meanwhile_error is not None:
+                raise self._meanwhile_error
+
+    def settle(self) -> None:
+        """Wait for a backup still running on its thread, without raising (the caller is already failing or
+        done; its session rolls back or commits only after this)."""
+        if self._meanwhile is not None:
+            self._meanwhile.join()
+
     def begin_namespace(self, ns: str, tuples: dict[str, Any]) -> None:
         """Postgres: delete the full ``messages`` blobs at the versions this namespace's rewrites use.
 
@@ -225,6 +261,7 @@ class _Writer:
         blobs leave in the backup's own statement (:func:`~deerflow.convert.backups.copy_to_backup`'s
         ``move_messages``: copied and deleted in one pass).
         """
+        self._join()
         versions = sorted({str(t.checkpoint["channel_versions"]["messages"]) for t in tuples.values()
                            if is_full_checkpoint(t) and _has_messages(t)})
         if self.session.dialect.has_blob_table and versions and not self._back_up(move_messages=(ns, versions)):
@@ -237,6 +274,7 @@ class _Writer:
 
     def write(self, e: Entry, decision: Decision) -> None:
         """Back up the thread (first call only), then re-``put`` one checkpoint in its delta form."""
+        self._join()
         self._back_up()
         value = self.encoder.encode(e.value or []) if decision.snapshot else None
         checkpoint, metadata = compacted_row(e.tup, value, decision)
@@ -332,24 +370,45 @@ def compact_thread(database: DatabaseConfig, thread_id: str, *, snapshot_frequen
     if snapshot_frequency < 1:
         raise ValueError(f"snapshot_frequency must be at least 1, got {snapshot_frequency}")
     return run_attempts(database, thread_id, lambda session, report: _compact_once(
-        session, thread_id, report, snapshot_frequency, integrity=integrity, note=note,
+        database, session, thread_id, report, snapshot_frequency, integrity=integrity, note=note,
         before_commit=before_commit), max_attempts=max_attempts)
 
 
-def _compact_once(session: ConversionSession, thread_id: str, report: ThreadReport, k: int, *, integrity: bool,
-                  note: str, before_commit: Callable[[ConversionSession], None] | None) -> None:
+def _has_full_rows(session: ConversionSession, thread_id: str) -> bool:
+    """True when some checkpoint of the thread names a ``messages`` version and shows no delta evidence in its
+    metadata: a compaction will most likely rewrite it. Decides only when the backup is taken (while the walk
+    reads, or at the first rewrite), never what is written."""
+    rows = session.query("SELECT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = ? "
+                         "AND (c.checkpoint -> 'channel_versions' -> 'messages') IS NOT NULL "
+                         f"AND NOT {session.dialect.delta_evidence('c')}) AS full_rows", [thread_id])
+    return bool(rows[0]["full_rows"])
+
+
+def _compact_once(database: DatabaseConfig, session: ConversionSession, thread_id: str, report: ThreadReport,
+                  k: int, *, integrity: bool, note: str,
+                  before_commit: Callable[[ConversionSession], None] | None) -> None:
     session.lock_thread(thread_id)
     mark = session.watermark(thread_id)
     if mark[0] == 0:
         raise _not_found(thread_id)
     report.bytes_before = session.stored_bytes(thread_id)
+    share_decoded_messages(session)  # the walk and the verification decode into the same message objects
     writer = _Writer(session, thread_id, note)
-    walk = _Pass(session, thread_id, report, k)
-    if integrity:  # on each namespace's stored rows, read before they are rewritten; raised after the walk
-        walk.check_integrity(session, thread_id)
-    walk.on_namespace = writer.begin_namespace
-    with writer.pipelined():
-        walk.run(writer.write)
+    # Postgres: the walk reads the rows as they are now through a second connection, so the server copies
+    # them into the backup (on this session, in its transaction) while the walk reads and decodes them.
+    with open_snapshot_reader(database, session) as reader:
+        reader.saver.serde = session.saver.serde
+        walk = _Pass(reader, thread_id, report, k)
+        if integrity:  # on each namespace's stored rows, read before they are rewritten; raised after the walk
+            walk.check_integrity(reader, thread_id)
+        walk.on_namespace = writer.begin_namespace
+        if reader is not session and _has_full_rows(session, thread_id):
+            writer.back_up_meanwhile()
+        try:
+            with writer.pipelined():
+                walk.run(writer.write)
+        finally:
+            writer.settle()
     if not report.checkpoints_to_rewrite:  # no full checkpoint holds messages: rolled back on exit
         report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
         return
