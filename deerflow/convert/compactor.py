@@ -207,6 +207,7 @@ class _Writer:
         self.snapshot_blobs: set[tuple[str, str]] = set()  # Postgres: (ns, version) written as a snapshot
         self._meanwhile: threading.Thread | None = None
         self._meanwhile_error: BaseException | None = None
+        self._moved: tuple[str, list[str]] | None = None  # (ns, versions) the backup taken meanwhile moved
 
     def _back_up(self, move_messages: tuple[str, list[str]] | None = None) -> bool:
         """Back up the thread once; True when this call did, moving ``move_messages`` (Postgres blobs)."""
@@ -218,19 +219,43 @@ class _Writer:
                                move_messages=move_messages)
         return True
 
-    def back_up_meanwhile(self) -> None:
-        """Start the backup (:meth:`_back_up`, a plain copy) on a thread of its own; the caller reads meanwhile.
+    #: The savepoint :meth:`back_up_meanwhile` sets before its backup, rolled back to when its guess missed.
+    SAVEPOINT = "dfa_compact_backup"
+
+    def _guess_versions(self, ns: str) -> list[str]:
+        """Postgres: the ``messages`` versions of namespace ``ns`` that :meth:`begin_namespace` will most likely
+        name: those of checkpoints with no delta evidence in their metadata whose version has a stored blob.
+        Only a guess (it reads no blob): :meth:`begin_namespace` compares it with the walk's exact set."""
+        rows = self.session.query(
+            "SELECT DISTINCT c.checkpoint -> 'channel_versions' ->> 'messages' AS version FROM checkpoints c "
+            "WHERE c.thread_id = ? AND c.checkpoint_ns = ? "
+            "AND (c.checkpoint -> 'channel_versions' -> 'messages') IS NOT NULL "
+            f"AND NOT {self.session.dialect.delta_evidence('c')} AND EXISTS (SELECT 1 FROM checkpoint_blobs b "
+            "WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages' "
+            "AND b.version = c.checkpoint -> 'channel_versions' ->> 'messages' AND b.type <> 'empty')",
+            [self.thread_id, ns])
+        return sorted(str(r["version"]) for r in rows)
+
+    def back_up_meanwhile(self, ns: str) -> None:
+        """Postgres: take the backup on a thread of its own while the caller's walk reads the thread.
 
         The backup's statements run on the session's connection, which nothing
         else uses until :meth:`_join` (called by :meth:`begin_namespace` and
-        :meth:`write` before they touch the session): while the server copies
-        the thread's rows, the walk reads and decodes them through a second
-        connection (:func:`~deerflow.storage.sessions.open_snapshot_reader`).
-        Same transaction, same rows, same backup.
+        :meth:`write` before they touch the session); the walk reads through a
+        second connection (:func:`~deerflow.storage.sessions.open_snapshot_reader`),
+        so the server copies the rows while the walk reads and decodes them.
+        The backup moves the ``messages`` blobs of namespace ``ns`` (the first
+        the walk visits) that :meth:`_guess_versions` names, after a savepoint
+        (:attr:`SAVEPOINT`): :meth:`begin_namespace` keeps it when the walk's
+        exact set is the guess, else rolls back to the savepoint and takes the
+        backup again with the exact set. Same transaction, same backup rows.
         """
         def run() -> None:
             try:
-                self._back_up()
+                versions = self._guess_versions(ns)
+                self.session.execute(f"SAVEPOINT {self.SAVEPOINT}")
+                self._back_up(move_messages=(ns, versions) if versions else None)
+                self._moved = (ns, versions)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread by _join
                 self._meanwhile_error = exc
 
@@ -259,11 +284,20 @@ class _Writer:
         version must have none. Which checkpoints are rewritten does not depend
         on their values (:func:`is_full_checkpoint`). Part of the transaction. The first namespace's
         blobs leave in the backup's own statement (:func:`~deerflow.convert.backups.copy_to_backup`'s
-        ``move_messages``: copied and deleted in one pass).
+        ``move_messages``: copied and deleted in one pass), taken here or, when :meth:`back_up_meanwhile`
+        guessed this namespace's exact versions, already.
         """
         self._join()
         versions = sorted({str(t.checkpoint["channel_versions"]["messages"]) for t in tuples.values()
                            if is_full_checkpoint(t) and _has_messages(t)})
+        if self._moved is not None:
+            moved, self._moved = self._moved, None
+            if moved == (ns, versions):  # the backup moved exactly these blobs
+                self.session.execute(f"RELEASE SAVEPOINT {self.SAVEPOINT}")
+                return
+            self.session.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")  # the guess missed: no backup yet
+            self.session.execute(f"RELEASE SAVEPOINT {self.SAVEPOINT}")
+            self.backup_id = None
         if self.session.dialect.has_blob_table and versions and not self._back_up(move_messages=(ns, versions)):
             self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
                                  "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])
@@ -403,7 +437,7 @@ def _compact_once(database: DatabaseConfig, session: ConversionSession, thread_i
             walk.check_integrity(reader, thread_id)
         walk.on_namespace = writer.begin_namespace
         if reader is not session and _has_full_rows(session, thread_id):
-            writer.back_up_meanwhile()
+            writer.back_up_meanwhile(session.namespaces(thread_id)[0])
         try:
             with writer.pipelined():
                 walk.run(writer.write)
