@@ -5,7 +5,12 @@ transaction (:mod:`deerflow.storage.sessions`):
 
 1. lock the thread and record its watermark (checkpoint count, newest id);
 2. read each namespace through the saver a page at a time and materialize
-   every checkpoint once (:class:`~deerflow.convert.walk.Walk`);
+   every checkpoint once (:class:`~deerflow.convert.walk.Walk`); on Postgres
+   the walk reads on a second connection that imports the transaction's
+   snapshot (:func:`~deerflow.storage.sessions.open_snapshot_reader`: the
+   rows as they were when the thread was locked), so the backup below is
+   copied on the write connection, in a thread of its own, while the walk
+   reads and decodes;
 3. decide where ``_DeltaSnapshot`` s go (:mod:`deerflow.convert.compact_plan`:
    LangGraph's cadence rule, its supersteps bound, and wherever the writes do
    not reproduce the stored value) and re-``put`` each full checkpoint through
