@@ -204,9 +204,13 @@ class _Writer:
     encoding (:class:`~deerflow.convert.encoding.MessageEncoder`: the same bytes, each message encoded once).
     """
 
+    #: Postgres: puts queued before waiting for the server (:class:`PipelinedPuts` ``depth``). At each wait the
+    #: client stands still until the server has compressed and stored every queued snapshot.
+    PUT_DEPTH = 512
+
     def __init__(self, session: ConversionSession, thread_id: str, note: str):
         self.session, self.thread_id, self.note = session, thread_id, note
-        self.puts = PipelinedPuts(session)
+        self.puts = PipelinedPuts(session, depth=self.PUT_DEPTH)
         self.encoder = MessageEncoder(session.saver.serde)
         self.backup_id: str | None = None
         self.snapshot_blobs: set[tuple[str, str]] = set()  # Postgres: (ns, version) written as a snapshot
