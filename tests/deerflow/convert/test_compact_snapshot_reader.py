@@ -157,3 +157,22 @@ def test_the_backup_taken_meanwhile_moves_the_guessed_blobs_only_when_the_guess_
                                             (report.backup_id,))[0][0]) == blobs
     assert revert_thread(scratch_db, report.backup_id).status == "reverted"
     assert raw_rows(scratch_db, "t") == before
+
+
+def test_the_put_depth_changes_when_the_client_waits_not_what_is_stored(scratch_db, monkeypatch):
+    """The same thread compacted with the server awaited after every put and after every 512: the same rows."""
+    from deerflow.convert.pipelined import PipelinedPuts
+
+    with pytest.raises(ValueError, match="depth must be at least 1"):
+        PipelinedPuts(None, depth=0)  # type: ignore[arg-type]
+    _full_thread(scratch_db)
+    before = raw_rows(scratch_db, "t")
+    stored = []
+    for depth in (1, compactor._Writer.PUT_DEPTH):
+        monkeypatch.setattr(compactor._Writer, "PUT_DEPTH", depth)
+        report = compact_thread(scratch_db, "t", snapshot_frequency=3)
+        assert report.status == "compacted", report.as_dict()
+        stored.append(raw_rows(scratch_db, "t"))
+        assert revert_thread(scratch_db, report.backup_id).status == "reverted"
+        assert raw_rows(scratch_db, "t") == before
+    assert stored[0] == stored[1] != before
