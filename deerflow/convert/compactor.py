@@ -5,7 +5,12 @@ transaction (:mod:`deerflow.storage.sessions`):
 
 1. lock the thread and record its watermark (checkpoint count, newest id);
 2. read each namespace through the saver a page at a time and materialize
-   every checkpoint once (:class:`~deerflow.convert.walk.Walk`);
+   every checkpoint once (:class:`~deerflow.convert.walk.Walk`); on Postgres
+   the walk reads on a second connection that imports the transaction's
+   snapshot (:func:`~deerflow.storage.sessions.open_snapshot_reader`: the
+   rows as they were when the thread was locked), so the backup below is
+   copied on the write connection, in a thread of its own, while the walk
+   reads and decodes;
 3. decide where ``_DeltaSnapshot`` s go (:mod:`deerflow.convert.compact_plan`:
    LangGraph's cadence rule, its supersteps bound, and wherever the writes do
    not reproduce the stored value) and re-``put`` each full checkpoint through
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -52,9 +58,9 @@ from deerflow.convert.integrity import IntegrityCheck, verify_against_langgraph
 from deerflow.convert.pipelined import PipelinedPuts
 from deerflow.convert.reader_values import ReaderValues
 from deerflow.convert.report import Abort, ThreadReport, record
-from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts
+from deerflow.convert.walk import Entry, Walk, check_watermark, run_attempts, share_decoded_messages
 from deerflow.storage.addressing import config_for
-from deerflow.storage.sessions import ConversionSession, open_session
+from deerflow.storage.sessions import ConversionSession, open_session, open_snapshot_reader
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import CheckpointTuple
@@ -198,12 +204,19 @@ class _Writer:
     encoding (:class:`~deerflow.convert.encoding.MessageEncoder`: the same bytes, each message encoded once).
     """
 
+    #: Postgres: puts queued before waiting for the server (:class:`PipelinedPuts` ``depth``). At each wait the
+    #: client stands still until the server has compressed and stored every queued snapshot.
+    PUT_DEPTH = 512
+
     def __init__(self, session: ConversionSession, thread_id: str, note: str):
         self.session, self.thread_id, self.note = session, thread_id, note
-        self.puts = PipelinedPuts(session)
+        self.puts = PipelinedPuts(session, depth=self.PUT_DEPTH)
         self.encoder = MessageEncoder(session.saver.serde)
         self.backup_id: str | None = None
         self.snapshot_blobs: set[tuple[str, str]] = set()  # Postgres: (ns, version) written as a snapshot
+        self._meanwhile: threading.Thread | None = None
+        self._meanwhile_error: BaseException | None = None
+        self._moved: tuple[str, list[str]] | None = None  # (ns, versions) the backup taken meanwhile moved
 
     def _back_up(self, move_messages: tuple[str, list[str]] | None = None) -> bool:
         """Back up the thread once; True when this call did, moving ``move_messages`` (Postgres blobs)."""
@@ -215,6 +228,63 @@ class _Writer:
                                move_messages=move_messages)
         return True
 
+    #: The savepoint :meth:`back_up_meanwhile` sets before its backup, rolled back to when its guess missed.
+    SAVEPOINT = "dfa_compact_backup"
+
+    def _guess_versions(self, ns: str) -> list[str]:
+        """Postgres: the ``messages`` versions of namespace ``ns`` that :meth:`begin_namespace` will most likely
+        name: those of checkpoints with no delta evidence in their metadata whose version has a stored blob.
+        Only a guess (it reads no blob): :meth:`begin_namespace` compares it with the walk's exact set."""
+        rows = self.session.query(
+            "SELECT DISTINCT c.checkpoint -> 'channel_versions' ->> 'messages' AS version FROM checkpoints c "
+            "WHERE c.thread_id = ? AND c.checkpoint_ns = ? "
+            "AND (c.checkpoint -> 'channel_versions' -> 'messages') IS NOT NULL "
+            f"AND NOT {self.session.dialect.delta_evidence('c')} AND EXISTS (SELECT 1 FROM checkpoint_blobs b "
+            "WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = 'messages' "
+            "AND b.version = c.checkpoint -> 'channel_versions' ->> 'messages' AND b.type <> 'empty')",
+            [self.thread_id, ns])
+        return sorted(str(r["version"]) for r in rows)
+
+    def back_up_meanwhile(self, ns: str) -> None:
+        """Postgres: take the backup on a thread of its own while the caller's walk reads the thread.
+
+        The backup's statements run on the session's connection, which nothing
+        else uses until :meth:`_join` (called by :meth:`begin_namespace` and
+        :meth:`write` before they touch the session); the walk reads through a
+        second connection (:func:`~deerflow.storage.sessions.open_snapshot_reader`),
+        so the server copies the rows while the walk reads and decodes them.
+        The backup moves the ``messages`` blobs of namespace ``ns`` (the first
+        the walk visits) that :meth:`_guess_versions` names, after a savepoint
+        (:attr:`SAVEPOINT`): :meth:`begin_namespace` keeps it when the walk's
+        exact set is the guess, else rolls back to the savepoint and takes the
+        backup again with the exact set. Same transaction, same backup rows.
+        """
+        def run() -> None:
+            try:
+                versions = self._guess_versions(ns)
+                self.session.execute(f"SAVEPOINT {self.SAVEPOINT}")
+                self._back_up(move_messages=(ns, versions) if versions else None)
+                self._moved = (ns, versions)
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread by _join
+                self._meanwhile_error = exc
+
+        self._meanwhile = threading.Thread(target=run, name="dfa-compact-backup", daemon=True)
+        self._meanwhile.start()
+
+    def _join(self) -> None:
+        """Wait for :meth:`back_up_meanwhile`'s backup; raises what it raised."""
+        if self._meanwhile is not None:
+            self._meanwhile.join()
+            self._meanwhile = None
+            if self._meanwhile_error is not None:
+                raise self._meanwhile_error
+
+    def settle(self) -> None:
+        """Wait for a backup still running on its thread, without raising (the caller is already failing or
+        done; its session rolls back or commits only after this)."""
+        if self._meanwhile is not None:
+            self._meanwhile.join()
+
     def begin_namespace(self, ns: str, tuples: dict[str, Any]) -> None:
         """Postgres: delete the full ``messages`` blobs at the versions this namespace's rewrites use.
 
@@ -223,10 +293,20 @@ class _Writer:
         version must have none. Which checkpoints are rewritten does not depend
         on their values (:func:`is_full_checkpoint`). Part of the transaction. The first namespace's
         blobs leave in the backup's own statement (:func:`~deerflow.convert.backups.copy_to_backup`'s
-        ``move_messages``: copied and deleted in one pass).
+        ``move_messages``: copied and deleted in one pass), taken here or, when :meth:`back_up_meanwhile`
+        guessed this namespace's exact versions, already.
         """
+        self._join()
         versions = sorted({str(t.checkpoint["channel_versions"]["messages"]) for t in tuples.values()
                            if is_full_checkpoint(t) and _has_messages(t)})
+        if self._moved is not None:
+            moved, self._moved = self._moved, None
+            if moved == (ns, versions):  # the backup moved exactly these blobs
+                self.session.execute(f"RELEASE SAVEPOINT {self.SAVEPOINT}")
+                return
+            self.session.execute(f"ROLLBACK TO SAVEPOINT {self.SAVEPOINT}")  # the guess missed: no backup yet
+            self.session.execute(f"RELEASE SAVEPOINT {self.SAVEPOINT}")
+            self.backup_id = None
         if self.session.dialect.has_blob_table and versions and not self._back_up(move_messages=(ns, versions)):
             self.session.execute("DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
                                  "AND channel = 'messages' AND version = ANY(?)", [self.thread_id, ns, versions])
@@ -237,6 +317,7 @@ class _Writer:
 
     def write(self, e: Entry, decision: Decision) -> None:
         """Back up the thread (first call only), then re-``put`` one checkpoint in its delta form."""
+        self._join()
         self._back_up()
         value = self.encoder.encode(e.value or []) if decision.snapshot else None
         checkpoint, metadata = compacted_row(e.tup, value, decision)
@@ -332,24 +413,45 @@ def compact_thread(database: DatabaseConfig, thread_id: str, *, snapshot_frequen
     if snapshot_frequency < 1:
         raise ValueError(f"snapshot_frequency must be at least 1, got {snapshot_frequency}")
     return run_attempts(database, thread_id, lambda session, report: _compact_once(
-        session, thread_id, report, snapshot_frequency, integrity=integrity, note=note,
+        database, session, thread_id, report, snapshot_frequency, integrity=integrity, note=note,
         before_commit=before_commit), max_attempts=max_attempts)
 
 
-def _compact_once(session: ConversionSession, thread_id: str, report: ThreadReport, k: int, *, integrity: bool,
-                  note: str, before_commit: Callable[[ConversionSession], None] | None) -> None:
+def _has_full_rows(session: ConversionSession, thread_id: str) -> bool:
+    """True when some checkpoint of the thread names a ``messages`` version and shows no delta evidence in its
+    metadata: a compaction will most likely rewrite it. Decides only when the backup is taken (while the walk
+    reads, or at the first rewrite), never what is written."""
+    rows = session.query("SELECT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = ? "
+                         "AND (c.checkpoint -> 'channel_versions' -> 'messages') IS NOT NULL "
+                         f"AND NOT {session.dialect.delta_evidence('c')}) AS full_rows", [thread_id])
+    return bool(rows[0]["full_rows"])
+
+
+def _compact_once(database: DatabaseConfig, session: ConversionSession, thread_id: str, report: ThreadReport,
+                  k: int, *, integrity: bool, note: str,
+                  before_commit: Callable[[ConversionSession], None] | None) -> None:
     session.lock_thread(thread_id)
     mark = session.watermark(thread_id)
     if mark[0] == 0:
         raise _not_found(thread_id)
     report.bytes_before = session.stored_bytes(thread_id)
+    share_decoded_messages(session)  # the walk and the verification decode into the same message objects
     writer = _Writer(session, thread_id, note)
-    walk = _Pass(session, thread_id, report, k)
-    if integrity:  # on each namespace's stored rows, read before they are rewritten; raised after the walk
-        walk.check_integrity(session, thread_id)
-    walk.on_namespace = writer.begin_namespace
-    with writer.pipelined():
-        walk.run(writer.write)
+    # Postgres: the walk reads the rows as they are now through a second connection, so the server copies
+    # them into the backup (on this session, in its transaction) while the walk reads and decodes them.
+    with open_snapshot_reader(database, session) as reader:
+        reader.saver.serde = session.saver.serde
+        walk = _Pass(reader, thread_id, report, k)
+        if integrity:  # on each namespace's stored rows, read before they are rewritten; raised after the walk
+            walk.check_integrity(reader, thread_id)
+        walk.on_namespace = writer.begin_namespace
+        if reader is not session and _has_full_rows(session, thread_id):
+            writer.back_up_meanwhile(session.namespaces(thread_id)[0])
+        try:
+            with writer.pipelined():
+                walk.run(writer.write)
+        finally:
+            writer.settle()
     if not report.checkpoints_to_rewrite:  # no full checkpoint holds messages: rolled back on exit
         report.status, report.bytes_after, report.snapshot_positions = "already_delta", report.bytes_before, []
         return

@@ -3,7 +3,7 @@
 A rewrite puts one checkpoint per row through LangGraph's ``PostgresSaver``,
 whose ``put`` waits for the server after every call (one round trip per
 checkpoint). :class:`PipelinedPuts` queues the puts in psycopg's pipeline mode
-instead and waits every :data:`PipelinedPuts.DEPTH` checkpoints; the ``put``
+instead and waits every :data:`PipelinedPuts.DEPTH` checkpoints (or its ``depth``); the ``put``
 itself stays LangGraph's. Nothing changes for the job's guarantees: the puts
 run on the session's connection, in its one transaction, after the backup,
 and every verification reads after :meth:`PipelinedPuts.pipelined` has synced.
@@ -38,6 +38,10 @@ class PipelinedPuts:
     Args:
         session: the conversion's session (its connection, transaction and saver).
         serde: the serializer the pipelined saver writes with (default: the session saver's).
+        depth: checkpoints queued before waiting for the server (count, >= 1; default :data:`DEPTH`). Each
+            wait lets the server drain the queue while the client stands still; what is in flight at any time
+            is bounded by the socket's buffers (psycopg sends a statement only when the socket can take it),
+            not by the depth.
 
     Attributes:
         saver: the saver :meth:`put` uses: the session's, or its pipelined twin once :meth:`put`
@@ -48,8 +52,11 @@ class PipelinedPuts:
     #: Postgres: checkpoints queued in the pipeline before waiting for the server (count).
     DEPTH = 32
 
-    def __init__(self, session: ConversionSession, serde: Any = None):
+    def __init__(self, session: ConversionSession, serde: Any = None, *, depth: int | None = None):
+        if depth is not None and depth < 1:
+            raise ValueError(f"depth must be at least 1, got {depth}")
         self.session = session
+        self.depth = self.DEPTH if depth is None else depth
         self.serde = serde if serde is not None else session.saver.serde
         self.saver = session.saver
         self.queued = 0
@@ -95,5 +102,5 @@ class PipelinedPuts:
         self.saver.put(config, checkpoint, metadata, new_versions)
         if self._pipeline is not None:
             self.queued += 1
-            if self.queued % self.DEPTH == 0:
+            if self.queued % self.depth == 0:
                 self._pipeline.sync()

@@ -31,7 +31,7 @@ from deerflow.storage.sqlread import Tx, table_exists
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["ConversionSession", "open_session"]
+__all__ = ["ConversionSession", "open_session", "open_snapshot_reader"]
 
 _SQLITE_DDL = [
     """CREATE TABLE IF NOT EXISTS dfa_backups (
@@ -237,5 +237,46 @@ def open_session(database: DatabaseConfig, *, write: bool = True) -> Iterator[Co
         finally:
             if not getattr(conn, "closed", False):
                 session.rollback()
+    finally:
+        conn.close()
+
+
+@contextmanager
+def open_snapshot_reader(database: DatabaseConfig, session: ConversionSession) -> Iterator[ConversionSession]:
+    """A second, read-only session that sees what ``session``'s transaction sees now, on its own connection.
+
+    Postgres: ``session`` exports its current snapshot (``pg_export_snapshot``)
+    and a new connection reads in a ``REPEATABLE READ``, read-only transaction
+    that imports it (``SET TRANSACTION SNAPSHOT``): every read through the
+    reader sees the rows as they were when this was called, whatever
+    ``session`` writes afterwards, and the server can run a statement of
+    ``session`` and a read of the reader at the same time. Nothing is written
+    through the reader; it is rolled back and closed on exit. SQLite (one
+    writer, and reads see the writer's changes): ``session`` itself.
+
+    Args:
+        database: the checkpoint database ``session`` is connected to.
+        session: the write session (its transaction must stay open while the reader is used).
+
+    Yields:
+        A :class:`ConversionSession` with its own saver (Postgres), or ``session`` (SQLite).
+
+    Raises:
+        StorageError: exporting, connecting or importing failed.
+    """
+    if session.dialect is not Dialect.POSTGRES:
+        yield session
+        return
+    from psycopg import sql
+
+    snapshot = session.query("SELECT pg_export_snapshot() AS snapshot")[0]["snapshot"]
+    with translated():
+        conn = session.dialect.connect(database, autocommit=False)
+    try:
+        with translated():
+            session.dialect.begin(conn, write=False)
+            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+            reader = ConversionSession(session.dialect, conn, _bound_saver(session.dialect, conn))
+        yield reader
     finally:
         conn.close()
