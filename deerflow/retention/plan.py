@@ -110,12 +110,12 @@ def _children(tree: Mapping[str, Node]) -> dict[str, list[str]]:
     return kids
 
 
-def _chain(tree: Mapping[str, Node], start: str) -> list[str]:
-    """``start`` and its ancestors, nearest first (stops at a missing parent or a cycle)."""
+def _chain(tree: Mapping[str, Node], start: str, limit: int | None = None) -> list[str]:
+    """``start`` and its ancestors, nearest first (stops at a missing parent or a cycle, or after ``limit``)."""
     out: list[str] = []
     seen: set[str] = set()
     cid: str | None = start
-    while cid is not None and cid in tree and cid not in seen:
+    while cid is not None and cid in tree and cid not in seen and (limit is None or len(out) < limit):
         out.append(cid)
         seen.add(cid)
         cid = tree[cid].parent_id
@@ -182,7 +182,7 @@ def plan_keep_last(nodes: Iterable[Node], n: int, protect: Iterable[str] = ()) -
                 continue
         kids = _children(tree)
         _protect(plan, tree, kids, heads[ns], protect)
-        keep = set(_chain(tree, heads[ns])[:n]) | {cid for (pns, cid) in plan.protected if pns == ns}
+        keep = set(_chain(tree, heads[ns], n)) | {cid for (pns, cid) in plan.protected if pns == ns}
         _keep_reading_chains(plan, tree, keep)
         for cid in tree:
             (plan.kept if cid in keep else plan.deleted).add((ns, cid))
