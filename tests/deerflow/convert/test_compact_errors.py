@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deerflow.config.database_config import DatabaseConfig
-from deerflow.convert import compact_plan, compactor, integrity
+from deerflow.convert import compact_plan, compact_writer, compactor, integrity
 from deerflow.convert.compactor import compact_thread, dry_run_compact
 from deerflow.convert.langgraph_rule import LangGraphRule, RuleRead, sample_points
 from tests.deerflow.convert.support import (
@@ -36,7 +36,7 @@ def test_a_wrong_rewrite_is_caught_by_langgraphs_reader_and_rolled_back(scratch_
     def lossy(tup, value, decision):
         return real(tup, (value or [])[:-1] if decision.snapshot else value, decision)
 
-    monkeypatch.setattr(compactor, "compacted_row", lossy)
+    monkeypatch.setattr(compact_writer, "compacted_row", lossy)
     report = compact_thread(scratch_db, "t", snapshot_frequency=3)
     assert report.status == "verification_failed", report.status
     diff = report.first_difference
@@ -53,7 +53,7 @@ def test_the_real_reads_at_the_sample_catch_what_a_wrong_rule_would_miss(scratch
     _full_thread(scratch_db)
     before = raw_rows(scratch_db, "t")
     real = compact_plan.compacted_row
-    monkeypatch.setattr(compactor, "compacted_row", lambda tup, value, decision: real(
+    monkeypatch.setattr(compact_writer, "compacted_row", lambda tup, value, decision: real(
         tup, (value or [])[:-1] if decision.snapshot else value, decision))
     expected: dict = {}
     real_verify = integrity.verify_against_langgraph

@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from deerflow.convert import backups, compactor, postgres_pages, revert_thread
+from deerflow.convert import backups, postgres_pages, revert_thread
+from deerflow.convert.compact_writer import CompactionWriter
 from deerflow.convert.compactor import compact_thread
 from deerflow.errors import StorageError
 from deerflow.storage.sessions import open_session, open_snapshot_reader
@@ -108,8 +109,8 @@ def test_a_thread_without_full_rows_takes_no_backup_while_reading(scratch_db, mo
         for t in range(3):
             run_turn(graph, "d", human(t), mode="delta")
     calls: list[str] = []
-    real = compactor._Writer.back_up_meanwhile
-    monkeypatch.setattr(compactor._Writer, "back_up_meanwhile", lambda self, ns: (calls.append(ns), real(self, ns)))
+    real = CompactionWriter.back_up_meanwhile
+    monkeypatch.setattr(CompactionWriter, "back_up_meanwhile", lambda self, ns: (calls.append(ns), real(self, ns)))
     before = raw_rows(scratch_db, "d")
     report = compact_thread(scratch_db, "d", snapshot_frequency=10)
     assert report.status == "already_delta" and calls == []
@@ -128,7 +129,7 @@ def test_the_backup_taken_meanwhile_moves_the_guessed_blobs_only_when_the_guess_
     before = raw_rows(scratch_db, "t")
     blobs = int(execute(scratch_db, "SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = ? "
                         "AND channel = 'messages'", ("t",))[0][0])
-    real_guess, real_copy = compactor._Writer._guess_versions, backups.copy_to_backup
+    real_guess, real_copy = CompactionWriter._guess_versions, backups.copy_to_backup
     copies: list[tuple[bool, tuple | None]] = []
 
     def guessed(self, ns):
@@ -141,7 +142,7 @@ def test_the_backup_taken_meanwhile_moves_the_guessed_blobs_only_when_the_guess_
         copies.append((threading.current_thread() is threading.main_thread(), kwargs.get("move_messages")))
         return real_copy(session, *args, **kwargs)
 
-    monkeypatch.setattr(compactor._Writer, "_guess_versions", guessed)
+    monkeypatch.setattr(CompactionWriter, "_guess_versions", guessed)
     monkeypatch.setattr(backups, "copy_to_backup", copy)
     report = compact_thread(scratch_db, "t", snapshot_frequency=3)
     assert report.status == "compacted", report.as_dict()
@@ -168,8 +169,8 @@ def test_the_put_depth_changes_when_the_client_waits_not_what_is_stored(scratch_
     _full_thread(scratch_db)
     before = raw_rows(scratch_db, "t")
     stored = []
-    for depth in (1, compactor._Writer.PUT_DEPTH):
-        monkeypatch.setattr(compactor._Writer, "PUT_DEPTH", depth)
+    for depth in (1, CompactionWriter.PUT_DEPTH):
+        monkeypatch.setattr(CompactionWriter, "PUT_DEPTH", depth)
         report = compact_thread(scratch_db, "t", snapshot_frequency=3)
         assert report.status == "compacted", report.as_dict()
         stored.append(raw_rows(scratch_db, "t"))
