@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "delete_planned",
     "garbage_blobs",
     "kept_bytes_digests",
+    "key_columns",
     "langgraph_reads_delta",
     "read_bytes_digest",
     "read_bytes_digests",
@@ -201,7 +202,7 @@ def chain_starts_on_own_rows(session: ConversionSession, plans: dict[str, Plan])
         "UNION ALL SELECT DISTINCT thread_id, checkpoint_ns, NULL::text, channel, NULL::boolean "
         f"FROM {session.dialect.writes_table} WHERE thread_id = ANY(?) AND channel = ANY(?) "
         f"AND (thread_id, checkpoint_ns, checkpoint_id) NOT IN ({unnest})",
-        [*_columns(starts), replayed, sorted(plans), replayed, *_columns(kept)])
+        [*key_columns(starts), replayed, sorted(plans), replayed, *key_columns(kept)])
     versioned: dict[tuple[str, str, str], set[str]] = {s: set() for s in starts}
     written: dict[tuple[str, str], set[str]] = {}
     failed: set[tuple[str, str, str]] = set()
@@ -217,9 +218,10 @@ def chain_starts_on_own_rows(session: ConversionSession, plans: dict[str, Plan])
             if (t, ns, cid) not in failed and not written.get((t, ns), set()) - channels}
 
 
-def _columns(rows: list[tuple[str, str, str]]) -> list[list[str]]:
-    """Three parallel lists (one array parameter each) of ``(thread_id, checkpoint_ns, checkpoint_id)`` rows."""
-    return [list(col) for col in zip(*rows, strict=True)] if rows else [[], [], []]
+def key_columns(rows: Sequence[tuple[str, ...]], width: int = 3) -> list[list[str]]:
+    """``rows`` (e.g. ``(thread_id, checkpoint_ns, checkpoint_id)`` keys) as ``width`` parallel lists, one array
+    parameter each (for ``unnest(?::text[], ...)``)."""
+    return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
 
 
 def langgraph_reads_delta(nodes: Iterable[Node]) -> bool:
@@ -247,8 +249,7 @@ def read_bytes_digests(session: ConversionSession, threads: dict[str, tuple[Iter
     blobs = sorted({(t, n.ns, channel, str(version)) for t, (nodes, kept) in threads.items() for n in nodes
                     if n.key in kept for channel, version in n.versions.items()
                     if (n.ns, channel, str(version)) not in skip_blobs})
-    ck = [list(col) for col in zip(*keys, strict=True)] if keys else [[], [], []]
-    bk = [list(col) for col in zip(*blobs, strict=True)] if blobs else [[], [], [], []]
+    ck, bk = key_columns(keys), key_columns(blobs, 4)
     writes = session.dialect.writes_table
     in_keys = "(thread_id, checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))"
     rows = session.query(
@@ -276,7 +277,7 @@ def kept_bytes_digests(session: ConversionSession, kept: dict[str, set[_Key]]) -
     an unchanged version is unchanged bytes, and no blob is read or decompressed.
     """
     keys = sorted((t, *k) for t, ks in kept.items() for k in ks)
-    ck = [list(col) for col in zip(*keys, strict=True)] if keys else [[], [], []]
+    ck = key_columns(keys)
     writes = session.dialect.writes_table
     in_keys = "(thread_id, checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))"
     rows = session.query(
@@ -371,7 +372,7 @@ def _move(session: ConversionSession, thread_id: str, statements: list[tuple[str
           backup_id: str, note: str, size: int) -> None:
     """Move the deleted rows into the backup and copy the kept ones beside them: one statement per table (the
     copy reads the statement's snapshot, before its delete), and one for the backup's record."""
-    if session.conn not in _HAS_BACKUP_TABLES:
+    if not backup_tables_known(session):
         backups.ensure_whole_thread_tables(session)
     counts = {}
     for table, cols, in_keys, params, into in statements:

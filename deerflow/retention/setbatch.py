@@ -19,7 +19,7 @@ A kept checkpoint below a chain start reads its own rows, the writes rows of
 its kept ancestors and at most the chain start's stored values: all kept
 bytes. So the proof is the kept checkpoints' stored bytes (rows without the
 parent link, the blobs they name, their writes rows), digested before and
-after (:func:`deerflow.retention.batchcheck.verify_batch`), with no reading
+after (:func:`_verify`, from :func:`deerflow.retention.batchcheck.read_after`), with no reading
 through LangGraph's reader and no value decoded.
 
 The transaction is ``REPEATABLE READ`` (as LangGraph's own ``prune``): the
@@ -43,7 +43,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from deerflow.convert import backups
@@ -57,6 +56,7 @@ from deerflow.retention.setbased import (
     backup_tables_known,
     chain_starts_on_own_rows,
     kept_bytes_digests,
+    key_columns,
 )
 
 __all__ = ["BATCH_THREADS", "keep_last_in_batches"]
@@ -183,11 +183,6 @@ def _stored_bytes(session: Any, thread_ids: list[str]) -> dict[str, int]:
     return stored
 
 
-def _columns(rows: Sequence[tuple[str, ...]], width: int) -> list[list[str]]:
-    """``rows`` as ``width`` parallel lists (one array parameter each)."""
-    return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
-
-
 def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
             backup_ids: dict[str, str]) -> dict[tuple[str, str], int]:
     """One statement: every checkpoint of ``thread_ids`` not kept, its writes rows, the blobs no kept checkpoint
@@ -222,7 +217,7 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
         f"p AS (UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE ({_KEY}) IN "
         "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) RETURNING thread_id)",
     ]
-    params: list[Any] = [*_columns(kept, 3), thread_ids, thread_ids, *_columns(starts, 3)]
+    params: list[Any] = [*key_columns(kept), thread_ids, thread_ids, *key_columns(starts)]
     counts = ["SELECT 'd' AS what, thread_id, COUNT(*) AS n FROM d GROUP BY thread_id",
               "SELECT 'p', thread_id, COUNT(*) FROM p GROUP BY thread_id"]
     if backup_ids:
