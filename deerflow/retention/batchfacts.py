@@ -14,13 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any
 
-from deerflow.retention.plan import Node
+from deerflow.retention.plan import Forest, Node
+from deerflow.retention.setbased import key_columns
 from deerflow.runtime.delta_evidence import PRUNE_REFUSES
 
-__all__ = ["BatchFacts", "parse_writes_facts", "read_batch_facts", "read_batch_nodes", "writes_facts",
+__all__ = ["BatchFacts", "parse_writes_facts", "read_batch_facts", "read_batch_forests", "writes_facts",
            "writes_facts_sql"]
 
 _Key = tuple[str, str]
@@ -60,33 +62,74 @@ def read_batch_facts(session: Any, thread_ids: list[str]) -> dict[str, BatchFact
     return out
 
 
-def read_batch_nodes(session: Any, thread_ids: list[str]) -> dict[str, list[Node] | None]:
-    """``{thread_id: the plan's nodes}`` (``None`` when a parent link does not resolve) of every thread with
-    checkpoints, in one statement: :func:`read_batch_facts` without the sizes and LangGraph's facts."""
-    rows = session.query(f"SELECT thread_id, {_node_columns(session.dialect)} FROM checkpoints WHERE "
-                         "thread_id = ANY(?) GROUP BY thread_id", [thread_ids, thread_ids])
-    return {r["thread_id"]: _nodes(r["ns"], r["ids"], r["parents"], r["roots"], r["owns"]) for r in rows}
+def read_batch_forests(session: Any, thread_ids: list[str]) -> dict[str, Forest | None]:
+    """``{thread_id: the keep-last rule's forest}`` (``None`` when a parent link does not resolve) of every thread
+    with checkpoints, in two statements: the rows' columns, then which leaves own writes rows. No :class:`Node` is
+    built: a batch's threads hold tens of thousands of checkpoints.
+
+    The forest's ``owners`` holds leaves only (checkpoints no checkpoint of their namespace names as parent):
+    :func:`~deerflow.retention.plan.plan_keep_last` asks it of leaves alone (pending writes are a leaf's), and a
+    writes lookup of every checkpoint costs more than the rest of the read. Not for
+    :func:`~deerflow.retention.plan.plan_safe_only`, which asks it of inner checkpoints too.
+    """
+    rows = session.query(f"SELECT thread_id, {_COLUMNS} FROM checkpoints WHERE thread_id = ANY(?) "
+                         "GROUP BY thread_id", [thread_ids], binary=True)
+    forests = {r["thread_id"]: _forest(r["ns"], r["ids"], r["parents"], r["roots"]) for r in rows}
+    leaves = sorted((t, ns, cid) for t, forest in forests.items() if forest is not None
+                    for ns, tree in forest.parents.items() for cid in tree.keys() - set(tree.values()))
+    if leaves:
+        for w in session.query(
+                f"SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM {session.dialect.writes_table} WHERE "
+                "(thread_id, checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))",
+                key_columns(leaves)):
+            forests[w["thread_id"]].owners.add((w["checkpoint_ns"], w["checkpoint_id"]))  # type: ignore[union-attr]
+    return forests
+
+
+def _forest(namespaces: list[str], ids: list[str], parents: list[str | None],
+            roots: list[str | None]) -> Forest | None:
+    """The forest of one thread's columns (``None`` when a parent link does not name an older checkpoint of its
+    namespace); ``owners`` is left empty."""
+    if _dangling(namespaces, ids, parents):
+        return None
+    by_ns: dict[str, dict[str, str | None]]
+    if len(set(namespaces)) == 1:
+        by_ns = {namespaces[0]: dict(zip(ids, parents, strict=True))}
+    else:
+        by_ns = {}
+        for ns, cid, parent in zip(namespaces, ids, parents, strict=True):
+            by_ns.setdefault(ns, {})[cid] = parent
+    call_roots = {(ns, cid): json.loads(root) for ns, cid, root in zip(namespaces, ids, roots, strict=True)
+                  if root is not None}
+    return Forest(by_ns, set(), call_roots, {}, set())
+
+
+def _dangling(namespaces: list[str], ids: list[str], parents: list[str | None]) -> bool:
+    """True when a parent link does not name an older checkpoint of its namespace."""
+    linked = [(ns, parent, cid) for ns, parent, cid in zip(namespaces, parents, ids, strict=True) if parent is not None]
+    return any(parent >= cid for _ns, parent, cid in linked) or \
+        not {(ns, parent) for ns, parent, _cid in linked} <= set(zip(namespaces, ids, strict=True))
+
+
+#: The aggregates a thread's nodes are built from, but whether each owns writes rows.
+_COLUMNS = ("array_agg(checkpoint_ns) AS ns, array_agg(checkpoint_id) AS ids, "
+            "array_agg(parent_checkpoint_id) AS parents, "
+            "array_agg(CASE WHEN strpos(checkpoint_ns, ':') > 0 THEN metadata ->> 'parents' END) AS roots")
 
 
 def _node_columns(d: Any) -> str:
     """The aggregates a thread's nodes are built from (one ``?``: the thread ids, for the writes rows' keys)."""
-    return ("array_agg(checkpoint_ns) AS ns, array_agg(checkpoint_id) AS ids, "
-            "array_agg(parent_checkpoint_id) AS parents, "
-            "array_agg(CASE WHEN strpos(checkpoint_ns, ':') > 0 THEN metadata ->> 'parents' END) AS roots, "
-            "array_agg((thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, checkpoint_ns, checkpoint_id "
-            f"FROM {d.writes_table} WHERE thread_id = ANY(?))) AS owns")
+    return (f"{_COLUMNS}, array_agg((thread_id, checkpoint_ns, checkpoint_id) IN (SELECT thread_id, "
+            f"checkpoint_ns, checkpoint_id FROM {d.writes_table} WHERE thread_id = ANY(?))) AS owns")
 
 
 def _nodes(namespaces: list[str], ids: list[str], parents: list[str | None], roots: list[str | None],
            owns: list[bool]) -> list[Node] | None:
     """The plan's nodes (``None`` when a parent link does not name an older checkpoint of its namespace)."""
-    keys = set(zip(namespaces, ids, strict=True))
-    nodes = []
-    for ns, cid, parent, root, owned in zip(namespaces, ids, parents, roots, owns, strict=True):
-        if parent is not None and (parent >= cid or (ns, parent) not in keys):
-            return None
-        nodes.append(Node(ns, cid, parent, {"parents": json.loads(root)} if root else _NONE, _NONE, bool(owned)))
-    return nodes
+    if _dangling(namespaces, ids, parents):
+        return None
+    metadata = [_NONE if root is None else {"parents": json.loads(root)} for root in roots]
+    return list(map(Node, namespaces, ids, parents, metadata, repeat(_NONE), map(bool, owns)))
 
 
 def writes_facts(session: Any, thread_ids: list[str]) -> tuple[dict[str, set[_Key]], dict[str, int]]:

@@ -37,8 +37,8 @@ from deerflow.errors import StorageError
 from deerflow.retention.batchcheck import BatchRollback, read_after, verify_batch
 from deerflow.retention.batchfacts import read_batch_facts
 from deerflow.retention.plan import Node, Plan, plan_keep_last
+from deerflow.retention.proof import kept_bytes_digests
 from deerflow.retention.report import PruneReport
-from deerflow.retention.setbased import kept_bytes_digests
 
 __all__ = ["keep_latest_with_langgraph", "saver_prunes"]
 
@@ -97,8 +97,8 @@ def _prune(session: Any, thread_ids: list[str]) -> dict[str, PruneReport]:
     kept = {t: plans[t].kept for t in chosen}
     kept_digest = kept_bytes_digests(session, kept)
     session.saver.prune(chosen, strategy="keep_latest")
-    after = read_after(session, chosen)
-    verify_batch(session, kept, before, after, kept_digest)
+    after = read_after(session, kept)
+    verify_batch(kept, before, after, kept_digest)
     reports = {}
     for t in chosen:
         report = PruneReport(thread_id=t, rule="keep_last", attempts=1, status="pruned",

@@ -27,11 +27,12 @@ keeps the chain the reading goes through, up to the stored seed (reason
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["DURATION_KEY", "Node", "Plan", "REASONS", "is_duration_only", "plan_keep_last", "plan_safe_only"]
+__all__ = ["DURATION_KEY", "Forest", "Node", "Plan", "REASONS", "is_duration_only", "plan_keep_last",
+           "plan_safe_only"]
 
 _Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 
@@ -95,6 +96,45 @@ class Plan:
     unbranchable: set[_Key] = field(default_factory=set)
 
 
+class Forest(NamedTuple):
+    """A thread's checkpoints as the keep-last rule reads them: parent links by namespace and sparse facts.
+
+    Cheap to build from columns (:func:`deerflow.retention.batchfacts.read_batch_forests` builds it with no
+    :class:`Node`); :meth:`of` builds it from nodes.
+
+    Attributes:
+        parents: ``{checkpoint_ns: {checkpoint_id: parent_checkpoint_id or None}}``.
+        owners: keys of the checkpoints writes rows are stored under (the rule asks it of leaves only).
+        call_roots: ``{key: metadata["parents"]}`` of the checkpoints of subgraph-call namespaces (``:`` in
+            the name); absent: no ``parents``.
+        differs: ``{key: Node.differs}`` where it is set.
+        unseeded: keys of the checkpoints that store no seed (``Node.seed`` false).
+    """
+
+    parents: dict[str, dict[str, str | None]]
+    owners: set[_Key]
+    call_roots: dict[_Key, Any]
+    differs: dict[_Key, str]
+    unseeded: set[_Key]
+
+    @classmethod
+    def of(cls, nodes: Iterable[Node]) -> Forest:
+        """The forest of ``nodes`` (every checkpoint of the thread)."""
+        forest = cls({}, set(), {}, {}, set())
+        for node in nodes:
+            key = (node.ns, node.checkpoint_id)
+            forest.parents.setdefault(node.ns, {})[node.checkpoint_id] = node.parent_id
+            if node.owns_writes:
+                forest.owners.add(key)
+            if ":" in node.ns:
+                forest.call_roots[key] = node.metadata.get("parents")
+            if node.differs is not None:
+                forest.differs[key] = node.differs
+            if not node.seed:
+                forest.unseeded.add(key)
+        return forest
+
+
 def _by_ns(nodes: Iterable[Node]) -> dict[str, dict[str, Node]]:
     out: dict[str, dict[str, Node]] = {}
     for node in nodes:
@@ -110,51 +150,51 @@ def _children(tree: Mapping[str, Node]) -> dict[str, list[str]]:
     return kids
 
 
-def _chain(tree: Mapping[str, Node], start: str, limit: int | None = None) -> list[str]:
+def _chain(parents: Mapping[str, str | None], start: str, limit: int | None = None) -> list[str]:
     """``start`` and its ancestors, nearest first (stops at a missing parent or a cycle, or after ``limit``)."""
     out: list[str] = []
     seen: set[str] = set()
     cid: str | None = start
-    while cid is not None and cid in tree and cid not in seen and (limit is None or len(out) < limit):
+    while cid is not None and cid in parents and cid not in seen and (limit is None or len(out) < limit):
         out.append(cid)
         seen.add(cid)
-        cid = tree[cid].parent_id
+        cid = parents[cid]
     return out
 
 
-def _protect(plan: Plan, tree: Mapping[str, Node], kids: Mapping[str, list[str]], head: str,
-             protect: set[str]) -> None:
-    ns = tree[head].ns
+def _protect(plan: Plan, ns: str, ids: Set[str], leaves: Iterable[str], head: str, protect: set[str],
+             owners: Set[_Key]) -> None:
+    """Mark the head, the ``protect`` ids among ``ids`` and the ``leaves`` that own writes rows (first reason
+    wins)."""
     plan.protected[(ns, head)] = "head"
-    for cid, node in tree.items():
-        if cid in protect and (ns, cid) not in plan.protected:
-            plan.protected[(ns, cid)] = "resume_target"
-        elif node.owns_writes and not kids.get(cid) and (ns, cid) not in plan.protected:
-            plan.protected[(ns, cid)] = "pending_writes"
+    for cid in protect & ids:
+        plan.protected.setdefault((ns, cid), "resume_target")
+    for cid in leaves:
+        if (ns, cid) in owners:
+            plan.protected.setdefault((ns, cid), "pending_writes")
 
 
-def _finish(plan: Plan, trees: Mapping[str, Mapping[str, Node]], heads: Mapping[str, str]) -> Plan:
-    for ns, tree in trees.items():
-        on_head_chain = set(_chain(tree, heads[ns]))
-        for cid, node in tree.items():
-            key = (ns, cid)
-            if key in plan.kept and node.parent_id is not None and (ns, node.parent_id) in plan.deleted:
-                plan.chain_starts.add(key)
-            if key in plan.deleted and cid in on_head_chain:
-                plan.unbranchable.add(key)
+def _finish(plan: Plan, parents: Mapping[str, Mapping[str, str | None]], heads: Mapping[str, str]) -> Plan:
+    """Add the chain starts (kept, parent deleted) and the unbranchable checkpoints (deleted, on a head's chain)."""
+    for ns, cid in plan.kept:
+        parent = parents[ns][cid]
+        if parent is not None and (ns, parent) in plan.deleted:
+            plan.chain_starts.add((ns, cid))
+    for ns, tree in parents.items():
+        plan.unbranchable.update((ns, cid) for cid in _chain(tree, heads[ns]) if (ns, cid) in plan.deleted)
     return plan
 
 
-def _heads(trees: Mapping[str, Mapping[str, Node]]) -> dict[str, str]:
+def _heads(trees: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """``{checkpoint_ns: head id}``."""
     return {ns: max(tree) for ns, tree in trees.items()}  # LangGraph's latest: the largest id
 
 
-def plan_keep_last(nodes: Iterable[Node], n: int, protect: Iterable[str] = ()) -> Plan:
+def plan_keep_last(nodes: Iterable[Node] | Forest, n: int, protect: Iterable[str] = ()) -> Plan:
     """Keep the head and its ``n - 1`` nearest ancestors per namespace, plus the protected set.
 
     Args:
-        nodes: every checkpoint of the thread (all namespaces).
+        nodes: every checkpoint of the thread (all namespaces), or their :class:`Forest`.
         n: checkpoints to keep on each head's chain (count, >= 1).
         protect: checkpoint ids to keep (explicit resume targets), in any namespace.
 
@@ -168,48 +208,46 @@ def plan_keep_last(nodes: Iterable[Node], n: int, protect: Iterable[str] = ()) -
     """
     if n < 1:
         raise ValueError(f"keep_last needs n >= 1 (the head is always kept), got {n}")
+    forest = nodes if isinstance(nodes, Forest) else Forest.of(nodes)
     protect = set(protect)
-    trees = _by_ns(nodes)
-    heads = _heads(trees)
+    heads = _heads(forest.parents)
     plan = Plan()
-    for ns in sorted(trees, key=lambda x: (x != "", x)):
-        tree = trees[ns]
-        if ns and ":" in ns and not (protect & set(tree)):
-            root = (tree[heads[ns]].metadata.get("parents") or {}).get("")
+    for ns in sorted(forest.parents, key=lambda x: (x != "", x)):
+        tree = forest.parents[ns]
+        if ns and ":" in ns and not (protect & tree.keys()):
+            root = (forest.call_roots.get((ns, heads[ns])) or {}).get("")
             if root is not None and ("", root) in plan.deleted:
                 plan.deleted |= {(ns, cid) for cid in tree}
                 plan.deleted_namespaces.add(ns)
                 continue
-        kids = _children(tree)
-        _protect(plan, tree, kids, heads[ns], protect)
+        _protect(plan, ns, tree.keys(), tree.keys() - set(tree.values()), heads[ns], protect, forest.owners)
         keep = set(_chain(tree, heads[ns], n)) | {cid for (pns, cid) in plan.protected if pns == ns}
-        _keep_reading_chains(plan, tree, keep)
-        for cid in tree:
-            (plan.kept if cid in keep else plan.deleted).add((ns, cid))
-    return _finish(plan, trees, heads)
+        _keep_reading_chains(plan, ns, forest, keep)
+        plan.kept.update((ns, cid) for cid in keep & tree.keys())
+        plan.deleted.update((ns, cid) for cid in tree.keys() - keep)
+    return _finish(plan, forest.parents, heads)
 
 
-def _keep_reading_chains(plan: Plan, tree: Mapping[str, Node], keep: set[str]) -> None:
-    """Add to ``keep`` the chain above every kept checkpoint whose reading the readers disagree on.
+def _keep_reading_chains(plan: Plan, ns: str, forest: Forest, keep: set[str]) -> None:
+    """Add to ``keep`` the chain above every kept checkpoint of ``ns`` whose reading the readers disagree on.
 
     A kept checkpoint with ``differs`` whose parent would go is read, by LangGraph's reader, through
     ancestors a rebase cannot stand for (a rebase stores one value, and the savers' readings of the
     chain below are not that value plus the writes). Its ancestors up to and including the stored seed
     are kept, protected with reason ``reader_disagreement``; the seed then starts the kept chain.
     """
-    ns = next(iter(tree.values())).ns
+    tree = forest.parents[ns]
     for cid in sorted(keep):
-        node = tree[cid]
-        if node.differs is None:
+        if (ns, cid) not in forest.differs:
             continue
-        link = node.parent_id
+        link = tree[cid]
         while link is not None and link in tree and link not in keep:
             keep.add(link)
             if (ns, link) not in plan.protected:
                 plan.protected[(ns, link)] = "reader_disagreement"
-            if tree[link].seed:
+            if (ns, link) not in forest.unseeded:
                 break
-            link = tree[link].parent_id
+            link = tree[link]
 
 
 def is_duration_only(node: Node, parent: Node | None) -> bool:
@@ -249,10 +287,13 @@ def plan_safe_only(nodes: Iterable[Node], protect: Iterable[str] = ()) -> Plan:
         would have been possible otherwise.
     """
     protect = set(protect)
+    nodes = list(nodes)
     trees = _by_ns(nodes)
+    forest = Forest.of(nodes)
     heads = _heads(trees)
     plan = Plan()
     for ns, tree in trees.items():
+        parents = forest.parents[ns]
         kids = _children(tree)
         doomed: set[str] = set()
         head = heads[ns]
@@ -260,15 +301,16 @@ def plan_safe_only(nodes: Iterable[Node], protect: Iterable[str] = ()) -> Plan:
             doomed.add(head)  # a trailing duration-only head: its parent (same values) becomes the head
             head = tree[head].parent_id  # type: ignore[assignment]
         heads[ns] = head
-        _protect(plan, tree, {k: [c for c in v if c not in doomed] for k, v in kids.items()}, head, protect)
-        head_chain = set(_chain(tree, head))
+        _protect(plan, ns, tree.keys(), [c for c in tree if not any(k not in doomed for k in kids.get(c, []))], head,
+                 protect, forest.owners)
+        head_chain = set(_chain(parents, head))
         for cid in tree:
             if cid in doomed or kids.get(cid) or (ns, cid) in plan.protected:
                 continue
             if cid not in head_chain and _deletable_duration_leaf(tree, cid, kids, doomed, protect):
                 doomed.add(cid)
                 continue
-            line = _chain(tree, cid)
+            line = _chain(parents, cid)
             branch: list[str] = []
             for link in line:
                 if link in head_chain or (ns, link) in plan.protected or len(kids.get(link, [])) > 1:
@@ -282,7 +324,7 @@ def plan_safe_only(nodes: Iterable[Node], protect: Iterable[str] = ()) -> Plan:
             if (ns, cid) in plan.kept and (ns, cid) not in plan.protected:
                 if any((ns, k) in plan.kept for k in kids.get(cid, [])):
                     plan.protected[(ns, cid)] = "chain_to_seed"
-    return _finish(plan, trees, heads)
+    return _finish(plan, forest.parents, heads)
 
 
 def _deletable_duration_leaf(tree: Mapping[str, Node], cid: str, kids: Mapping[str, list[str]], doomed: set[str],

@@ -37,7 +37,6 @@ from typing import Any
 
 from deerflow.convert import backups
 from deerflow.retention.plan import Node, Plan
-from deerflow.retention.reading import replayed_channels
 from deerflow.runtime.delta_evidence import prune_refuses
 from deerflow.storage.sessions import ConversionSession
 
@@ -45,10 +44,8 @@ __all__ = [
     "ThreadFacts",
     "backup_tables_committed",
     "backup_tables_known",
-    "chain_starts_on_own_rows",
     "delete_planned",
     "garbage_blobs",
-    "kept_bytes_digests",
     "key_columns",
     "langgraph_reads_delta",
     "read_bytes_digest",
@@ -172,52 +169,6 @@ def stores_none(session: ConversionSession, thread_id: str) -> bool:
     return bool(rows[0]["found"])
 
 
-def chain_starts_on_own_rows(session: ConversionSession, plans: dict[str, Plan]) -> set[tuple[str, str, str]]:
-    """``{(thread_id, checkpoint_ns, checkpoint_id)}`` of the plans' chain starts that LangGraph's reader reads from
-    their own rows alone, so that their rows' bytes, unchanged, prove their readings (one statement).
-
-    LangGraph's reader (``channels_from_checkpoint``) rebuilds a channel from a checkpoint's ancestors only when
-    it is one of :func:`~deerflow.retention.reading.replayed_channels` with a version and nothing stored at the
-    checkpoint. So such a chain start stores a value (a blob of its version that is not the saver's ``empty`` or
-    ``null`` marker, or an inline value that is not ``null``) for every one of those channels it has a version
-    of, and no writes row outside the plan's kept checkpoints holds one it has no version of (a reading of a kept
-    checkpoint below it would walk past it into those rows). Its ``channel_versions`` hold every channel its
-    ancestors wrote (LangGraph copies a checkpoint's versions into its child's), so no deleted checkpoint names
-    another. A kept checkpoint below it reads its own rows, its kept ancestors' writes rows and at most the
-    chain start's stored values: all rows the prune keeps.
-    """
-    starts = sorted((t, *k) for t, plan in plans.items() for k in plan.chain_starts)
-    if not starts:
-        return set()
-    replayed = sorted(replayed_channels())
-    kept = sorted((t, *k) for t, plan in plans.items() for k in plan.kept)
-    unnest = "SELECT * FROM unnest(?::text[], ?::text[], ?::text[])"
-    rows = session.query(
-        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, v.key AS channel, "
-        "(EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = "
-        "c.checkpoint_ns AND b.channel = v.key AND b.version = v.value AND b.type NOT IN ('empty', 'null')) "
-        "OR COALESCE(c.checkpoint -> 'channel_values' -> v.key, 'null'::jsonb) <> 'null'::jsonb) AS stored "
-        "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
-        f"WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN ({unnest}) AND v.key = ANY(?) "
-        "UNION ALL SELECT DISTINCT thread_id, checkpoint_ns, NULL::text, channel, NULL::boolean "
-        f"FROM {session.dialect.writes_table} WHERE thread_id = ANY(?) AND channel = ANY(?) "
-        f"AND (thread_id, checkpoint_ns, checkpoint_id) NOT IN ({unnest})",
-        [*key_columns(starts), replayed, sorted(plans), replayed, *key_columns(kept)])
-    versioned: dict[tuple[str, str, str], set[str]] = {s: set() for s in starts}
-    written: dict[tuple[str, str], set[str]] = {}
-    failed: set[tuple[str, str, str]] = set()
-    for r in rows:
-        key = (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])
-        if r["checkpoint_id"] is None:
-            written.setdefault((r["thread_id"], r["checkpoint_ns"]), set()).add(r["channel"])
-        elif r["stored"]:
-            versioned[key].add(r["channel"])
-        else:
-            failed.add(key)
-    return {(t, ns, cid) for (t, ns, cid), channels in versioned.items()
-            if (t, ns, cid) not in failed and not written.get((t, ns), set()) - channels}
-
-
 def key_columns(rows: Sequence[tuple[str, ...]], width: int = 3) -> list[list[str]]:
     """``rows`` (e.g. ``(thread_id, checkpoint_ns, checkpoint_id)`` keys) as ``width`` parallel lists, one array
     parameter each (for ``unnest(?::text[], ...)``)."""
@@ -263,36 +214,6 @@ def read_bytes_digests(session: ConversionSession, threads: dict[str, tuple[Iter
         f"md5(blob), task_path)) FROM {writes} WHERE {in_keys}) AS parts GROUP BY thread_id",
         [*ck, *bk, *ck])
     out = {t: "" for t in threads}
-    out.update({r["thread_id"]: str(r["digest"]) for r in rows})
-    return out
-
-
-def kept_bytes_digests(session: ConversionSession, kept: dict[str, set[_Key]]) -> dict[str, str]:
-    """What :func:`read_bytes_digest` proves, for the ``kept`` checkpoints of several threads in one statement:
-    ``{thread_id: digest}``, compared before and after a change inside one transaction.
-
-    The checkpoints rows are digested by content (without the parent link, which a prune clears). The blobs they
-    name (found from the kept rows' own ``channel_versions``, so no node is needed) and their writes rows are
-    digested by row version (``ctid``, ``xmin``): Postgres writes a new row version for any change of a row, so
-    an unchanged version is unchanged bytes, and no blob is read or decompressed.
-    """
-    keys = sorted((t, *k) for t, ks in kept.items() for k in ks)
-    ck = key_columns(keys)
-    writes = session.dialect.writes_table
-    in_keys = "(thread_id, checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))"
-    rows = session.query(
-        "SELECT thread_id, md5(string_agg(h, ',' ORDER BY h)) AS digest FROM ("
-        "SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, type, checkpoint::text, "
-        f"metadata::text)) AS h FROM checkpoints WHERE {in_keys} UNION ALL "
-        "SELECT DISTINCT b.thread_id, md5(concat_ws('/', b.checkpoint_ns, b.channel, b.version, b.ctid, b.xmin)) "
-        "FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
-        "JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns "
-        f"AND b.channel = v.key AND b.version = v.value WHERE (c.thread_id, c.checkpoint_ns, c.checkpoint_id) IN "
-        "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) "
-        "UNION ALL SELECT thread_id, md5(concat_ws('/', checkpoint_ns, checkpoint_id, task_id, idx::text, ctid, "
-        f"xmin)) FROM {writes} WHERE {in_keys}) AS parts GROUP BY thread_id",
-        [*ck, *ck, *ck])
-    out = dict.fromkeys(kept, "")
     out.update({r["thread_id"]: str(r["digest"]) for r in rows})
     return out
 

@@ -43,33 +43,40 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.convert import backups
 from deerflow.errors import StorageError
 from deerflow.retention.batchcheck import After, BatchRollback, read_after
-from deerflow.retention.batchfacts import read_batch_nodes
-from deerflow.retention.plan import Node, Plan, plan_keep_last
+from deerflow.retention.batchfacts import read_batch_forests
+from deerflow.retention.plan import Forest, Plan, plan_keep_last
+from deerflow.retention.proof import chain_starts_storing, kept_digest_sql, walks_past
+from deerflow.retention.reading import replayed_channels
 from deerflow.retention.report import PruneReport
-from deerflow.retention.setbased import (
-    backup_tables_committed,
-    backup_tables_known,
-    chain_starts_on_own_rows,
-    kept_bytes_digests,
-    key_columns,
-)
+from deerflow.retention.setbased import backup_tables_committed, backup_tables_known, key_columns
 
-__all__ = ["BATCH_THREADS", "keep_last_in_batches"]
+__all__ = ["BATCH_THREADS", "LANES", "LANE_THREADS", "batches_of", "keep_last_in_batches"]
 
 _Key = tuple[str, str]
 
 #: Threads per transaction: a failed check sends this many threads to the per-thread path.
 BATCH_THREADS = 25
 
+#: Transactions at once, each on its own connection: a batch's statements run in one server process, so a
+#: second connection keeps a second core busy (and the server busy while the client plans).
+LANES = 2
+
+#: Fewest threads a lane's batch takes: a transaction costs about 10 ms whatever its size (the lock, six
+#: statements, the commit), worth paying twice only for this many threads or more.
+LANE_THREADS = 4
+
 _CHECKPOINT_COLS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint",
                     "metadata")
 _BLOB_COLS = ("thread_id", "checkpoint_ns", "channel", "version", "type", "blob")
 _KEY = "thread_id, checkpoint_ns, checkpoint_id"
+_BLOB_KEY = "thread_id, checkpoint_ns, channel, version"
 
 
 def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect: set[str], backup: bool,
@@ -88,110 +95,149 @@ def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect:
         ``{thread_id: report}`` (``pruned``, or ``nothing_to_prune`` for a thread the plan deletes nothing of)
         of the threads pruned and committed here; the others are the caller's.
     """
+    chunks = batches_of(thread_ids)
+    note = note or "prune:keep_last"
+    if len(chunks) < 2:
+        return _lane(shared, chunks, n, protect, backup, note)
+    if backup:
+        _ensure_backup_tables(shared)  # once, before two transactions could both create them
     reports: dict[str, PruneReport] = {}
-    for i in range(0, len(thread_ids), BATCH_THREADS):
-        chunk = sorted(thread_ids[i:i + BATCH_THREADS])
-        started = time.monotonic()
-        try:
-            with shared.session(write=True, repeatable_read=True) as session:
-                done = _prune(session, chunk, n, protect, backup, note or "prune:keep_last")
-        except (StorageError, BatchRollback):
-            continue
-        except Exception as exc:  # a psycopg error of the statement (e.g. a serialization failure)
-            if type(exc).__module__.startswith("psycopg"):
+    with type(shared)(shared.database) as other, ThreadPoolExecutor(LANES) as pool:
+        lanes = [pool.submit(_lane, conn, chunks[i::LANES], n, protect, backup, note)
+                 for i, conn in enumerate((shared, other))]
+        for lane in lanes:
+            reports.update(lane.result())
+    return reports
+
+
+def batches_of(thread_ids: list[str]) -> list[list[str]]:
+    """The transactions :func:`keep_last_in_batches` prunes ``thread_ids`` in, in order: at most
+    :data:`BATCH_THREADS` threads each, split over :data:`LANES` when each lane gets :data:`LANE_THREADS` or
+    more; each batch's ids sorted (the order its locks are taken in)."""
+    size = min(BATCH_THREADS, max(LANE_THREADS, -(-len(thread_ids) // LANES)))
+    return [sorted(thread_ids[i:i + size]) for i in range(0, len(thread_ids), size)]
+
+
+def _ensure_backup_tables(shared: Any) -> None:
+    with shared.session(write=True) as session:
+        if not backup_tables_known(session):
+            backups.ensure_whole_thread_tables(session)
+            session.commit()
+            backup_tables_committed(session)
+
+
+def _lane(shared: Any, chunks: list[list[str]], n: int, protect: set[str], backup: bool,
+          note: str) -> dict[str, PruneReport]:
+    """Prune ``chunks`` one after another on ``shared``'s connection (one transaction each)."""
+    reports: dict[str, PruneReport] = {}
+    for chunk in chunks:
+        for _attempt in range(2):  # a second time without the threads the deleting statement did not prove
+            started = time.monotonic()
+            try:
+                with shared.session(write=True, repeatable_read=True) as session:
+                    done, unproven = _prune(session, chunk, n, protect, backup, note)
+            except (StorageError, BatchRollback):
+                break
+            except Exception as exc:  # a psycopg error of the statement (e.g. a serialization failure)
+                if type(exc).__module__.startswith("psycopg"):
+                    break
+                raise
+            if unproven:
+                chunk = [t for t in chunk if t not in unproven]
                 continue
-            raise
-        for report in done.values():
-            report.duration_s = round((time.monotonic() - started) / len(chunk), 3)
-        reports.update(done)
+            for report in done.values():
+                report.duration_s = round((time.monotonic() - started) / len(chunk), 3)
+            reports.update(done)
+            break
     return reports
 
 
 def _prune(session: Any, thread_ids: list[str], n: int, protect: set[str], backup: bool,
-           note: str) -> dict[str, PruneReport]:
-    # each thread's lock (as a single thread's prune takes it); no parallel workers: this transaction's statements
-    # read a few thousand rows, which a worker's start-up costs more than it saves
-    session.query("SELECT set_config('max_parallel_workers_per_gather', '0', true), "
+           note: str) -> tuple[dict[str, PruneReport], set[str]]:
+    """One batch's transaction: ``(reports, set())`` committed, or ``({}, threads)`` not committed when the
+    deleting statement found that a reading would walk past the chain starts of ``threads`` (the caller retries
+    without them)."""
+    # each thread's lock (as a single thread's prune takes it); no parallel workers and no JIT compilation: this
+    # transaction's statements read a few thousand rows, which a worker's start-up or a compilation costs more than
+    session.query("SELECT set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true), "
                   "pg_advisory_xact_lock(hashtextextended('dfa.convert:' || t, 0)) FROM unnest(?::text[]) AS t "
                   "ORDER BY t", [thread_ids])
     plans: dict[str, Plan] = {}
     unchanged: dict[str, Plan] = {}
-    for t, nodes in read_batch_nodes(session, thread_ids).items():
-        plan = _plan(nodes, n, protect)
+    for t, forest in read_batch_forests(session, thread_ids).items():
+        plan = _plan(forest, n, protect)
         if plan is not None:
             (plans if plan.deleted else unchanged)[t] = plan
-    on_own_rows = chain_starts_on_own_rows(session, plans)
-    chosen = sorted(t for t, plan in plans.items() if all((t, *k) in on_own_rows for k in plan.chain_starts))
-    stored = _stored_bytes(session, chosen) if chosen else {}
-    kept = {t: plans[t].kept for t in chosen}
-    digest = kept_bytes_digests(session, kept) if chosen else {}
+    storing = chain_starts_storing(session, plans)
+    replayed = replayed_channels()
+    chosen = sorted(t for t, plan in plans.items() if all((t, *k) in storing for k in plan.chain_starts))
     backup_ids = {t: f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}" for t in chosen} \
         if backup else {}
-    counts = _delete(session, chosen, plans, backup_ids) if chosen else {}
-    after = read_after(session, [*chosen, *unchanged])
+    unversioned = {c for k, channels in storing.items() if k[0] in chosen for c in replayed - channels}
+    done = _delete(session, chosen, plans, backup_ids, unversioned) if chosen else _Deleted()
+    unproven = {k[0] for k in walks_past({k: v for k, v in storing.items() if k[0] in chosen}, done.written)}
+    if unproven:
+        return {}, unproven
+    after = read_after(session, {t: plans[t].kept for t in chosen} | {t: set() for t in unchanged})
     for t in chosen:
-        if counts.get(("d", t), 0) != len(plans[t].deleted):
+        if done.counts.get(("d", t), 0) != len(plans[t].deleted):
             raise BatchRollback(t)  # not the planned rows: changed since the plan's snapshot
-    _verify(session, plans, kept, after, digest)
+    _verify({t: plans[t] for t in chosen}, after, done.digest)
+    stored = {t: after[t].stored_bytes + done.deleted_bytes.get(t, 0) for t in chosen}
     if backup_ids:
-        _record_backups(session, chosen, backup_ids, counts, stored, note)
+        _record_backups(session, chosen, backup_ids, done.counts, stored, note)
     session.commit()
     if backup_ids:
         backup_tables_committed(session)
     reports = {t: _report(t, plan, "nothing_to_prune", after[t].stored_bytes, after[t].stored_bytes)
                for t, plan in unchanged.items()}
     for t in chosen:
-        reports[t] = _report(t, plans[t], "pruned", stored[t],
-                             after[t].stored_bytes)
+        reports[t] = _report(t, plans[t], "pruned", stored[t], after[t].stored_bytes)
         reports[t].backup_id = backup_ids.get(t)
-    return reports
+    return reports, set()
 
 
-def _plan(nodes: list[Node] | None, n: int, protect: set[str]) -> Plan | None:
+def _plan(forest: Forest | None, n: int, protect: set[str]) -> Plan | None:
     """The thread's keep-last plan when this path can do it: every parent link resolves and every namespace keeps
     its head (a subgraph call's namespace deleted whole changes the heads: the per-thread path checks it)."""
-    if not nodes:
+    if forest is None:
         return None
-    plan = plan_keep_last(nodes, n, protect)
+    plan = plan_keep_last(forest, n, protect)
     return None if plan.deleted_namespaces else plan
 
 
-def _verify(session: Any, plans: dict[str, Plan], kept: dict[str, set[_Key]], after: dict[str, After],
-            digest: dict[str, str]) -> None:
-    """Before commit: exactly the planned checkpoints left, the kept ones' stored bytes unchanged, no writes row of
-    a deleted checkpoint and no blob that no kept checkpoint references (a thread that had such a blob before is
-    left to the per-thread path: the batch rolls back)."""
-    now = kept_bytes_digests(session, kept) if kept else {}
+def _verify(plans: dict[str, Plan], after: dict[str, After], digest: dict[str, str]) -> None:
+    """Before commit: exactly the planned checkpoints left, the kept ones' stored bytes unchanged (``digest``
+    before), no writes row of a deleted checkpoint and no blob that no kept checkpoint references (a thread that
+    had such a blob before is left to the per-thread path: the batch rolls back)."""
     for t, plan in plans.items():
-        if t not in kept:
-            continue
         if after[t].left != plan.kept or after[t].orphan_writes & plan.deleted or after[t].unreferenced_blobs \
-                or now[t] != digest[t]:
+                or after[t].kept_digest != digest.get(t, ""):
             raise BatchRollback(t)
 
 
-def _stored_bytes(session: Any, thread_ids: list[str]) -> dict[str, int]:
-    """``{thread_id: bytes in LangGraph's three tables}`` (as the thread summary counts them), one statement."""
-    d = session.dialect
-    stored = dict.fromkeys(thread_ids, 0)
-    for r in session.query(
-            f"SELECT thread_id, SUM({d.checkpoint_bytes(None)}) AS b FROM checkpoints WHERE thread_id = ANY(?) "
-            f"GROUP BY thread_id UNION ALL SELECT thread_id, SUM({d.write_bytes(None)}) FROM {d.writes_table} "
-            f"WHERE thread_id = ANY(?) GROUP BY thread_id UNION ALL SELECT thread_id, SUM({d.blob_bytes()}) "
-            "FROM checkpoint_blobs WHERE thread_id = ANY(?) GROUP BY thread_id", [thread_ids] * 3):
-        stored[r["thread_id"]] += int(r["b"] or 0)
-    return stored
+@dataclass
+class _Deleted:
+    """What the deleting statement reports: ``counts`` ``{(what, thread_id): rows}`` (``d`` checkpoints deleted,
+    ``p`` parent links cleared, with a backup ``bc``, ``bw``, ``bb`` the rows in each backup), ``deleted_bytes``
+    ``{thread_id: bytes of the rows deleted}``, ``written`` ``{(thread_id, checkpoint_ns): replayed channels of
+    the writes rows deleted}`` and ``digest`` ``{thread_id: the kept rows' digest before}``
+    (:func:`~deerflow.retention.proof.kept_digest_sql`)."""
+
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    deleted_bytes: dict[str, int] = field(default_factory=dict)
+    written: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    digest: dict[str, str] = field(default_factory=dict)
 
 
-def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
-            backup_ids: dict[str, str]) -> dict[tuple[str, str], int]:
+def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_ids: dict[str, str],
+            unversioned: set[str]) -> _Deleted:
     """One statement: every checkpoint of ``thread_ids`` not kept, its writes rows, the blobs no kept checkpoint
     names; the chain starts' parent links cleared. With ``backup_ids`` (``{thread_id: backup id}``) the deleted rows
-    move into the backup tables and the rest of each thread is copied beside them, as it was.
-
-    Returns:
-        ``{(what, thread_id): rows}``: ``d`` checkpoints deleted, ``p`` parent links cleared, with a backup
-        ``bc``, ``bw``, ``bb`` the checkpoint, writes and blob rows in the thread's backup.
+    move into the backup tables and the rest of each thread is copied beside them, as it was. The same statement
+    reads, on the snapshot before its changes, the kept rows' digest and which of the ``unversioned`` channels
+    (replayed channels some chain start has no version of) the writes rows it deletes hold, by namespace, so the
+    proof makes no pass of its own over the deleted rows.
     """
     d = session.dialect
     writes = d.writes_table
@@ -201,42 +247,59 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan],
     sql = [
         "WITH k AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS k(thread_id, checkpoint_ns, "
         "checkpoint_id)), ",
+        f"h AS ({kept_digest_sql(writes, f'SELECT {_KEY} FROM k')}), ",
         f"d AS (DELETE FROM checkpoints WHERE thread_id = ANY(?) AND ({_KEY}) NOT IN (SELECT {_KEY} FROM k) "
-        f"RETURNING {', '.join(_CHECKPOINT_COLS) if backup_ids else _KEY}), ",
-        f"w AS (DELETE FROM {writes} x USING d WHERE x.thread_id = d.thread_id AND x.checkpoint_ns = d.checkpoint_ns "
-        "AND x.checkpoint_id = d.checkpoint_id RETURNING "
-        f"{', '.join('x.' + c for c in write_cols) if backup_ids else 'x.thread_id'}), ",
-        # the batch's blobs no kept checkpoint names (garbage_blobs' rule)
-        "g AS (SELECT thread_id, checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = ANY(?) "
-        "EXCEPT SELECT c.thread_id, c.checkpoint_ns, v.key, v.value FROM checkpoints c "
+        f"RETURNING {', '.join(_CHECKPOINT_COLS) if backup_ids else _KEY}, {d.checkpoint_bytes(None)} AS bytes), ",
+        f"w AS (DELETE FROM {writes} x USING d WHERE x.thread_id = ANY(?) AND x.thread_id = d.thread_id "
+        "AND x.checkpoint_ns = d.checkpoint_ns AND x.checkpoint_id = d.checkpoint_id RETURNING "
+        f"{', '.join('x.' + c for c in write_cols) if backup_ids else 'x.thread_id, x.checkpoint_ns, x.channel'}, "
+        f"{d.write_bytes('x')} AS bytes), ",
+        # the blobs the kept checkpoints name; every other blob of the batch goes (garbage_blobs' rule)
+        "n AS (SELECT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version FROM checkpoints c "
         "JOIN k USING (thread_id, checkpoint_ns, checkpoint_id) CROSS JOIN LATERAL "
-        "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v), ",
-        "b AS (DELETE FROM checkpoint_blobs x USING g WHERE x.thread_id = g.thread_id AND x.checkpoint_ns = "
-        f"g.checkpoint_ns AND x.channel = g.channel AND x.version = g.version RETURNING "
-        f"{', '.join('x.' + c for c in _BLOB_COLS) if backup_ids else 'x.thread_id'}), ",
+        "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v WHERE v.value IS NOT NULL), ",
+        f"b AS (DELETE FROM checkpoint_blobs x WHERE thread_id = ANY(?) AND ({_BLOB_KEY}) NOT IN (SELECT * FROM n) "
+        f"RETURNING {', '.join('x.' + c for c in _BLOB_COLS) if backup_ids else 'x.thread_id'}, "
+        f"{d.blob_bytes('x')} AS bytes), ",
         f"p AS (UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE ({_KEY}) IN "
         "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) RETURNING thread_id)",
     ]
-    params: list[Any] = [*key_columns(kept), thread_ids, thread_ids, *key_columns(starts)]
-    counts = ["SELECT 'd' AS what, thread_id, COUNT(*) AS n FROM d GROUP BY thread_id",
-              "SELECT 'p', thread_id, COUNT(*) FROM p GROUP BY thread_id"]
+    params: list[Any] = [*key_columns(kept), thread_ids, thread_ids, thread_ids, *key_columns(starts)]
+    parts = ["SELECT 'd' AS what, thread_id, NULL::text AS ns, NULL::text AS channel, COUNT(*) AS n, "
+             "SUM(bytes)::bigint AS bytes FROM d GROUP BY thread_id",
+             "SELECT 'w', thread_id, NULL, NULL, COUNT(*), SUM(bytes) FROM w GROUP BY thread_id",
+             "SELECT 'b', thread_id, NULL, NULL, COUNT(*), SUM(bytes) FROM b GROUP BY thread_id",
+             "SELECT 'p', thread_id, NULL, NULL, COUNT(*), NULL FROM p GROUP BY thread_id",
+             "SELECT DISTINCT 'r', thread_id, checkpoint_ns, channel, NULL::bigint, NULL::bigint FROM w "
+             "WHERE channel = ANY(?)",
+             "SELECT 'h', thread_id, NULL, digest, NULL, NULL FROM h"]
+    tail: list[Any] = [sorted(unversioned)]
     if backup_ids:
         if not backup_tables_known(session):
             backups.ensure_whole_thread_tables(session)
         sql.append(", m AS (SELECT * FROM unnest(?::text[], ?::text[]) AS m(thread_id, backup_id))")
-        params += [list(backup_ids), list(backup_ids.values())]
+        params += [list(backup_ids), list(backup_ids.values()), thread_ids, thread_ids]
         sql.append(_move("bc", "dfa_backup_checkpoints", "checkpoints", _CHECKPOINT_COLS, "d",
                          "JOIN k USING (thread_id, checkpoint_ns, checkpoint_id)"))
         sql.append(_move("bw", "dfa_backup_writes", writes, write_cols, "w",
-                         "WHERE NOT EXISTS (SELECT 1 FROM d WHERE d.thread_id = x.thread_id AND d.checkpoint_ns = "
-                         "x.checkpoint_ns AND d.checkpoint_id = x.checkpoint_id)"))
+                         "WHERE x.thread_id = ANY(?) AND NOT EXISTS (SELECT 1 FROM d WHERE d.thread_id = x.thread_id "
+                         "AND d.checkpoint_ns = x.checkpoint_ns AND d.checkpoint_id = x.checkpoint_id)"))
         sql.append(_move("bb", "dfa_backup_blobs", "checkpoint_blobs", _BLOB_COLS, "b",
-                         "WHERE NOT EXISTS (SELECT 1 FROM g WHERE g.thread_id = x.thread_id AND g.checkpoint_ns = "
-                         "x.checkpoint_ns AND g.channel = x.channel AND g.version = x.version)"))
-        counts += [f"SELECT '{c}', m.thread_id, COUNT(*) FROM {c} JOIN m USING (backup_id) "
-                   "GROUP BY m.thread_id" for c in ("bc", "bw", "bb")]
-    rows = session.query("".join(sql) + " " + " UNION ALL ".join(counts), params)
-    return {(r["what"], r["thread_id"]): int(r["n"]) for r in rows}
+                         f"WHERE x.thread_id = ANY(?) AND ({_BLOB_KEY}) IN (SELECT * FROM n)"))
+        parts += [f"SELECT '{c}', m.thread_id, NULL, NULL, COUNT(*), NULL FROM {c} JOIN m USING (backup_id) "
+                  "GROUP BY m.thread_id" for c in ("bc", "bw", "bb")]
+    done = _Deleted()
+    for r in session.query("".join(sql) + " " + " UNION ALL ".join(parts), params + tail):
+        what, t = r["what"], r["thread_id"]
+        if what == "r":
+            done.written.setdefault((t, r["ns"]), set()).add(r["channel"])
+        elif what == "h":
+            done.digest[t] = str(r["channel"])
+        else:
+            done.counts[(what, t)] = int(r["n"])
+            if what in ("d", "w", "b"):
+                done.deleted_bytes[t] = done.deleted_bytes.get(t, 0) + int(r["bytes"] or 0)
+    return done
 
 
 def _move(name: str, into: str, table: str, cols: tuple[str, ...], moved: str, kept_rows: str) -> str:

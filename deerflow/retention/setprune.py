@@ -36,13 +36,13 @@ from deerflow.convert.report import ThreadReport
 from deerflow.convert.walk import Walk
 from deerflow.errors import DeerFlowError
 from deerflow.retention.plan import Plan, plan_keep_last, plan_safe_only
+from deerflow.retention.proof import chain_starts_on_own_rows
 from deerflow.retention.reading import langgraph_reader, read_through_langgraph
 from deerflow.retention.rebase import RebasePlan, rebase
 from deerflow.retention.report import PruneReport, RetentionAbort
 from deerflow.retention.setbased import (
     ThreadFacts,
     backup_tables_committed,
-    chain_starts_on_own_rows,
     delete_planned,
     garbage_blobs,
     langgraph_reads_delta,

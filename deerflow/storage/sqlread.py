@@ -114,13 +114,19 @@ class Tx(_Fragments):
     def _sql(self, sql: str) -> str:
         return self.dialect.sql(sql)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[dict[str, Any]]:
         """Rows as dicts (``?`` placeholders).
+
+        Args:
+            binary: Postgres: the rows come in the binary format, which parses long arrays several times faster
+                than their text; SQLite ignores it.
 
         Raises:
             StorageError: the driver failed (see :mod:`deerflow.storage.driver_errors`).
         """
         with translated():
+            if binary and self.dialect is Dialect.POSTGRES:
+                return self.dialect.rows(self.conn.execute(self._sql(sql), tuple(params), binary=True))
             return self.dialect.rows(self.conn.execute(self._sql(sql), tuple(params)))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:

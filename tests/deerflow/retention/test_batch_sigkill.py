@@ -1,14 +1,15 @@
-"""SIGKILL in the middle of a batch prune (:mod:`deerflow.retention.setbatch`): every thread of the batch is
+"""SIGKILL in the middle of a batch prune (:mod:`deerflow.retention.setbatch`): every thread of a batch is
 untouched, or every one is completely pruned; never one without the others, never a partial thread.
 
 A child process runs ``prune_threads(keep_last 5)`` with backups on the real fixture's full-mode threads
-(Postgres), which the batch path prunes in one transaction (checked by an unkilled calibration run in this
-process), and is killed with ``kill -9`` at a seeded random delay drawn uniformly from 0 to 1.1 times the
-calibration's prune time (a child that finished first is not a kill; the draw is repeated): 50 kills. After
-each kill every thread's rows equal the original byte for byte with no backup (*untouched*), or hold exactly
-the calibration's kept checkpoints, each reading with the manifest's digests, with exactly one active backup
-that reverts it byte for byte (*pruned*). A batch with threads of both outcomes, or anything else, fails.
-A thread outside the batch is never touched.
+(Postgres), which the batch path prunes in two transactions at once (``setbatch.batches_of``; none goes
+alone, checked by an unkilled calibration run in this process), and is killed with ``kill -9`` at a seeded
+random delay drawn uniformly from 0 to 1.1 times the calibration's prune time (a child that finished first
+is not a kill; the draw is repeated): 50 kills. After each kill every thread's rows equal the original byte
+for byte with no backup (*untouched*), or hold exactly the calibration's kept checkpoints, each reading with
+the manifest's digests, with exactly one active backup that reverts it byte for byte (*pruned*). A batch
+with threads of both outcomes, or anything else, fails; the two batches may differ. A thread outside the
+batches is never touched.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 import deerflow.retention.batch as batch_module
 from deerflow.convert import list_backups
 from deerflow.retention import prune_threads, revert_prune
+from deerflow.retention.setbatch import batches_of
 from tests.deerflow.convert.support import backup_ids, execute, raw_rows, settle
 from tests.deerflow.retention.support import all_keys, read
 from tests.manage_forks import ForkedScript
@@ -100,20 +102,23 @@ def test_sigkill_during_a_batch_prune_leaves_all_its_threads_untouched_or_all_pr
     expected = {r.thread_id: set(r.kept_checkpoint_ids) for r in reports}
     assert {_outcome(db, t, original[t], expected[t], digests[t]) for t in threads} == {"pruned"}
     duration = _calibrated(db, threads, original, expected, digests)
+    chunks = batches_of(threads)
+    assert len(chunks) == 2, chunks  # two transactions at once: each is all or nothing
     rng = random.Random(SEED)
     outcomes = {"untouched": 0, "pruned": 0}
     kills = 0
     while kills < KILLS:
         last = _run(db, threads, rng.uniform(0, duration * 1.1))
-        batch = {_outcome(db, t, original[t], expected[t], digests[t]) for t in threads}
-        assert len(batch) == 1, f"the batch was split: {batch}"
+        batches = [{_outcome(db, t, original[t], expected[t], digests[t]) for t in batch} for batch in chunks]
+        assert all(len(batch) == 1 for batch in batches), f"a batch was split: {batches}"
         if last == "killed":
             kills += 1
-            outcomes[batch.pop()] += 1
+            for batch in batches:
+                outcomes[batch.pop()] += 1
     assert raw_rows(db, NEIGHBOUR) == neighbour
     assert backup_ids(db) == []
     print(f"\n[postgres] seed={SEED} batch prune of {len(threads)} threads {duration:.2f}s: {kills} kills -> "
-          f"{outcomes}, split 0, partial 0")
+          f"{outcomes} (batches), split 0, partial 0")
 
 
 def _calibrated(db, threads, original, expected, digests) -> float:

@@ -177,8 +177,8 @@ def test_a_failed_check_writes_nothing_and_each_thread_is_pruned_alone(pg, alone
     before = _langgraph_rows(pg)
     inside: list[int] = []
 
-    def failing(session: Any, plans: Any, *args: Any) -> None:
-        inside.append(session.query("SELECT COUNT(*) AS n FROM checkpoints")[0]["n"])
+    def failing(plans: Any, after: Any, *args: Any) -> None:
+        inside.append(sum(len(a.left) for a in after.values()))
         raise BatchRollback(next(iter(plans)))
 
     monkeypatch.setattr(setbatch_module, "_verify", failing)
@@ -192,7 +192,7 @@ def test_a_failed_check_writes_nothing_and_each_thread_is_pruned_alone(pg, alone
 def test_a_failed_check_leaves_nothing_written_when_the_per_thread_path_fails_too(pg, monkeypatch):
     turns(pg, "a", 3, mode="full")
     before = _langgraph_rows(pg)
-    monkeypatch.setattr(setbatch_module, "_verify", lambda session, plans, *a: _raise(BatchRollback("a")))
+    monkeypatch.setattr(setbatch_module, "_verify", lambda plans, *a: _raise(BatchRollback("a")))
     monkeypatch.setattr(batch_module, "prune_thread", lambda *a, **k: _raise(RuntimeError("stop")))
     with pytest.raises(RuntimeError, match="stop"):
         prune_threads(pg, ["a"], "keep_last", n=1)
