@@ -55,11 +55,12 @@ def read_after(session: Any, kept: dict[str, set[_Key]]) -> dict[str, After]:
         "FROM checkpoints WHERE thread_id = ANY(?) "
         f"UNION ALL SELECT 'w', * FROM ({writes_facts_sql(d)}) AS w "
         "UNION ALL SELECT 'u', b.thread_id, NULL, NULL, COUNT(*) FROM checkpoint_blobs b WHERE b.thread_id = ANY(?) "
-        "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = "
-        "b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) GROUP BY b.thread_id "
+        "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = ANY(?) AND c.thread_id = b.thread_id AND "
+        "c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) "
+        "GROUP BY b.thread_id "
         f"UNION ALL SELECT 'h', thread_id, NULL, digest, NULL FROM ({kept_digest_sql(d.writes_table, UNNEST_KEYS)}) "
         "AS h",
-        [*[thread_ids] * 5, *keys, *keys, *keys])
+        [*[thread_ids] * 7, *keys, *keys, *keys])
     for r in rows:
         if r["part"] == "c":
             out[r["thread_id"]].left.add((r["ns"], r["id"]))

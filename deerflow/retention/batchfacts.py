@@ -92,16 +92,9 @@ def _forest(namespaces: list[str], ids: list[str], parents: list[str | None],
     namespace); ``owners`` is left empty."""
     if _dangling(namespaces, ids, parents):
         return None
-    by_ns: dict[str, dict[str, str | None]]
-    if len(set(namespaces)) == 1:
-        by_ns = {namespaces[0]: dict(zip(ids, parents, strict=True))}
-    else:
-        by_ns = {}
-        for ns, cid, parent in zip(namespaces, ids, parents, strict=True):
-            by_ns.setdefault(ns, {})[cid] = parent
     call_roots = {(ns, cid): json.loads(root) for ns, cid, root in zip(namespaces, ids, roots, strict=True)
                   if root is not None}
-    return Forest(by_ns, set(), call_roots, {}, set())
+    return Forest.of_columns(namespaces, ids, parents, call_roots)
 
 
 def _dangling(namespaces: list[str], ids: list[str], parents: list[str | None]) -> bool:
@@ -134,19 +127,21 @@ def _nodes(namespaces: list[str], ids: list[str], parents: list[str | None], roo
 
 def writes_facts(session: Any, thread_ids: list[str]) -> tuple[dict[str, set[_Key]], dict[str, int]]:
     """``({thread_id: keys of writes rows under no checkpoint}, {thread_id: bytes of writes rows and blobs})``."""
-    return parse_writes_facts(session.query(writes_facts_sql(session.dialect), [thread_ids] * 3), thread_ids)
+    return parse_writes_facts(session.query(writes_facts_sql(session.dialect), [thread_ids] * 4), thread_ids)
 
 
 def writes_facts_sql(d: Any) -> str:
-    """The statement :func:`writes_facts` reads (three ``?``: the thread ids), with columns ``thread_id``, ``ns``,
-    ``id`` (a writes row's key under no checkpoint) and ``b`` (bytes, on the rows whose ``ns`` is ``NULL``)."""
+    """The statement :func:`writes_facts` reads (four ``?``: the thread ids), with columns ``thread_id``, ``ns``,
+    ``id`` (a writes row's key under no checkpoint) and ``b`` (bytes, on the rows whose ``ns`` is ``NULL``). The
+    checkpoints an orphan is looked for among are the threads' own, so the planner hashes those rows alone."""
     return (f"SELECT thread_id, NULL AS ns, NULL AS id, SUM({d.write_bytes(None)})::bigint AS b FROM {d.writes_table} "
             "WHERE thread_id = ANY(?) GROUP BY thread_id UNION ALL "
             f"SELECT thread_id, NULL, NULL, SUM({d.blob_bytes()}) FROM checkpoint_blobs WHERE thread_id = ANY(?) "
             "GROUP BY thread_id UNION ALL "
             f"SELECT DISTINCT w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::bigint FROM {d.writes_table} w "
-            "WHERE w.thread_id = ANY(?) AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id "
-            "AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)")
+            "WHERE w.thread_id = ANY(?) AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = ANY(?) "
+            "AND c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = "
+            "w.checkpoint_id)")
 
 
 def parse_writes_facts(rows: list[dict[str, Any]],

@@ -118,6 +118,20 @@ class Forest(NamedTuple):
     unseeded: set[_Key]
 
     @classmethod
+    def of_columns(cls, namespaces: list[str], ids: list[str], parents: list[str | None],
+                   call_roots: dict[_Key, Any]) -> Forest:
+        """The forest of one thread's columns (parallel lists, one entry per checkpoint) with no differs, every
+        checkpoint a seed and ``owners`` empty (the caller fills it)."""
+        by_ns: dict[str, dict[str, str | None]]
+        if len(set(namespaces)) == 1:
+            by_ns = {namespaces[0]: dict(zip(ids, parents, strict=True))}
+        else:
+            by_ns = {}
+            for ns, cid, parent in zip(namespaces, ids, parents, strict=True):
+                by_ns.setdefault(ns, {})[cid] = parent
+        return cls(by_ns, set(), call_roots, {}, set())
+
+    @classmethod
     def of(cls, nodes: Iterable[Node]) -> Forest:
         """The forest of ``nodes`` (every checkpoint of the thread)."""
         forest = cls({}, set(), {}, {}, set())

@@ -70,7 +70,7 @@ LANES = 2
 
 #: Fewest threads a lane's batch takes: a transaction costs about 10 ms whatever its size (the lock, six
 #: statements, the commit), worth paying twice only for this many threads or more.
-LANE_THREADS = 4
+LANE_THREADS = 3
 
 _CHECKPOINT_COLS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint",
                     "metadata")
@@ -111,10 +111,13 @@ def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect:
 
 
 def batches_of(thread_ids: list[str]) -> list[list[str]]:
-    """The transactions :func:`keep_last_in_batches` prunes ``thread_ids`` in, in order: at most
-    :data:`BATCH_THREADS` threads each, split over :data:`LANES` when each lane gets :data:`LANE_THREADS` or
-    more; each batch's ids sorted (the order its locks are taken in)."""
-    size = min(BATCH_THREADS, max(LANE_THREADS, -(-len(thread_ids) // LANES)))
+    """The transactions :func:`keep_last_in_batches` prunes ``thread_ids`` in, in order: as many as
+    :data:`LANES` (fewer when a lane would get under :data:`LANE_THREADS` threads) or more, of equal sizes and at
+    most :data:`BATCH_THREADS` threads each; each batch's ids sorted (the order its locks are taken in).
+
+    Example: 5 threads are one batch, 10 are two of 5, 60 are 25, 25 and 10."""
+    lanes = max(1, min(LANES, len(thread_ids) // LANE_THREADS))
+    size = max(1, min(BATCH_THREADS, -(-len(thread_ids) // lanes)))
     return [sorted(thread_ids[i:i + size]) for i in range(0, len(thread_ids), size)]
 
 

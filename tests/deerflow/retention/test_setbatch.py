@@ -217,3 +217,40 @@ def test_a_kept_blob_rewritten_inside_the_batch_fails_the_check_even_with_the_sa
     reports = prune_threads(pg, ["a", "b"], "keep_last", n=1)
     assert alone == ["a", "b"]  # the batch rolled back: a kept row is not the row it was
     assert [r.status for r in reports] == ["pruned", "pruned"]
+
+
+def test_two_batches_run_at_once_on_two_connections_and_leave_what_each_thread_alone_leaves(pg, monkeypatch, alone):
+    threads = [f"full-{i}" for i in range(8)]
+    for i, t in enumerate(threads):
+        turns(pg, t, 3 + i % 3, mode="full")
+    assert setbatch_module.batches_of(threads) == [threads[:4], threads[4:]]
+    with copy_of(pg) as copy:
+        with each_alone(monkeypatch):
+            by_itself = {r.thread_id: r for r in prune_threads(copy, threads, "keep_last", n=2)}
+        alone.clear()
+        lanes: list[tuple[int, list[str]]] = []
+        real = setbatch_module._prune
+
+        def recording(session: Any, chunk: list[str], *args: Any) -> Any:
+            lanes.append((session.conn.info.backend_pid, chunk))
+            return real(session, chunk, *args)
+
+        monkeypatch.setattr(setbatch_module, "_prune", recording)
+        # the backup tables do not exist yet: they are made once, before the two transactions
+        assert execute(pg, "SELECT to_regclass('dfa_backup_checkpoints') IS NULL") == [(True,)]
+        reports = {r.thread_id: r for r in prune_threads(pg, threads, "keep_last", n=2)}
+        assert alone == [] and sorted(chunk for _pid, chunk in lanes) == [threads[:4], threads[4:]]
+        assert len({pid for pid, _chunk in lanes}) == 2  # two connections
+        assert _langgraph_rows(pg) == _langgraph_rows(copy)
+        assert {t: [getattr(r, f) for f in _REPORT_FIELDS] for t, r in reports.items()} == \
+            {t: [getattr(r, f) for f in _REPORT_FIELDS] for t, r in by_itself.items()}
+        assert _backups(pg, threads) == _backups(copy, threads)
+
+
+@pytest.mark.parametrize(("count", "sizes"), [(0, []), (1, [1]), (5, [5]), (6, [3, 3]), (10, [5, 5]),
+                                              (50, [25, 25]), (60, [25, 25, 10])])
+def test_the_batches_are_as_many_as_the_lanes_when_each_gets_enough_threads(count, sizes):
+    threads = [f"t{i:03d}" for i in range(count)][::-1]
+    batches = setbatch_module.batches_of(threads)
+    assert [len(b) for b in batches] == sizes
+    assert all(b == sorted(b) for b in batches) and sorted(t for b in batches for t in b) == sorted(threads)
