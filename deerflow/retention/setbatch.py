@@ -20,7 +20,16 @@ its kept ancestors and at most the chain start's stored values: all kept
 bytes. So the proof is the kept checkpoints' stored bytes (rows without the
 parent link, the blobs they name, their writes rows), digested before and
 after (:func:`_verify`, from :func:`deerflow.retention.batchcheck.read_after`), with no reading
-through LangGraph's reader and no value decoded.
+through LangGraph's reader and no value decoded. The first condition is
+checked before the deletes (:func:`~deerflow.retention.proof.chain_starts_storing`);
+the deleting statement itself reads the second (the replayed channels of the
+writes rows it deletes) and the digest before, on the snapshot before its
+changes; a batch where a reading would walk past a chain start is rolled back
+and run again without that thread.
+
+A call's batches run :data:`LANES` at a time, each transaction on its own
+connection (:func:`batches_of`): a batch's statements run in one server
+process, so two keep two cores busy. Each batch is atomic on its own.
 
 The transaction is ``REPEATABLE READ`` (as LangGraph's own ``prune``): the
 plan and the deletes read one snapshot, so what a run saves meanwhile is
@@ -41,9 +50,11 @@ caller prunes those threads one by one (:func:`deerflow.retention.prune.prune_th
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,16 +108,24 @@ def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect:
     """
     chunks = batches_of(thread_ids)
     note = note or "prune:keep_last"
+    stop = threading.Event()
     if len(chunks) < 2:
-        return _lane(shared, chunks, n, protect, backup, note)
+        return _lane(shared, chunks, n, protect, backup, note, stop)
     if backup:
         _ensure_backup_tables(shared)  # once, before two transactions could both create them
     reports: dict[str, PruneReport] = {}
-    with type(shared)(shared.database) as other, ThreadPoolExecutor(LANES) as pool:
-        lanes = [pool.submit(_lane, conn, chunks[i::LANES], n, protect, backup, note)
-                 for i, conn in enumerate((shared, other))]
-        for lane in lanes:
-            reports.update(lane.result())
+    lanes = min(LANES, len(chunks))
+    with ExitStack() as stack:
+        conns = [shared, *(stack.enter_context(type(shared)(shared.database)) for _ in range(lanes - 1))]
+        pool = stack.enter_context(ThreadPoolExecutor(lanes))
+        futures = [pool.submit(_lane, conn, chunks[i::lanes], n, protect, backup, note, stop)
+                   for i, conn in enumerate(conns)]
+        try:
+            for future in as_completed(futures):
+                reports.update(future.result())
+        except BaseException:
+            stop.set()  # an error or Ctrl-C: the other lanes finish the batch they are in and take no other
+            raise
     return reports
 
 
@@ -129,11 +148,13 @@ def _ensure_backup_tables(shared: Any) -> None:
             backup_tables_committed(session)
 
 
-def _lane(shared: Any, chunks: list[list[str]], n: int, protect: set[str], backup: bool,
-          note: str) -> dict[str, PruneReport]:
-    """Prune ``chunks`` one after another on ``shared``'s connection (one transaction each)."""
+def _lane(shared: Any, chunks: list[list[str]], n: int, protect: set[str], backup: bool, note: str,
+          stop: threading.Event) -> dict[str, PruneReport]:
+    """Prune ``chunks`` one after another on ``shared``'s connection (one transaction each), until ``stop``."""
     reports: dict[str, PruneReport] = {}
     for chunk in chunks:
+        if stop.is_set():
+            break
         for _attempt in range(2):  # a second time without the threads the deleting statement did not prove
             started = time.monotonic()
             try:

@@ -4,6 +4,7 @@ per-thread path for what the batch cannot prove, and nothing written when a chec
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -254,3 +255,22 @@ def test_the_batches_are_as_many_as_the_lanes_when_each_gets_enough_threads(coun
     batches = setbatch_module.batches_of(threads)
     assert [len(b) for b in batches] == sizes
     assert all(b == sorted(b) for b in batches) and sorted(t for b in batches for t in b) == sorted(threads)
+
+
+def test_an_error_in_one_lane_stops_the_other_after_the_batch_it_is_in(pg, monkeypatch):
+    threads = [f"t{i:03d}" for i in range(60)]
+    batches = setbatch_module.batches_of(threads)
+    assert [len(b) for b in batches] == [25, 25, 10]  # lane one: the first and the third; lane two: the second
+    started: list[str] = []
+
+    def pruning(session: Any, chunk: list[str], *args: Any) -> Any:
+        started.append(chunk[0])
+        if chunk == batches[1]:
+            raise RuntimeError("lane two failed")
+        time.sleep(0.5)  # lane one is in its first batch when lane two fails
+        return {}, set()
+
+    monkeypatch.setattr(setbatch_module, "_prune", pruning)
+    with pytest.raises(RuntimeError, match="lane two failed"):
+        prune_threads(pg, threads, "keep_last", n=2)
+    assert sorted(started) == [batches[0][0], batches[1][0]]  # the third batch was never begun
