@@ -109,10 +109,10 @@ def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect:
     chunks = batches_of(thread_ids)
     note = note or "prune:keep_last"
     stop = threading.Event()
+    if backup and chunks:
+        _ensure_backup_tables(shared)  # once, before any batch (two transactions could both create them)
     if len(chunks) < 2:
         return _lane(shared, chunks, n, protect, backup, note, stop)
-    if backup:
-        _ensure_backup_tables(shared)  # once, before two transactions could both create them
     reports: dict[str, PruneReport] = {}
     lanes = min(LANES, len(chunks))
     with ExitStack() as stack:
@@ -141,6 +141,7 @@ def batches_of(thread_ids: list[str]) -> list[list[str]]:
 
 
 def _ensure_backup_tables(shared: Any) -> None:
+    """Create the whole-thread backup tables if missing, committed (skipped on a connection that already has)."""
     with shared.session(write=True) as session:
         if not backup_tables_known(session):
             backups.ensure_whole_thread_tables(session)
@@ -211,8 +212,6 @@ def _prune(session: Any, thread_ids: list[str], n: int, protect: set[str], backu
     if backup_ids:
         _record_backups(session, chosen, backup_ids, done.counts, stored, note)
     session.commit()
-    if backup_ids:
-        backup_tables_committed(session)
     reports = {t: _report(t, plan, "nothing_to_prune", after[t].stored_bytes, after[t].stored_bytes)
                for t, plan in unchanged.items()}
     for t in chosen:
@@ -299,8 +298,6 @@ def _delete(session: Any, thread_ids: list[str], plans: dict[str, Plan], backup_
              "SELECT 'h', thread_id, NULL, digest, NULL, NULL FROM h"]
     tail: list[Any] = [sorted(unversioned)]
     if backup_ids:
-        if not backup_tables_known(session):
-            backups.ensure_whole_thread_tables(session)
         sql.append(", m AS (SELECT * FROM unnest(?::text[], ?::text[]) AS m(thread_id, backup_id))")
         params += [list(backup_ids), list(backup_ids.values()), thread_ids, thread_ids]
         sql.append(_move("bc", "dfa_backup_checkpoints", "checkpoints", _CHECKPOINT_COLS, "d",
