@@ -92,7 +92,8 @@ _BLOB_KEY = "thread_id, checkpoint_ns, channel, version"
 
 def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect: set[str], backup: bool,
                          note: str) -> dict[str, PruneReport]:
-    """Keep-last ``n`` prune of the threads this path proves, :data:`BATCH_THREADS` to a transaction.
+    """Keep-last ``n`` prune of the threads this path proves, in the batches of :func:`batches_of` (at most
+    :data:`BATCH_THREADS` threads a transaction, :data:`LANES` transactions at once).
 
     Args:
         shared: a :class:`deerflow.retention.batch.SharedConnection` (Postgres).
@@ -109,8 +110,8 @@ def keep_last_in_batches(shared: Any, thread_ids: list[str], n: int, *, protect:
     chunks = batches_of(thread_ids)
     note = note or "prune:keep_last"
     stop = threading.Event()
-    if backup and chunks:
-        _ensure_backup_tables(shared)  # once, before any batch (two transactions could both create them)
+    if backup and chunks and not _ensure_backup_tables(shared):
+        return {}  # the backup tables could not be made: each thread goes alone, and reports why
     if len(chunks) < 2:
         return _lane(shared, chunks, n, protect, backup, note, stop)
     reports: dict[str, PruneReport] = {}
@@ -140,13 +141,19 @@ def batches_of(thread_ids: list[str]) -> list[list[str]]:
     return [sorted(thread_ids[i:i + size]) for i in range(0, len(thread_ids), size)]
 
 
-def _ensure_backup_tables(shared: Any) -> None:
-    """Create the whole-thread backup tables if missing, committed (skipped on a connection that already has)."""
-    with shared.session(write=True) as session:
-        if not backup_tables_known(session):
-            backups.ensure_whole_thread_tables(session)
-            session.commit()
-            backup_tables_committed(session)
+def _ensure_backup_tables(shared: Any) -> bool:
+    """Create the whole-thread backup tables if missing, committed, once before any batch (two transactions could
+    both create them; skipped on a connection that already has); False when that failed (e.g. no ``CREATE``
+    privilege, or another process creating them at the same moment)."""
+    try:
+        with shared.session(write=True) as session:
+            if not backup_tables_known(session):
+                backups.ensure_whole_thread_tables(session)
+                session.commit()
+                backup_tables_committed(session)
+    except StorageError:
+        return False
+    return True
 
 
 def _lane(shared: Any, chunks: list[list[str]], n: int, protect: set[str], backup: bool, note: str,

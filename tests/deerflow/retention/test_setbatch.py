@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ import deerflow.retention.batch as batch_module
 import deerflow.retention.setbatch as setbatch_module
 from deerflow.config.database_config import DatabaseConfig
 from deerflow.convert import list_backups
+from deerflow.errors import StorageError
 from deerflow.retention import keep_last, prune_threads, revert_prune
 from deerflow.retention.batchcheck import BatchRollback
 from deerflow.storage.addressing import config_for
@@ -274,3 +276,17 @@ def test_an_error_in_one_lane_stops_the_other_after_the_batch_it_is_in(pg, monke
     with pytest.raises(RuntimeError, match="lane two failed"):
         prune_threads(pg, threads, "keep_last", n=2)
     assert sorted(started) == [batches[0][0], batches[1][0]]  # the third batch was never begun
+
+
+def test_backup_tables_that_cannot_be_made_send_each_thread_alone(pg, monkeypatch, alone):
+    threads = [f"full-{i}" for i in range(6)]
+    for t in threads:
+        turns(pg, t, 3, mode="full")
+
+    def refusing(session: Any) -> None:
+        raise StorageError(RuntimeError("permission denied for schema public"))
+
+    monkeypatch.setattr(setbatch_module, "backups", SimpleNamespace(ensure_whole_thread_tables=refusing))
+    reports = prune_threads(pg, threads, "keep_last", n=1)
+    assert alone == threads  # no batch ran: the per-thread path makes the tables its own way
+    assert [r.status for r in reports] == ["pruned"] * 6 and all(len(ids(pg, t)) == 1 for t in threads)
