@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from deerflow.retention.plan import Forest, Node
+from deerflow.retention.proof import UNNEST_KEYS
 from deerflow.retention.setbased import key_columns
 from deerflow.runtime.delta_evidence import PRUNE_REFUSES
 
@@ -80,7 +81,7 @@ def read_batch_forests(session: Any, thread_ids: list[str]) -> dict[str, Forest 
     if leaves:
         for w in session.query(
                 f"SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM {session.dialect.writes_table} WHERE "
-                "(thread_id, checkpoint_ns, checkpoint_id) IN (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]))",
+                f"(thread_id, checkpoint_ns, checkpoint_id) IN ({UNNEST_KEYS})",
                 key_columns(leaves)):
             forests[w["thread_id"]].owners.add((w["checkpoint_ns"], w["checkpoint_id"]))  # type: ignore[union-attr]
     return forests
@@ -92,8 +93,7 @@ def _forest(namespaces: list[str], ids: list[str], parents: list[str | None],
     namespace); ``owners`` is left empty."""
     if _dangling(namespaces, ids, parents):
         return None
-    call_roots = {(ns, cid): json.loads(root) for ns, cid, root in zip(namespaces, ids, roots, strict=True)
-                  if root is not None}
+    call_roots = {(ns, cid): json.loads(root) for ns, cid, root in zip(namespaces, ids, roots, strict=True) if root}
     return Forest.of_columns(namespaces, ids, parents, call_roots)
 
 
@@ -121,7 +121,7 @@ def _nodes(namespaces: list[str], ids: list[str], parents: list[str | None], roo
     """The plan's nodes (``None`` when a parent link does not name an older checkpoint of its namespace)."""
     if _dangling(namespaces, ids, parents):
         return None
-    metadata = [_NONE if root is None else {"parents": json.loads(root)} for root in roots]
+    metadata = [{"parents": json.loads(root)} if root else _NONE for root in roots]
     return list(map(Node, namespaces, ids, parents, metadata, repeat(_NONE), map(bool, owns)))
 
 
